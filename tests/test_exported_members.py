@@ -1,0 +1,30 @@
+"""Each package's __all__ is exactly its sorted public names (as httpx does)."""
+
+import importlib
+
+import pytest
+
+
+@pytest.mark.parametrize("name", ["traces", "analysis", "replay"])
+def test_all_is_sorted_and_complete(name: str) -> None:
+    module = importlib.import_module(name)
+    public = sorted(
+        n for n in dir(module)
+        if not n.startswith("_") and not isinstance(getattr(module, n), type(importlib))
+    )
+    exported = [n for n in module.__all__ if n != "__version__"]
+    assert exported == sorted(exported)
+    assert set(exported) == set(public)
+
+
+def test_pure_packages_do_not_import_network_or_cli() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, traces, analysis; "
+        "bad = [m for m in ('aiohttp', 'replay', 'rich') if m in sys.modules]; "
+        "print(','.join(bad))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
