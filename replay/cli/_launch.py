@@ -1,0 +1,123 @@
+"""``agentreplay launch``: start vLLM servers for A/B arms (or print their commands)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from replay.errors import TargetError
+
+__all__ = ["register"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "launch",
+        help="start vLLM servers whose arms differ only in decode_backend",
+        description=(
+            "Start one vLLM server per --arm with identical arguments except "
+            "--additional-config '{\"decode_backend\": ARM}', check /server_info, and keep "
+            "them until Ctrl-C. Sequential mode starts the first arm (compare --launch runs "
+            "the others in turn); side-by-side starts all on disjoint GPU sets. "
+            "Arguments after -- go to every server unchanged."
+        ),
+    )
+    parser.add_argument("--model", required=True, help="model directory or name")
+    parser.add_argument("--served-model-name", default=None)
+    parser.add_argument(
+        "--arm", action="append", required=True, metavar="BACKEND",
+        help="a decode_backend value, once per arm (e.g. auto, latency_specialized)",
+    )
+    parser.add_argument(
+        "--vllm-python", default=None, metavar="PY",
+        help="python of a venv with vLLM (runs its OpenAI server module); "
+        "default: `vllm serve` from PATH",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000, help="first arm's port")
+    parser.add_argument(
+        "--mode", choices=["sequential", "side-by-side"], default="sequential",
+    )
+    parser.add_argument("--gpus-per-arm", type=int, default=None, metavar="N")
+    parser.add_argument("--dry-run", action="store_true", help="print the command lines only")
+    parser.add_argument("--log-dir", type=Path, default=Path("launch-logs"))
+    parser.add_argument(
+        "--startup-timeout", type=float, default=None, metavar="S",
+        help="seconds to wait for /health (default 1800)",
+    )
+    parser.add_argument("extra", nargs="*", metavar="-- EXTRA", help="vLLM arguments")
+    parser.set_defaults(func=run)
+
+
+def _tick() -> None:
+    """One beat of the serve loop (tests replace it to simulate Ctrl-C)."""
+    time.sleep(1.0)
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def run(args: argparse.Namespace) -> int:
+    from replay._launch import (
+        DEFAULT_STARTUP_TIMEOUT_S,
+        LaunchMode,
+        format_command,
+        group_members,
+        launch_arms,
+        plan_arms,
+        resolve_vllm_launcher,
+    )
+
+    mode = LaunchMode(args.mode)
+    specs = plan_arms(
+        args.model,
+        args.arm,
+        launcher=resolve_vllm_launcher(args.vllm_python),
+        port=args.port,
+        mode=mode,
+        gpus_per_arm=args.gpus_per_arm,
+        served_model_name=args.served_model_name,
+        host=args.host,
+        extra_args=args.extra,
+    )
+    if args.dry_run:
+        for i, spec in enumerate(specs):
+            print(f"# arm {i}: decode_backend={spec.decode_backend} url={spec.url}")
+            print(format_command(spec))
+        return 0
+
+    to_start = specs if mode is LaunchMode.SIDE_BY_SIDE else specs[:1]
+    timeout = args.startup_timeout or DEFAULT_STARTUP_TIMEOUT_S
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # stop servers on kill too
+    try:
+        print(f"starting {len(to_start)} server(s); logs in {args.log_dir}", file=sys.stderr)
+        with launch_arms(to_start, args.log_dir, startup_timeout=timeout) as arms:
+            for arm in arms:
+                print(
+                    f"arm {arm.spec.decode_backend}: {arm.url} "
+                    f"(pid {arm.pid}, ready in {arm.startup_s:.0f} s, log {arm.log_path})"
+                )
+            if len(specs) > len(to_start):
+                print("sequential mode: other arms are started in turn by compare --launch",
+                      file=sys.stderr)
+            print("serving; Ctrl-C stops all", file=sys.stderr)
+            sys.stdout.flush()
+            try:
+                while True:
+                    _tick()
+                    for arm in arms:
+                        if not group_members(arm.pid):
+                            raise TargetError(
+                                f"arm {arm.spec.decode_backend}: server exited; "
+                                f"see {arm.log_path}"
+                            )
+            except KeyboardInterrupt:
+                print("stopping", file=sys.stderr)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return 0
