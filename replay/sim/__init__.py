@@ -1,0 +1,59 @@
+"""A simulated vLLM-compatible server whose truth is known (demo target and test double).
+
+Three ways in: ``async with SimServer(SimConfig(...)) as srv`` (in-process; its
+``truth`` list and ``engine`` are open to the test), ``with SimServerProcess(...)
+as srv`` (a child process, always stopped), and ``agentreplay serve-sim``.
+
+Endpoints as vLLM 0.32/0.33 shapes them: ``/v1/models``, ``/v1/completions``
+(text or token ids), ``/v1/chat/completions``, streaming or not, ``/metrics``
+(``vllm:`` names), ``/server_info?config_format=json`` (plus ``simulated``,
+``sim_profile``, ``time_scale``), ``/health``, ``/version``, ``/tokenize``,
+``/reset_prefix_cache``. Every response carries ``X-Simulated: agentreplay``.
+
+The performance model (``Engine`` over a ``PrefixCache``) is pure and clockless;
+profiles (``list_profiles()``) hold the published step-time figures. Text is
+tokenized by ``SimTokenizer`` (documented there); generated token ``N`` reads
+``" tN"``. Faults come from ``parse_faults("KIND=VALUE,...")``; the truth log
+(``TruthRecord``) says what the server did for each request.
+"""
+
+from replay.sim._cache import PrefixCache, block_hashes
+from replay.sim._engine import Engine, EngineCounters, SimRequest, StepResult
+from replay.sim._faults import FaultKind, FaultSpec, parse_faults
+from replay.sim._process import SimServerProcess, free_port
+from replay.sim._profile import (
+    Backend,
+    BackendTiming,
+    SimProfile,
+    SpeculativeSpec,
+    list_profiles,
+    load_profile,
+)
+from replay.sim._server import SimConfig, SimServer, server_info
+from replay.sim._tokenizer import SimTokenizer
+from replay.sim._truth import TruthRecord
+
+__all__ = [
+    "Backend",
+    "BackendTiming",
+    "Engine",
+    "EngineCounters",
+    "FaultKind",
+    "FaultSpec",
+    "PrefixCache",
+    "SimConfig",
+    "SimProfile",
+    "SimRequest",
+    "SimServer",
+    "SimServerProcess",
+    "SimTokenizer",
+    "SpeculativeSpec",
+    "StepResult",
+    "TruthRecord",
+    "block_hashes",
+    "free_port",
+    "list_profiles",
+    "load_profile",
+    "parse_faults",
+    "server_info",
+]

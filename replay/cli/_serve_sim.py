@@ -1,0 +1,70 @@
+"""``agentreplay serve-sim``: run the simulated vLLM server until interrupted."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "serve-sim", help="run a simulated vLLM server (labelled simulated everywhere)",
+        description="A vLLM-compatible server driven by a performance model instead of a GPU.",
+    )
+    p.add_argument("--profile", default="small",
+                   help="bundled profile name or a profile .json file (default: small)")
+    p.add_argument("--backend", choices=["auto", "latency_specialized"],
+                   default="latency_specialized")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--time-scale", type=float, default=1.0,
+                   help="run X times faster than real time")
+    p.add_argument("--faults", default=None, help="KIND=VALUE,... e.g. error_rate=0.1")
+    p.add_argument("--truth", default=None, help="write the truth log (JSONL) here")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--split-tokens", action="store_true",
+                   help="one token per SSE event and one event per write")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from replay.errors import ConfigError
+    from replay.sim import SimConfig, parse_faults
+
+    if args.time_scale <= 0:
+        raise ConfigError("--time-scale must be > 0")
+    if not 0 <= args.port <= 65535:
+        raise ConfigError("--port must be in 0..65535")
+    config = SimConfig(
+        profile=args.profile, backend=args.backend, host=args.host, port=args.port,
+        time_scale=args.time_scale, faults=parse_faults(args.faults), truth_path=args.truth,
+        seed=args.seed, split_tokens=args.split_tokens, keep_truth=False,
+    )
+    config.resolved_profile()  # a bad profile is a user error before anything starts
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover
+        asyncio.run(_serve(config))
+    else:
+        uvloop.run(_serve(config))
+    return 0
+
+
+async def _serve(config: Any) -> None:
+    from replay.sim import SimServer
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with SimServer(config) as srv:
+        p = srv.profile
+        print(f"serve-sim: SIMULATED vLLM at {srv.url} profile={p.name} "
+              f"backend={config.backend} model={p.model} time_scale={config.time_scale}",
+              file=sys.stderr, flush=True)
+        await stop.wait()

@@ -1,0 +1,94 @@
+"""``GET /metrics``: Prometheus text with vLLM's metric names and labels."""
+
+from __future__ import annotations
+
+import bisect
+
+from replay.sim._engine import Engine
+
+__all__ = ["Histogram", "render_metrics"]
+
+TTFT_BUCKETS = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+    7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)
+ITL_BUCKETS = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+    10.0, 20.0, 40.0, 80.0,
+)
+
+
+class Histogram:
+    """A cumulative Prometheus histogram (vLLM's bucket edges)."""
+
+    def __init__(self, buckets: tuple[float, ...]) -> None:
+        self.buckets = buckets
+        self.counts = [0] * (len(buckets) + 1)
+        self.total = 0.0
+        self.count = 0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.buckets, value)] += 1
+        self.total += value
+        self.count += 1
+
+    def lines(self, name: str, labels: str) -> list[str]:
+        out = []
+        acc = 0
+        for edge, n in zip(self.buckets, self.counts, strict=False):
+            acc += n
+            out.append(f'{name}_bucket{{{labels},le="{edge}"}} {acc}')
+        out.append(f'{name}_bucket{{{labels},le="+Inf"}} {self.count}')
+        out.append(f"{name}_count{{{labels}}} {self.count}")
+        out.append(f"{name}_sum{{{labels}}} {self.total!r}")
+        return out
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def render_metrics(engine: Engine, model_name: str, ttft: Histogram, itl: Histogram) -> str:
+    """The exposition text; counters are the engine's cumulative totals."""
+    c = engine.counters
+    labels = f'engine="0",model_name="{_escape(model_name)}"'
+    lines: list[str] = []
+
+    def metric(name: str, kind: str, doc: str, value: float) -> None:
+        lines.append(f"# HELP vllm:{name} {doc}")
+        lines.append(f"# TYPE vllm:{name} {kind}")
+        suffix = "_total" if kind == "counter" else ""
+        lines.append(f"vllm:{name}{suffix}{{{labels}}} {float(value)!r}")
+
+    metric("num_requests_running", "gauge", "Number of requests in model execution batches.",
+           len(engine.running))
+    metric("num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
+           len(engine.waiting))
+    metric("kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
+           engine.cache.usage())
+    metric("prefix_cache_queries", "counter",
+           "Prefix cache queries, in terms of number of queried tokens.", c.prefix_cache_queries)
+    metric("prefix_cache_hits", "counter",
+           "Prefix cache hits, in terms of number of cached tokens.", c.prefix_cache_hits)
+    metric("num_preemptions", "counter", "Cumulative number of preemption from the engine.",
+           c.preemptions)
+    metric("prompt_tokens", "counter", "Number of prefill tokens processed.", c.prompt_tokens)
+    metric("prompt_tokens_cached", "counter",
+           "Number of cached prompt tokens (local prefix cache hits).", c.prompt_tokens_cached)
+    metric("generation_tokens", "counter", "Number of generation tokens processed.",
+           c.generation_tokens)
+    if engine.profile.speculative is not None:
+        metric("spec_decode_num_drafts", "counter", "Number of spec decoding drafts.",
+               c.spec_drafts)
+        metric("spec_decode_num_draft_tokens", "counter", "Number of draft tokens.",
+               c.spec_draft_tokens)
+        metric("spec_decode_num_accepted_tokens", "counter", "Number of accepted tokens.",
+               c.spec_accepted_tokens)
+    for name, doc, hist in (
+        ("time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttft),
+        ("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itl),
+    ):
+        lines.append(f"# HELP vllm:{name} {doc}")
+        lines.append(f"# TYPE vllm:{name} histogram")
+        lines.extend(hist.lines(f"vllm:{name}", labels))
+    return "\n".join(lines) + "\n"

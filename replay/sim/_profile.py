@@ -1,0 +1,162 @@
+"""Simulator profiles: a model, its hardware figures and one step-time model per backend.
+
+Profiles are JSON data files in ``replay/sim/profiles/``. The decode backend
+(``auto`` or ``latency_specialized``) is a variant inside a profile: both
+variants share every field except their step times, so the two arms of an A/B
+comparison report identical ``/server_info`` apart from ``decode_backend``.
+
+Step-time model (seconds, before ``time_scale``)::
+
+    t(b, ctx, p) = t_b(b) * (1 + ctx / ctx_ref_tokens) + p / prefill_tokens_per_s
+
+``t_b`` interpolates linearly between the batch-1 and batch-64 figures (and
+extrapolates past 64); ``ctx`` is the total context of the decoding requests;
+``p`` the prompt tokens computed in the step. The context factor multiplies
+both backends alike, so their batch-1 ratio holds at any context.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from replay.errors import ConfigError
+
+__all__ = [
+    "Backend",
+    "BackendTiming",
+    "SimProfile",
+    "SpeculativeSpec",
+    "list_profiles",
+    "load_profile",
+]
+
+Backend = Literal["auto", "latency_specialized"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BackendTiming(_Model):
+    """Decode step time of one backend at batch 1 and batch 64 (seconds)."""
+
+    step_s_batch1: float = Field(ge=0)
+    step_s_batch64: float = Field(ge=0)
+
+    def batch_step_s(self, batch: int) -> float:
+        """Step time for ``batch`` decoding requests at zero context."""
+        if batch <= 0:
+            return 0.0
+        slope = (self.step_s_batch64 - self.step_s_batch1) / 63.0
+        return self.step_s_batch1 + slope * (batch - 1)
+
+
+class SpeculativeSpec(_Model):
+    """Speculative decoding: drafts per step and the distribution of accepted drafts."""
+
+    method: str
+    num_speculative_tokens: int = Field(ge=1)
+    acceptance_pmf: list[float]
+    """P(accepted drafts = i) for i in 0..num_speculative_tokens."""
+
+    @model_validator(mode="after")
+    def _check_pmf(self) -> SpeculativeSpec:
+        if len(self.acceptance_pmf) != self.num_speculative_tokens + 1:
+            raise ValueError("acceptance_pmf needs num_speculative_tokens + 1 entries")
+        if any(p < 0 for p in self.acceptance_pmf) or abs(sum(self.acceptance_pmf) - 1) > 1e-6:
+            raise ValueError("acceptance_pmf must be non-negative and sum to 1")
+        return self
+
+    @property
+    def mean_acceptance_length(self) -> float:
+        """1 + expected accepted drafts: tokens emitted per step on average."""
+        return 1.0 + sum(i * p for i, p in enumerate(self.acceptance_pmf))
+
+
+class SimProfile(_Model):
+    """One simulated deployment (see the module docstring for the step-time model)."""
+
+    name: str
+    description: str = ""
+    model: str
+    max_model_len: int = Field(gt=0)
+    vocab_size: int = Field(gt=64)
+    dtype: str = "bfloat16"
+    tensor_parallel_size: int = Field(default=1, ge=1)
+    pipeline_parallel_size: int = Field(default=1, ge=1)
+    data_parallel_size: int = Field(default=1, ge=1)
+    block_size: int = Field(gt=0)
+    cache_dtype: str = "auto"
+    num_gpu_blocks: int = Field(gt=0)
+    max_num_seqs: int = Field(gt=0)
+    max_num_batched_tokens: int = Field(gt=0)
+    prefill_tokens_per_s: float = Field(ge=0)
+    """0 means prefill takes no time."""
+    ctx_ref_tokens: int = Field(ge=0)
+    """Total decode context that doubles the step time; 0 disables the context term."""
+    gpu: str = "sim"
+    vllm_version: str = "0.33.0"
+    speculative: SpeculativeSpec | None = None
+    burst_tokens: int = Field(default=1, ge=1)
+    """Tokens one decode step emits per request without speculation (>1 only for
+    the instant profile, where tokens are ready as fast as they can be written)."""
+    backends: dict[Backend, BackendTiming]
+
+    @model_validator(mode="after")
+    def _check(self) -> SimProfile:
+        if set(self.backends) != {"auto", "latency_specialized"}:
+            raise ValueError("backends must define exactly 'auto' and 'latency_specialized'")
+        if self.num_gpu_blocks * self.block_size < self.max_model_len:
+            raise ValueError("num_gpu_blocks * block_size must hold max_model_len tokens")
+        return self
+
+    @property
+    def gpu_count(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size * self.data_parallel_size
+
+    def step_s(self, backend: Backend, decode_batch: int, ctx_tokens: int, prefill: int) -> float:
+        """Modelled duration of one engine step in seconds (before time scaling)."""
+        t = self.backends[backend].batch_step_s(decode_batch)
+        if self.ctx_ref_tokens and decode_batch:
+            t *= 1.0 + ctx_tokens / self.ctx_ref_tokens
+        if prefill and self.prefill_tokens_per_s:
+            t += prefill / self.prefill_tokens_per_s
+        return t
+
+
+def list_profiles() -> list[str]:
+    """Names of the bundled profiles."""
+    files = importlib.resources.files("replay.sim").joinpath("profiles")
+    return sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".json"))
+
+
+def load_profile(name_or_path: str) -> SimProfile:
+    """A bundled profile by name, or a profile JSON file by path."""
+    if name_or_path.endswith(".json"):
+        try:
+            with open(name_or_path, "rb") as f:
+                raw = f.read()
+        except OSError as exc:
+            raise ConfigError(f"{name_or_path}: cannot read profile: {exc.strerror}") from None
+        where = name_or_path
+    else:
+        names = list_profiles()
+        if name_or_path not in names:
+            raise ConfigError(
+                f"unknown sim profile {name_or_path!r}; known: {', '.join(names)}"
+            )
+        res = importlib.resources.files("replay.sim").joinpath(f"profiles/{name_or_path}.json")
+        raw = res.read_bytes()
+        where = f"profile {name_or_path}"
+    try:
+        return SimProfile.model_validate(json.loads(raw))
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "(profile)"
+        raise ConfigError(f"{where}: field {field}: {err['msg']}") from None

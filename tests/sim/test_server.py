@@ -1,0 +1,262 @@
+"""The HTTP surface: vLLM's shapes, errors, /metrics against the truth log."""
+
+from __future__ import annotations
+
+import aiohttp
+import orjson
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from replay.sim import SimConfig, SimServer, SimTokenizer
+from tests.sim._util import body, run, stream
+
+
+def _sim(**kw) -> SimServer:
+    kw.setdefault("time_scale", 20.0)
+    return SimServer(SimConfig(**kw))
+
+
+def test_completion_stream_shape_and_usage() -> None:
+    async def go():
+        async with _sim() as srv, aiohttp.ClientSession() as s:
+            got = await stream(s, srv.url + "/v1/completions",
+                               body([20, 21, 22, 23], 5,
+                                    stream_options={"include_usage": True,
+                                                    "continuous_usage_stats": True}),
+                               headers={"X-Request-Id": "req-1"})
+            return got, srv.truth
+    got, truth = run(go())
+    assert got.status == 200 and got.done
+    assert got.headers["X-Simulated"] == "agentreplay"
+    assert got.headers["Content-Type"].startswith("text/event-stream")
+    events = got.json_events()
+    content, final = events[:-1], events[-1]
+    assert all(e["id"] == "cmpl-req-1" and e["object"] == "text_completion" for e in events)
+    assert content[0]["choices"][0]["prompt_token_ids"] == [20, 21, 22, 23]
+    assert [e["usage"]["completion_tokens"] for e in content] == [1, 2, 3, 4, 5]
+    assert [e["choices"][0]["finish_reason"] for e in content] == [None] * 4 + ["length"]
+    ids = got.token_ids()
+    assert "".join(e["choices"][0]["text"] for e in content) == "".join(f" t{i}" for i in ids)
+    assert final["choices"] == []
+    assert final["usage"] == {"prompt_tokens": 4, "completion_tokens": 5, "total_tokens": 9,
+                              "prompt_tokens_details": {"cached_tokens": 0}}
+    (rec,) = truth
+    assert rec.request_id == "req-1" and rec.status == "ok" and rec.output_tokens == 5
+    assert rec.arrival_ns <= rec.queued_ns <= rec.scheduled_ns <= rec.first_token_ns
+    assert rec.first_token_ns == rec.emit_ns[0] and rec.finish_ns >= rec.emit_ns[-1]
+
+
+def test_chat_stream_nonstream_and_usage_null() -> None:
+    msgs = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi t40"}]
+
+    async def go():
+        async with _sim() as srv, aiohttp.ClientSession() as s:
+            st = await stream(s, srv.url + "/v1/chat/completions",
+                              {"messages": msgs, "max_tokens": 3, "stream": True})
+            async with s.post(srv.url + "/v1/chat/completions",
+                              json={"messages": msgs, "max_completion_tokens": 4}) as r:
+                whole = await r.json()
+            async with s.post(srv.url + "/tokenize", json={"messages": msgs}) as r:
+                tok = await r.json()
+            return st, whole, tok
+    st, whole, tok = run(go())
+    events = st.json_events()
+    assert events[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert all(e["object"] == "chat.completion.chunk" and e["usage"] is None for e in events)
+    assert len(events) == 4  # role chunk + 3 tokens, no usage chunk without include_usage
+    assert whole["object"] == "chat.completion"
+    assert whole["choices"][0]["message"]["content"].count(" t") == 4
+    assert whole["usage"]["completion_tokens"] == 4
+    expected = SimTokenizer(32000).apply_chat_template(msgs)
+    assert whole["usage"]["prompt_tokens"] == tok["count"] == len(expected)
+    assert tok["tokens"] == expected and 40 in expected
+
+
+def test_generated_text_tokenizes_back_to_its_ids() -> None:
+    tk = SimTokenizer(32000)
+    ids = [16, 999, 31999]
+    assert tk.encode(tk.decode(ids)) == ids
+    assert tk.encode("hello, world") == tk.encode("hello ,world")
+    assert len(tk.encode("hello, world")) == 3
+
+
+def test_errors_use_vllm_shapes() -> None:
+    async def go():
+        out = {}
+        async with _sim() as srv, aiohttp.ClientSession() as s:
+            url = srv.url + "/v1/completions"
+            for name, b in {
+                "too_long": {"prompt": [20] * 8192, "max_tokens": 1},
+                "max_tokens": {"prompt": [20] * 100, "max_tokens": 8100},
+                "oov": {"prompt": [20, 32000], "max_tokens": 2},
+                "model": {"prompt": [20], "model": "other", "max_tokens": 2},
+                "bad_json": None,
+                "stream_options": {"prompt": [20], "max_tokens": 2,
+                                   "stream_options": {"include_usage": True}},
+            }.items():
+                kw = {"data": b"{nope"} if b is None else {"json": b}
+                async with s.post(url, **kw) as r:
+                    out[name] = (r.status, await r.json())
+            out["oov_stream"] = await stream(s, url, body([20, 40000], 2))
+        return out
+    out = run(go())
+    for name, code in (("too_long", 400), ("max_tokens", 400), ("oov", 400), ("model", 404),
+                       ("bad_json", 400), ("stream_options", 400)):
+        status, payload = out[name]
+        assert status == code, name
+        assert set(payload["error"]) == {"message", "type", "param", "code"}
+        assert payload["error"]["code"] == code
+    assert "maximum context length is 8192" in out["too_long"][1]["error"]["message"]
+    assert out["oov"][1]["error"]["message"] == "Token id 32000 is out of vocabulary"
+    st = out["oov_stream"]
+    assert st.status == 200 and st.done
+    (err,) = st.json_events()
+    assert err["error"]["code"] == 400
+    assert err["error"]["message"] == "Token id 40000 is out of vocabulary"
+
+
+def test_info_endpoints_and_backends_differ_only_in_decode_backend() -> None:
+    async def go(backend):
+        async with _sim(backend=backend) as srv, aiohttp.ClientSession() as s:
+            async with s.get(srv.url + "/server_info?config_format=json") as r:
+                info = await r.json()
+                assert r.headers["X-Simulated"] == "agentreplay"
+            async with s.get(srv.url + "/v1/models") as r:
+                models = await r.json()
+            async with s.get(srv.url + "/version") as r:
+                version = await r.json()
+            async with s.get(srv.url + "/health") as r:
+                health = r.status
+            return info, models, version, health
+    (a, models, version, health), (b, *_rest) = run(go("auto")), run(go("latency_specialized"))
+    assert health == 200 and "version" in version
+    assert models["data"][0]["max_model_len"] == 8192 and models["data"][0]["id"] == "sim/small"
+    assert a["simulated"] is True and a["sim_profile"] == "small"
+    cfg = a["vllm_config"]
+    assert cfg["additional_config"] == {"decode_backend": "auto"}
+    assert cfg["parallel_config"]["tensor_parallel_size"] == 1
+    assert cfg["cache_config"]["block_size"] == 16 and cfg["speculative_config"] is None
+    assert b["vllm_config"]["additional_config"] == {"decode_backend": "latency_specialized"}
+    b["vllm_config"]["additional_config"] = cfg["additional_config"]
+    assert a == b
+
+
+def test_metrics_counters_equal_truth_totals() -> None:
+    shared = list(range(1000, 1100))
+
+    async def go():
+        async with _sim(profile="kimi-k3-gb300-tp16-dspark", time_scale=50.0) as srv, \
+                aiohttp.ClientSession() as s:
+            url = srv.url + "/v1/completions"
+            for i in range(3):
+                await stream(s, url, body(shared + [2000 + i] * (i + 1), 20 + i))
+            async with s.post(url, json={"prompt": shared + [7] * 70, "max_tokens": 9}) as r:
+                assert r.status == 200
+            async with s.get(srv.url + "/metrics") as r:
+                text = await r.text()
+            return text, list(srv.truth)
+    text, truth = run(go())
+    samples = {}
+    kinds = {}
+    for fam in text_string_to_metric_families(text):
+        kinds[fam.name] = fam.type
+        for smp in fam.samples:
+            assert smp.name.startswith("vllm:")
+            if smp.name.endswith(("_total", "_count")) or fam.type == "gauge":
+                assert smp.labels == {"engine": "0", "model_name": "moonshotai/Kimi-K3"}
+                samples[smp.name] = smp.value
+    assert kinds["vllm:time_to_first_token_seconds"] == "histogram"
+    assert kinds["vllm:prefix_cache_queries"] == "counter"
+    total = lambda f: sum(getattr(t, f) for t in truth)  # noqa: E731
+    assert samples["vllm:prefix_cache_queries_total"] == total("queried_tokens")
+    assert samples["vllm:prefix_cache_hits_total"] == total("hit_tokens") > 0
+    assert samples["vllm:prompt_tokens_total"] == total("prompt_tokens")
+    assert samples["vllm:prompt_tokens_cached_total"] == total("cached_tokens")
+    assert samples["vllm:generation_tokens_total"] == total("output_tokens") == 20 + 21 + 22 + 9
+    assert samples["vllm:num_preemptions_total"] == total("preemptions")
+    assert samples["vllm:time_to_first_token_seconds_count"] == len(truth)
+    assert samples["vllm:inter_token_latency_seconds_count"] == sum(
+        len(t.emit_ns) - 1 for t in truth)
+    assert samples["vllm:num_requests_running"] == 0
+    drafts = samples["vllm:spec_decode_num_drafts_total"]
+    assert drafts == sum(len(t.emit_ns) - 1 for t in truth)
+    assert samples["vllm:spec_decode_num_draft_tokens_total"] == 7 * drafts
+    assert 1 + samples["vllm:spec_decode_num_accepted_tokens_total"] / drafts == pytest.approx(6)
+
+
+def test_prefix_cache_reported_in_usage_and_reset() -> None:
+    prompt = list(range(3000, 3100))
+
+    async def go():
+        async with _sim() as srv, aiohttp.ClientSession() as s:
+            url = srv.url + "/v1/completions"
+            first = await stream(s, url, body(prompt, 2))
+            second = await stream(s, url, body(prompt, 2))
+            async with s.post(srv.url + "/reset_prefix_cache") as r:
+                assert r.status == 200
+            third = await stream(s, url, body(prompt, 2))
+        return [x.json_events()[-1]["usage"]["prompt_tokens_details"]["cached_tokens"]
+                for x in (first, second, third)]
+    assert run(go()) == [0, 96, 0]
+
+
+def test_truth_file_is_jsonl_flushed_per_request(tmp_path) -> None:
+    path = tmp_path / "truth.jsonl"
+
+    async def go():
+        async with _sim(truth_path=str(path)) as srv, aiohttp.ClientSession() as s:
+            for i in range(3):
+                await stream(s, srv.url + "/v1/completions", body([20 + i] * 3, 2),
+                             headers={"X-Request-Id": f"id{i}"})
+                assert len(path.read_bytes().splitlines()) == i + 1
+            return [t.model_dump() for t in srv.truth]
+    mem = run(go())
+    lines = [orjson.loads(x) for x in path.read_bytes().splitlines()]
+    assert [x["request_id"] for x in lines] == ["id0", "id1", "id2"]
+    assert [x["output_tokens"] for x in lines] == [2, 2, 2]
+    assert lines == mem
+
+
+def test_split_tokens_writes_one_token_per_event_and_instant_is_fast() -> None:
+    async def go(split: bool):
+        async with SimServer(SimConfig(profile="instant", split_tokens=split)) as srv, \
+                aiohttp.ClientSession() as s:
+            got = await stream(s, srv.url + "/v1/completions", body([20] * 3, 600),
+                               headers={"X-Request-Id": "i"})
+            return got, srv.truth_for("i")
+    (merged, truth_m), (split, _t) = run(go(False)), run(go(True))
+    assert len(merged.token_ids()) == len(split.token_ids()) == 600
+    assert merged.token_ids() == split.token_ids()  # same id => same tokens
+    content = [e for e in split.json_events() if e["choices"]]
+    assert len(content) == 600 and all(len(e["choices"][0]["token_ids"]) == 1 for e in content)
+    assert truth_m[0].emit_tokens == [1, 256, 256, 87]  # prefill token, then bursts
+    assert len([e for e in merged.json_events() if e["choices"]]) <= 4
+
+
+def test_sim_package_exports_are_sorted_and_complete() -> None:
+    import importlib
+
+    sim = importlib.import_module("replay.sim")
+    public = sorted(n for n in dir(sim) if not n.startswith("_")
+                    and not isinstance(getattr(sim, n), type(importlib)))
+    assert sim.__all__ == sorted(sim.__all__)
+    assert set(sim.__all__) == set(public)
+
+
+def test_nonstream_disconnect_and_stream_error_faults() -> None:
+    from replay.sim import parse_faults
+
+    async def go(spec: str):
+        cfg = SimConfig(time_scale=50.0, faults=parse_faults(spec))
+        async with SimServer(cfg) as srv, aiohttp.ClientSession() as s:
+            try:
+                async with s.post(srv.url + "/v1/completions",
+                                  json={"prompt": [20], "max_tokens": 4}) as r:
+                    return r.status, await r.read(), srv.truth[0].status
+            except aiohttp.ClientError as exc:
+                return type(exc), b"", srv.truth[0].status
+    status, _b, truth_status = run(go("disconnect_rate=1"))
+    assert status is aiohttp.ServerDisconnectedError and truth_status == "disconnected"
+    status, raw, truth_status = run(go("stream_error_rate=1"))
+    assert status == 500 and orjson.loads(raw)["error"]["code"] == 500
+    assert truth_status == "error"
