@@ -1,6 +1,30 @@
 """The workload: what coding agents do, as pure data (no network, no clock)."""
 
+from traces._checks import check_session, expected_blocks
 from traces._errors import TraceError
+from traces._fingerprint import Fingerprinter, canonical_session_json
+from traces._generate import DEFAULT_MAX_CONTEXT, generate
+from traces._import_azure import import_azure
+from traces._import_common import Counters, ImportedTrace
+from traces._import_mooncake import MOONCAKE_BLOCK_SIZE, import_mooncake
+from traces._import_tracelab import import_tracelab
+from traces._import_weka import import_weka
+from traces._importers import IMPORTERS
+from traces._inspect import (
+    Distribution,
+    WorkloadStats,
+    format_stats,
+    inspect_sessions,
+    stats_rows,
+)
+from traces._io import (
+    iter_sessions,
+    read_header,
+    read_workload,
+    validate_workload,
+    write_workload,
+)
+from traces._materialise import Vocab, block_tokens, build_prompt
 from traces._models import (
     FORMAT_VERSION,
     Request,
@@ -10,14 +34,46 @@ from traces._models import (
     WorkloadHeader,
     iter_block_ids,
 )
+from traces._profiles import PROFILES, AgentType, LogNormal, Profile
 
 __all__ = [
+    "AgentType",
+    "Counters",
+    "DEFAULT_MAX_CONTEXT",
+    "Distribution",
     "FORMAT_VERSION",
+    "Fingerprinter",
+    "IMPORTERS",
+    "ImportedTrace",
+    "LogNormal",
+    "MOONCAKE_BLOCK_SIZE",
+    "PROFILES",
+    "Profile",
     "Request",
     "Session",
     "Subagent",
     "TraceError",
+    "Vocab",
     "Workload",
     "WorkloadHeader",
+    "WorkloadStats",
+    "block_tokens",
+    "build_prompt",
+    "canonical_session_json",
+    "check_session",
+    "expected_blocks",
+    "format_stats",
+    "generate",
+    "import_azure",
+    "import_mooncake",
+    "import_tracelab",
+    "import_weka",
+    "inspect_sessions",
     "iter_block_ids",
+    "iter_sessions",
+    "read_header",
+    "read_workload",
+    "stats_rows",
+    "validate_workload",
+    "write_workload",
 ]

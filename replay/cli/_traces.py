@@ -1,0 +1,131 @@
+"""``agentreplay traces``: generate, import, inspect and validate workload files."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+__all__ = ["register"]
+
+_FORMATS = ("azure", "mooncake", "tracelab", "weka")
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "traces", help="make, import and check workload files",
+        description="Workload files: synthetic generation, trace import, statistics.",
+    )
+    sub = parser.add_subparsers(dest="traces_command", metavar="ACTION")
+    parser.set_defaults(func=lambda _args: _usage(parser))
+
+    gen = sub.add_parser("generate", help="synthesise agent sessions from a profile")
+    gen.add_argument("--profile", default="coding-agent")
+    gen.add_argument("--sessions", type=int, required=True)
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--max-context", type=int, default=131_072)
+    gen.add_argument("--block-size", type=int, default=64)
+    gen.add_argument("--prompt-scale", type=float, default=1.0)
+    gen.add_argument("--think-scale", type=float, default=1.0)
+    gen.add_argument("--output-scale", type=float, default=1.0)
+    gen.add_argument("--agent-types", type=int, default=None,
+                     help="use only the first N agent types of the profile")
+    gen.add_argument("-o", "--output", required=True, help="workload file to write (.jsonl)")
+    gen.set_defaults(func=_generate)
+
+    imp = sub.add_parser("import", help="convert a real trace into a workload file")
+    imp.add_argument("--format", choices=_FORMATS, required=True)
+    imp.add_argument("path", help="trace file (or folder of WEKA session files)")
+    imp.add_argument("-o", "--output", required=True)
+    imp.add_argument("--max-context", type=int, default=None,
+                     help="compact requests that would not fit (counted in the header)")
+    imp.set_defaults(func=_import)
+
+    ins = sub.add_parser("inspect", help="statistics of a workload file")
+    ins.add_argument("file")
+    ins.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ins.set_defaults(func=_inspect)
+
+    val = sub.add_parser("validate", help="check every line and the fingerprint")
+    val.add_argument("file")
+    val.set_defaults(func=_validate)
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def _positive(value: int | None, option: str) -> None:
+    from replay.errors import ConfigError
+
+    if value is not None and value < 1:
+        raise ConfigError(f"{option} must be >= 1, got {value}")
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from replay.errors import ConfigError
+    from traces import TraceError, generate, write_workload
+
+    _positive(args.max_context, "--max-context")
+    _positive(args.block_size, "--block-size")
+    try:
+        header, sessions = generate(
+            args.profile, sessions=args.sessions, seed=args.seed,
+            max_context=args.max_context, block_size=args.block_size,
+            prompt_scale=args.prompt_scale, think_scale=args.think_scale,
+            output_scale=args.output_scale, agent_types=args.agent_types,
+        )
+    except TraceError as exc:  # a bad knob: name the option, not a file
+        option = f"--{(exc.field or 'option').replace('_', '-')}"
+        raise ConfigError(f"{option}: {exc.message}") from None
+    written = write_workload(args.output, header, sessions)
+    print(f"wrote {written.sessions} sessions to {args.output} "
+          f"(fingerprint {written.fingerprint[:16]})")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from traces import IMPORTERS, write_workload
+
+    _positive(args.max_context, "--max-context")
+    imported = IMPORTERS[args.format](args.path, max_context=args.max_context)
+    written = write_workload(args.output, imported.header, imported.sessions)
+    changed = {k: v for k, v in imported.counters.as_params().items() if v}
+    note = f"; changed to fit: {changed}" if changed else ""
+    print(f"wrote {written.sessions} sessions to {args.output} "
+          f"(fingerprint {written.fingerprint[:16]}){note}")
+    return 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from traces import inspect_sessions, iter_sessions, read_header, stats_rows
+
+    header = read_header(args.file)
+    stats = inspect_sessions(iter_sessions(args.file))
+    if args.json:
+        import orjson
+
+        doc = {"header": header.model_dump(mode="json"), "stats": stats.model_dump(mode="json")}
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{args.file}  ({header.source}, block {header.block_size}, "
+                        f"fingerprint {header.fingerprint[:12]})")
+    for col, justify in (("measure", "left"), ("p50", "right"), ("p90", "right"),
+                         ("mean", "right")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for row in stats_rows(stats):
+        table.add_row(*row)
+    Console().print(table)
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from traces import validate_workload
+
+    header = validate_workload(args.file)
+    print(f"{args.file}: ok ({header.sessions} sessions, fingerprint {header.fingerprint})")
+    return 0

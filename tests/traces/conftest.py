@@ -1,0 +1,16 @@
+"""Shared fixtures: where the real traces live, small workloads to corrupt."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+SHARED_TRACES = Path(__file__).parents[2].parent / "shared" / "traces"
+
+
+@pytest.fixture(scope="session")
+def shared_traces() -> Path:
+    if not SHARED_TRACES.is_dir():
+        pytest.skip(f"real traces not present at {SHARED_TRACES}")
+    return SHARED_TRACES

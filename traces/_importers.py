@@ -1,0 +1,22 @@
+"""The importers by format name, as the CLI offers them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from traces._import_azure import import_azure
+from traces._import_common import ImportedTrace
+from traces._import_mooncake import import_mooncake
+from traces._import_tracelab import import_tracelab
+from traces._import_weka import import_weka
+
+__all__ = ["IMPORTERS"]
+
+IMPORTERS: dict[str, Callable[..., ImportedTrace]] = {
+    "azure": import_azure,
+    "mooncake": import_mooncake,
+    "tracelab": import_tracelab,
+    "weka": import_weka,
+}
+"""Each takes ``(path: str | os.PathLike, *, max_context: int | None = None)``."""
+
