@@ -1,6 +1,41 @@
 """Reading results: schema, metrics, comparison, capacity, reports. Pure computation."""
 
+from analysis._capacity import CapacityRow, capacity_table, meets_tier
+from analysis._compare import HEADLINE, Comparison, Level, Ratio, compare_runs
 from analysis._errors import FairnessError, ResultError
+from analysis._export import CSV_COLUMNS, requests_csv
+from analysis._fairness import (
+    ALLOWED_FIELDS,
+    ConfigDiff,
+    FairnessVerdict,
+    diff_configs,
+    gpu_count_of,
+    judge_fairness,
+)
+from analysis._metrics import (
+    Goodput,
+    PrefixReuse,
+    RequestCounts,
+    RunSummary,
+    Samples,
+    Speculation,
+    analyse_run,
+    counter_delta,
+    measure,
+    pool,
+    steady_window,
+    summarize,
+)
+from analysis._read import (
+    MetricSeries,
+    RequestColumns,
+    RunData,
+    find_run_dirs,
+    read_manifest,
+    read_run,
+    read_runs,
+)
+from analysis._report import METRIC_DEFINITIONS, render_report
 from analysis._schema import (
     RESULT_FORMAT_VERSION,
     ClockInfo,
@@ -12,17 +47,72 @@ from analysis._schema import (
     RunWindow,
     WorkloadRef,
 )
+from analysis._slo import DEFAULT_TIERS, SloTier, parse_tier
+from analysis._stats import (
+    BOOTSTRAP_REPS,
+    Distribution,
+    bootstrap_quantiles,
+    bootstrap_sums,
+    distribution,
+    invert_distribution,
+)
 
 __all__ = [
+    "ALLOWED_FIELDS",
+    "BOOTSTRAP_REPS",
+    "CSV_COLUMNS",
+    "CapacityRow",
     "ClockInfo",
+    "Comparison",
+    "ConfigDiff",
+    "DEFAULT_TIERS",
+    "Distribution",
     "FairnessError",
+    "FairnessVerdict",
+    "Goodput",
+    "HEADLINE",
     "HostInfo",
+    "Level",
     "LoadSettings",
+    "METRIC_DEFINITIONS",
     "MetricSample",
+    "MetricSeries",
+    "PrefixReuse",
     "RESULT_FORMAT_VERSION",
+    "Ratio",
+    "RequestColumns",
+    "RequestCounts",
     "RequestRecord",
     "ResultError",
+    "RunData",
     "RunManifest",
+    "RunSummary",
     "RunWindow",
+    "Samples",
+    "SloTier",
+    "Speculation",
     "WorkloadRef",
+    "analyse_run",
+    "bootstrap_quantiles",
+    "bootstrap_sums",
+    "capacity_table",
+    "compare_runs",
+    "counter_delta",
+    "diff_configs",
+    "distribution",
+    "find_run_dirs",
+    "gpu_count_of",
+    "invert_distribution",
+    "judge_fairness",
+    "measure",
+    "meets_tier",
+    "parse_tier",
+    "pool",
+    "read_manifest",
+    "read_run",
+    "read_runs",
+    "render_report",
+    "requests_csv",
+    "steady_window",
+    "summarize",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import time
 
 from replay.sim._engine import Engine
 
@@ -32,13 +33,16 @@ class Histogram:
         self.total += value
         self.count += 1
 
-    def lines(self, name: str, labels: str) -> list[str]:
+    def lines(self, name: str, engine: str, model: str) -> list[str]:
+        """Bucket, count and sum samples; labels in vLLM's order (``le`` between)."""
+        labels = f'engine="{engine}",model_name="{model}"'
         out = []
         acc = 0
         for edge, n in zip(self.buckets, self.counts, strict=False):
             acc += n
-            out.append(f'{name}_bucket{{{labels},le="{edge}"}} {acc}')
-        out.append(f'{name}_bucket{{{labels},le="+Inf"}} {self.count}')
+            out.append(f'{name}_bucket{{engine="{engine}",le="{edge}",model_name="{model}"}} {acc}')
+        out.append(f'{name}_bucket{{engine="{engine}",le="+Inf",model_name="{model}"}} '
+                   f'{self.count}')
         out.append(f"{name}_count{{{labels}}} {self.count}")
         out.append(f"{name}_sum{{{labels}}} {self.total!r}")
         return out
@@ -48,17 +52,32 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def render_metrics(engine: Engine, model_name: str, ttft: Histogram, itl: Histogram) -> str:
-    """The exposition text; counters are the engine's cumulative totals."""
+def render_metrics(engine: Engine, model_name: str, ttft: Histogram, itl: Histogram,
+                   created: float | None = None) -> str:
+    """The exposition text; counters are the engine's cumulative totals.
+
+    Written as prometheus_client writes vLLM's: a counter's HELP/TYPE name ends in
+    ``_total``, and every counter and histogram has a ``NAME_created`` gauge (the Unix
+    time it was made; ``created``, default now) that a parser must not sum.
+    """
     c = engine.counters
-    labels = f'engine="0",model_name="{_escape(model_name)}"'
+    stamp = time.time() if created is None else created
+    model = _escape(model_name)
+    labels = f'engine="0",model_name="{model}"'
     lines: list[str] = []
 
+    def created_gauge(name: str, doc: str) -> None:
+        lines.append(f"# HELP vllm:{name}_created {doc}")
+        lines.append(f"# TYPE vllm:{name}_created gauge")
+        lines.append(f"vllm:{name}_created{{{labels}}} {stamp!r}")
+
     def metric(name: str, kind: str, doc: str, value: float) -> None:
-        lines.append(f"# HELP vllm:{name} {doc}")
-        lines.append(f"# TYPE vllm:{name} {kind}")
-        suffix = "_total" if kind == "counter" else ""
-        lines.append(f"vllm:{name}{suffix}{{{labels}}} {float(value)!r}")
+        full = f"{name}_total" if kind == "counter" else name
+        lines.append(f"# HELP vllm:{full} {doc}")
+        lines.append(f"# TYPE vllm:{full} {kind}")
+        lines.append(f"vllm:{full}{{{labels}}} {float(value)!r}")
+        if kind == "counter":
+            created_gauge(name, doc)
 
     metric("num_requests_running", "gauge", "Number of requests in model execution batches.",
            len(engine.running))
@@ -74,7 +93,7 @@ def render_metrics(engine: Engine, model_name: str, ttft: Histogram, itl: Histog
            c.preemptions)
     metric("prompt_tokens", "counter", "Number of prefill tokens processed.", c.prompt_tokens)
     metric("prompt_tokens_cached", "counter",
-           "Number of cached prompt tokens (local prefix cache hits).", c.prompt_tokens_cached)
+           "Number of cached prompt tokens (local + external).", c.prompt_tokens_cached)
     metric("generation_tokens", "counter", "Number of generation tokens processed.",
            c.generation_tokens)
     if engine.profile.speculative is not None:
@@ -90,5 +109,6 @@ def render_metrics(engine: Engine, model_name: str, ttft: Histogram, itl: Histog
     ):
         lines.append(f"# HELP vllm:{name} {doc}")
         lines.append(f"# TYPE vllm:{name} histogram")
-        lines.extend(hist.lines(f"vllm:{name}", labels))
+        lines.extend(hist.lines(f"vllm:{name}", "0", model))
+        created_gauge(name, doc)
     return "\n".join(lines) + "\n"

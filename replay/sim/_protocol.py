@@ -3,8 +3,9 @@
 Shapes follow vLLM's OpenAI-compatible server (0.32/0.33): errors are
 ``{"error": {"message", "type", "param", "code"}}``; stream chunks carry
 ``usage: null`` unless usage is reported; the final usage chunk has no choices.
-``usage.prompt_tokens_details.cached_tokens`` is always reported (as vLLM does
-with ``--enable-prompt-tokens-details``). The simulator never samples an end of
+``usage.prompt_tokens_details.cached_tokens`` is reported unless
+``SimConfig.prompt_tokens_details`` is off (vLLM reports it only with
+``--enable-prompt-tokens-details``). The simulator never samples an end of
 sequence token: every request runs to ``max_tokens`` (finish_reason ``length``),
 so ``ignore_eos`` changes nothing; ``min_tokens`` is only validated.
 """
@@ -66,10 +67,18 @@ def error_body(message: str, code: int, err_type: str | None = None,
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
-def usage(prompt: int, completion: int, cached: int) -> dict[str, Any]:
-    return {
+def usage(prompt: int, completion: int, cached: int, *, details: bool = True,
+          chat_chunk: bool = False) -> dict[str, Any]:
+    """vLLM's UsageInfo as it serializes; ``details`` adds ``prompt_tokens_details``
+    (``--enable-prompt-tokens-details``), ``chat_chunk`` the ``completion_tokens_details:
+    null`` that chat stream chunks (not the final usage chunk) carry."""
+    out: dict[str, Any] = {
         "prompt_tokens": prompt,
         "total_tokens": prompt + completion,
         "completion_tokens": completion,
-        "prompt_tokens_details": {"cached_tokens": cached},
     }
+    if chat_chunk:
+        out["completion_tokens_details"] = None
+    if details:
+        out["prompt_tokens_details"] = {"cached_tokens": cached}
+    return out

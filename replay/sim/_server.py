@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
+import hashlib
 import logging
 import time
 import uuid
@@ -30,6 +32,7 @@ from replay.sim._profile import Backend, SimProfile, load_profile
 from replay.sim._protocol import ChatRequest, CompletionRequest, error_body, usage
 from replay.sim._tokenizer import SimTokenizer
 from replay.sim._truth import TruthRecord
+from replay.sim._vllm_tree import BASE_VLLM_CONFIG, SYSTEM_ENV_KEYS
 
 __all__ = ["SimConfig", "SimServer", "server_info"]
 
@@ -61,6 +64,9 @@ class SimConfig(BaseModel):
     split_tokens: bool = False
     keep_truth: bool = True
     """Keep truth records in memory (``SimServer.truth``)."""
+    prompt_tokens_details: bool = True
+    """Report ``usage.prompt_tokens_details.cached_tokens``, as vLLM does only when started
+    with ``--enable-prompt-tokens-details`` (off: the usage keys of a default server)."""
 
     def resolved_profile(self) -> SimProfile:
         if isinstance(self.profile, SimProfile):
@@ -69,42 +75,51 @@ class SimConfig(BaseModel):
 
 
 def server_info(profile: SimProfile, backend: Backend, time_scale: float) -> dict[str, Any]:
-    """``/server_info?config_format=json``: vLLM's config sections, marked simulated."""
+    """``/server_info?config_format=json``: vLLM 0.32's key tree, filled from the profile.
+
+    Every key a real server reports is present (``_vllm_tree``); the profile's
+    figures overwrite the defaults. Beyond real vLLM: ``model_config.hf_config.vocab_size``
+    (real servers do not expose it; the replayer reads it from here),
+    ``device_config.gpu``, and the top-level ``simulated``, ``sim_profile``, ``time_scale``.
+    """
     spec = profile.speculative
+    cfg = copy.deepcopy(BASE_VLLM_CONFIG)
+    dtype = profile.dtype if profile.dtype.startswith("torch.") else f"torch.{profile.dtype}"
+    cfg["model_config"].update(
+        model=profile.model, served_model_name=profile.model, tokenizer=profile.model,
+        max_model_len=profile.max_model_len, dtype=dtype,
+        hf_config={"vocab_size": profile.vocab_size},
+    )
+    tp, pp = profile.tensor_parallel_size, profile.pipeline_parallel_size
+    cfg["parallel_config"].update(
+        tensor_parallel_size=tp, pipeline_parallel_size=pp,
+        data_parallel_size=profile.data_parallel_size,
+        data_parallel_size_local=profile.data_parallel_size, world_size=tp * pp,
+    )
+    tokens = profile.num_gpu_blocks * profile.block_size
+    cfg["cache_config"].update(
+        block_size=profile.block_size, effective_attention_block_size=profile.block_size,
+        cache_dtype=profile.cache_dtype, enable_prefix_caching=True,
+        gpu_memory_utilization=0.9, num_gpu_blocks=profile.num_gpu_blocks,
+        kv_cache_size_tokens=tokens, kv_cache_max_concurrency=tokens / profile.max_model_len,
+        kv_cache_memory_bytes=None,
+    )
+    cfg["scheduler_config"].update(
+        max_num_seqs=profile.max_num_seqs,
+        max_num_batched_tokens=profile.max_num_batched_tokens,
+        max_num_encoder_input_tokens=profile.max_num_batched_tokens,
+        encoder_cache_size=profile.max_num_batched_tokens, enable_chunked_prefill=True,
+    )
+    cfg["speculative_config"] = None if spec is None else {
+        "method": spec.method,
+        "num_speculative_tokens": spec.num_speculative_tokens,
+    }
+    cfg["device_config"] = {"device": "cuda", "gpu": profile.gpu}
+    cfg["additional_config"] = {"decode_backend": backend}
     return {
-        "vllm_config": {
-            "model_config": {
-                "model": profile.model,
-                "served_model_name": profile.model,
-                "tokenizer": profile.model,
-                "max_model_len": profile.max_model_len,
-                "dtype": profile.dtype,
-                "hf_config": {"vocab_size": profile.vocab_size},
-            },
-            "parallel_config": {
-                "tensor_parallel_size": profile.tensor_parallel_size,
-                "pipeline_parallel_size": profile.pipeline_parallel_size,
-                "data_parallel_size": profile.data_parallel_size,
-            },
-            "cache_config": {
-                "block_size": profile.block_size,
-                "cache_dtype": profile.cache_dtype,
-                "enable_prefix_caching": True,
-                "num_gpu_blocks": profile.num_gpu_blocks,
-            },
-            "scheduler_config": {
-                "max_num_seqs": profile.max_num_seqs,
-                "max_num_batched_tokens": profile.max_num_batched_tokens,
-                "enable_chunked_prefill": True,
-            },
-            "speculative_config": None if spec is None else {
-                "method": spec.method,
-                "num_speculative_tokens": spec.num_speculative_tokens,
-            },
-            "device_config": {"device": "cuda", "gpu": profile.gpu},
-            "additional_config": {"decode_backend": backend},
-        },
+        "vllm_config": cfg,
         "vllm_env": {},
+        "system_env": dict.fromkeys(SYSTEM_ENV_KEYS),
         "simulated": True,
         "sim_profile": profile.name,
         "time_scale": time_scale,
@@ -188,6 +203,9 @@ class SimServer:
         self._runner: web.AppRunner | None = None
         self._truth_file: Any = None
         self._info = server_info(self.profile, self.backend, self.config.time_scale)
+        digest = hashlib.sha256(f"{self.profile.name}/{self.backend}".encode()).hexdigest()
+        self.created = time.time()
+        self.fingerprint = f"vllm-{self.profile.vllm_version}-{digest[:8]}"
         self.port = 0
 
     @property
@@ -316,9 +334,6 @@ class SimServer:
     # -- small endpoints ----------------------------------------------------
     async def _mark_simulated(self, request: web.Request, response: web.StreamResponse) -> None:
         response.headers[SIM_HEADER] = SIM_HEADER_VALUE
-        rid = request.headers.get("X-Request-Id")
-        if rid is not None:
-            response.headers["X-Request-Id"] = rid
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.Response(status=200)
@@ -331,7 +346,13 @@ class SimServer:
         return _json({"object": "list", "data": [{
             "id": m, "object": "model", "created": int(time.time()), "owned_by": "vllm",
             "root": m, "parent": None, "max_model_len": self.profile.max_model_len,
-            "permission": [],
+            "permission": [{
+                "id": "modelperm-" + uuid.uuid4().hex[:16], "object": "model_permission",
+                "created": int(time.time()), "allow_create_engine": False,
+                "allow_sampling": True, "allow_logprobs": True, "allow_search_indices": False,
+                "allow_view": True, "allow_fine_tuning": False, "organization": "*",
+                "group": None, "is_blocking": False,
+            }],
         }]})
 
     async def _server_info(self, request: web.Request) -> web.Response:
@@ -342,12 +363,13 @@ class SimServer:
         return _json(info)
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        text = render_metrics(self.engine, self.model_name, self.ttft, self.itl)
+        text = render_metrics(self.engine, self.model_name, self.ttft, self.itl,
+                              created=self.created)
         return web.Response(text=text, content_type="text/plain", charset="utf-8")
 
     async def _reset_prefix_cache(self, request: web.Request) -> web.Response:
         self.engine.cache.reset()
-        return web.Response(status=200)
+        return _json({"success": True})
 
     async def _tokenize(self, request: web.Request) -> web.Response:
         try:
@@ -411,8 +433,10 @@ class SimServer:
         n = len(prompt)
         if n >= limit:
             raise _HTTPError(400, f"This model's maximum context length is {limit} tokens. "
-                             f"However, your request has {n} input tokens. Please reduce the "
-                             "length of the input messages.", "prompt")
+                             f"However, your prompt contains {n} input tokens, which exceeds "
+                             "this limit even without any output tokens. Please reduce the "
+                             f"length of the input prompt. (parameter=input_tokens, value={n})",
+                             "input_tokens")
         if asked is None:
             asked = limit - n
         if n + asked > limit:
@@ -428,7 +452,7 @@ class SimServer:
     async def _generate(self, request: web.Request, chat: bool) -> web.StreamResponse:
         arrival = time.monotonic_ns()
         header_id = request.headers.get("X-Request-Id")
-        rid = header_id or uuid.uuid4().hex
+        rid = header_id or uuid.uuid4().hex[:16]  # vLLM's random ids: 16 hex digits
         endpoint = "chat" if chat else "completions"
         raw = await request.read()
         faults = self.config.faults
@@ -497,8 +521,7 @@ class SimServer:
         return resp
 
     async def _open_stream(self, request: web.Request) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
-                                           "Cache-Control": "no-cache"})
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
         await resp.prepare(request)
         return resp
 
@@ -518,24 +541,28 @@ class SimServer:
         resp = await self._open_stream(request)
         write: Callable[[bytes], Awaitable[None]] = resp.write
         first = True
+        details = self.config.prompt_tokens_details
 
         def chunk(ids: list[int], finish: str | None) -> bytes:
+            # key sets as vLLM serializes them (unset fields are left out)
             nonlocal first
             if chat:
                 choice: dict[str, Any] = {"index": 0, "delta": {"content": decode(ids)},
                                           "logprobs": None, "finish_reason": finish}
+                if finish is not None:
+                    choice["stop_reason"] = None
+                choice["token_ids"] = ids if want_ids else None
             else:
                 choice = {"index": 0, "text": decode(ids), "logprobs": None,
-                          "finish_reason": finish, "stop_reason": None}
+                          "finish_reason": finish, "stop_reason": None,
+                          "prompt_token_ids": req.prompt if want_ids and first else None,
+                          "token_ids": ids if want_ids else None}
+            first = False
             data: dict[str, Any] = {"id": cid, "object": obj, "created": created,
                                     "model": self.model_name, "choices": [choice]}
-            if want_ids:
-                choice["token_ids"] = ids
-                if first and not chat:
-                    choice["prompt_token_ids"] = req.prompt
-            first = False
             data["usage"] = (
-                usage(n_prompt, live.sent, req.cached_tokens) if continuous else None
+                usage(n_prompt, live.sent, req.cached_tokens, details=details, chat_chunk=chat)
+                if continuous else None
             )
             return _sse(data)
 
@@ -545,10 +572,11 @@ class SimServer:
                     "id": cid, "object": obj, "created": created, "model": self.model_name,
                     "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
                                  "logprobs": None, "finish_reason": None}],
-                    "usage": usage(n_prompt, 0, 0) if continuous else None,
+                    "usage": (usage(n_prompt, 0, 0, details=details, chat_chunk=True)
+                              if continuous else None),
+                    "prompt_token_ids": req.prompt if want_ids else None,
+                    "prompt_text": None,
                 }
-                if want_ids:
-                    head["prompt_token_ids"] = req.prompt
                 await write(_sse(head))
             status = await self._pump(resp, live, chunk, fault, request)
             if status != "ok":
@@ -556,7 +584,9 @@ class SimServer:
             if include_usage:
                 await write(_sse({"id": cid, "object": obj, "created": created,
                                   "model": self.model_name, "choices": [],
-                                  "usage": usage(n_prompt, live.sent, req.cached_tokens)}))
+                                  "usage": usage(n_prompt, live.sent, req.cached_tokens,
+                                                 details=details),
+                                  "system_fingerprint": self.fingerprint}))
             await write(_DONE)
             await resp.write_eof()
         except ConnectionError:
@@ -628,7 +658,8 @@ class SimServer:
                 request.transport.close()
             return web.Response(status=200)  # never arrives: the connection is gone
         text = self.tokenizer.decode(ids)
-        use = usage(req.num_prompt, len(ids), req.cached_tokens)
+        use = usage(req.num_prompt, len(ids), req.cached_tokens,
+                    details=self.config.prompt_tokens_details)
         created = int(time.time())
         if chat:
             choice: dict[str, Any] = {

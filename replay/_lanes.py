@@ -1,0 +1,374 @@
+"""User lanes: who sends which request when, and what gets recorded.
+
+Closed loop (the default): each user is a lane that replays one session at a
+time; a request becomes due ``think_time`` (scaled, capped) after the previous
+response ended, or after the subagents it spawned ended. Subagents run as extra
+concurrent lanes (``"U/subK"``) that the parent waits for. Sessions are recycled
+round robin from a per-user offset, each session instance with its own salt.
+
+Open loop: sessions arrive on a precomputed plan of absolute times (seeded
+Poisson at a rate, or the workload's own ``arrival_s``); timestamp replay sends
+every request at its ``arrival_s`` whatever happened before.
+
+Every request's due time is fixed when it becomes due and recorded with its send
+time, so latency can be measured from the schedule (no coordinated omission).
+All times are ``time.monotonic_ns()``; records store seconds since the run's t0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import numpy as np
+
+from replay._client import StreamOutcome, Timeouts, stream_request
+from replay._prompts import BodySpec, PrefixCacheModel, build_body
+from traces._models import Request, Session, iter_block_ids
+
+__all__ = [
+    "LaneContext", "PromptBuilder", "closed_user", "open_arrivals", "open_plan", "salt_for",
+    "sleep_until", "timestamp_session",
+]
+
+PromptBuilder = Callable[[Request, int, "np.ndarray | None", Sequence[int]], np.ndarray]
+"""``(request, salt, prev_prompt, prev_output) -> int32 ids`` (vocab/block size bound)."""
+
+_NS = 1_000_000_000
+
+
+def salt_for(seed: int, user: int, instance: int) -> int:
+    """A salt unique per (seed, user, session instance), never 0 (0 means shared)."""
+    mixed = np.random.SeedSequence([seed & 0xFFFFFFFF, user, instance]).generate_state(1)
+    return int(mixed[0]) | 1
+
+
+@dataclass(eq=False)
+class LaneContext:
+    """What every lane of one run shares (a plain object: lanes run on one loop)."""
+
+    session: aiohttp.ClientSession
+    url: str
+    headers: dict[str, str]
+    spec: BodySpec
+    timeouts: Timeouts
+    build: PromptBuilder
+    block_size: int
+    """The workload's block size (for the shared-prefix boundary)."""
+    cache: PrefixCacheModel
+    t0_ns: int
+    warmup_end_ns: int
+    window_end_ns: int
+    issue_end_ns: int
+    """No request becomes due at or after this (end of the drain)."""
+    on_record: Callable[[dict[str, object]], None]
+    run_tag: str
+    think_scale: float = 1.0
+    think_cap_s: float | None = None
+    max_line_bytes: int = 64 * 1024 * 1024
+    cancel_reason: str = "drain"
+    seq: int = 0
+    busy: int = 0
+    lanes: int = 0
+    measure_inflight: int = 0
+    measure_idle: asyncio.Event = field(default_factory=asyncio.Event)
+    tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    stopped: bool = False
+    crash: BaseException | None = None
+    """A lane died of a bug (not a request failure): the run stops and re-raises it."""
+    crashed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """Start a lane task the run will cancel and wait for at the end."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self.tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None and self.crash is None:
+            self.crash = task.exception()
+            self.crashed.set()
+
+    def think_ns(self, think_s: float) -> int:
+        t = think_s * self.think_scale
+        if self.think_cap_s is not None and t > self.think_cap_s:
+            t = self.think_cap_s
+        return int(t * _NS)
+
+    def phase(self, sent_ns: int) -> str:
+        if sent_ns < self.warmup_end_ns:
+            return "warmup"
+        if sent_ns < self.window_end_ns:
+            return "measure"
+        return "drain"
+
+
+@dataclass(slots=True)
+class _Chain:
+    """Identity of one agent chain: a session instance or one of its subagents."""
+
+    user: int
+    lane: str
+    session: str
+    instance: int
+    salt: int
+    scope: object
+    agent: str | None = None
+    subagents: int = 0
+
+
+async def sleep_until(due_ns: int) -> None:
+    """Sleep until a monotonic instant; never returns early (timers may round)."""
+    while True:
+        rem = due_ns - time.monotonic_ns()
+        if rem <= 0:
+            return
+        await asyncio.sleep(rem / _NS)
+
+
+async def _send(
+    ctx: LaneContext, chain: _Chain, turn: int, req: Request, prompt: np.ndarray,
+    body: bytes, expected: int, due_ns: int, think_s: float,
+) -> StreamOutcome:
+    ctx.seq += 1
+    rid = f"{ctx.run_tag}-{ctx.seq}"
+    headers = dict(ctx.headers)
+    headers["X-Request-Id"] = rid
+    out = StreamOutcome()
+    in_window = time.monotonic_ns() < ctx.window_end_ns
+    if in_window:
+        ctx.measure_inflight += 1
+        ctx.measure_idle.clear()
+    ctx.busy += 1
+    try:
+        await stream_request(ctx.session, ctx.url, body, headers, ctx.timeouts, out,
+                             max_line_bytes=ctx.max_line_bytes,
+                             keep_output_ids=ctx.spec.carry_output)
+    except asyncio.CancelledError:
+        out.error_kind = f"cancelled_{ctx.cancel_reason}"
+        ctx.on_record(_record(ctx, rid, chain, turn, req, prompt, expected, due_ns, think_s, out))
+        raise
+    finally:
+        ctx.busy -= 1
+        if in_window:
+            ctx.measure_inflight -= 1
+            if ctx.measure_inflight == 0:
+                ctx.measure_idle.set()
+    ctx.on_record(_record(ctx, rid, chain, turn, req, prompt, expected, due_ns, think_s, out))
+    return out
+
+
+def _record(
+    ctx: LaneContext, rid: str, chain: _Chain, turn: int, req: Request, prompt: np.ndarray,
+    expected: int, due_ns: int, think_s: float, out: StreamOutcome,
+) -> dict[str, object]:
+    t0 = ctx.t0_ns
+    usage = out.usage or {}
+    completion = usage.get("completion_tokens")
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    sent_ns = out.sent_ns or time.monotonic_ns()
+    return {
+        "id": rid,
+        "user": chain.user,
+        "lane": chain.lane,
+        "session": chain.session,
+        "session_instance": chain.instance,
+        "turn": turn,
+        "agent": chain.agent,
+        "kind": req.kind,
+        "phase": ctx.phase(sent_ns),
+        "worker": 0,
+        "status": out.status,
+        "error_kind": out.error_kind,
+        "error_message": out.error_message,
+        "http_status": out.http_status,
+        "due_s": (due_ns - t0) / _NS,
+        "sent_s": (sent_ns - t0) / _NS,
+        "first_token_s": (out.first_ns - t0) / _NS if out.first_ns is not None else None,
+        "last_token_s": (out.last_ns - t0) / _NS if out.last_ns is not None else None,
+        "chunk_times_s": [(t - t0) / _NS for t in out.chunk_ns],
+        "chunk_tokens": out.chunk_tokens,
+        "prompt_tokens": int(prompt.size),
+        "prompt_tokens_server": usage.get("prompt_tokens"),
+        "output_tokens_asked": req.output_tokens,
+        "output_tokens": int(completion) if completion is not None else out.streamed_tokens,
+        "cached_tokens": cached,
+        "expected_cached_tokens": expected,
+        "think_time_s": think_s,
+    }
+
+
+async def _run_chain(
+    ctx: LaneContext, chain: _Chain, requests: Sequence[Request], start_turn: int,
+    ready_ns: int, first_delay_ns: int | None = None,
+) -> bool:
+    """Replay one agent chain closed loop; False once the run stops issuing."""
+    prev_prompt: np.ndarray | None = None
+    prev_output: Sequence[int] = ()
+    wbs = ctx.block_size
+    for turn in range(start_turn, len(requests)):
+        req = requests[turn]
+        if prev_prompt is None and req.prefix_blocks:
+            req = _standalone(requests, turn)
+        if turn == start_turn and first_delay_ns is not None:
+            wait = first_delay_ns
+        else:
+            wait = ctx.think_ns(req.think_time_s)
+        due_ns = ready_ns + wait
+        if due_ns >= ctx.issue_end_ns or ctx.stopped:
+            return False
+        prompt = ctx.build(req, chain.salt, prev_prompt, prev_output)
+        body = build_body(ctx.spec, prompt, req.output_tokens)
+        hashed = ctx.cache.hash_prompt(prompt)
+        await sleep_until(due_ns)
+        if ctx.stopped:
+            return False
+        mark = ctx.cache.observe(prompt, req.shared_blocks * wbs, chain.scope, hashed)
+        out = await _send(ctx, chain, turn, req, prompt, body, mark.expected, due_ns,
+                          wait / _NS)
+        ctx.cache.extend(mark, out.output_ids)
+        prev_prompt = prompt
+        prev_output = out.output_ids if out.status == "ok" else ()
+        ready_ns = time.monotonic_ns()
+        if req.subagents:
+            ok = await _run_subagents(ctx, chain, req)
+            ready_ns = time.monotonic_ns()
+            if not ok:
+                return False
+    return True
+
+
+def _standalone(requests: Sequence[Request], turn: int) -> Request:
+    """A mid-session request (warmup start) with its whole block list spelled out."""
+    full: list[int] = []
+    for blocks in iter_block_ids(tuple(requests[: turn + 1])):
+        full = blocks
+    return requests[turn].model_copy(update={"prefix_blocks": 0, "new_block_ids": tuple(full)})
+
+
+async def _run_subagents(ctx: LaneContext, parent: _Chain, req: Request) -> bool:
+    now = time.monotonic_ns()
+    tasks = []
+    for sub in req.subagents:
+        chain = _Chain(user=parent.user, lane=f"{parent.lane}/sub{parent.subagents}",
+                       session=parent.session, instance=parent.instance, salt=parent.salt,
+                       scope=parent.scope, agent=sub.id)
+        parent.subagents += 1
+        tasks.append(ctx.spawn(_lane(ctx, _run_chain(ctx, chain, sub.requests, 0, now))))
+    results = await asyncio.gather(*tasks)
+    return all(results)
+
+
+async def _lane(ctx: LaneContext, coro: Coroutine[Any, Any, bool]) -> bool:
+    ctx.lanes += 1
+    try:
+        return await coro
+    finally:
+        ctx.lanes -= 1
+
+
+async def closed_user(
+    ctx: LaneContext, user: int, sessions: Sequence[Session], seed: int, midway: bool,
+    warmup_s: float,
+) -> None:
+    """One closed-loop user: sessions back to back, recycled round robin."""
+    rng = np.random.default_rng([seed & 0xFFFFFFFF, 7, user])
+    n = len(sessions)
+    idx = user % n
+    instance = 0
+    ready_ns = ctx.t0_ns
+    while True:
+        sess = sessions[idx]
+        start_turn = 0
+        first_delay: int | None = None
+        if instance == 0 and midway:
+            start_turn = int(rng.integers(0, len(sess.requests)))
+            think = ctx.think_ns(sess.requests[start_turn].think_time_s)
+            first_delay = int(rng.uniform(0.0, 1.0) * min(think, int(warmup_s * _NS)))
+        chain = _Chain(user=user, lane=str(user), session=sess.id, instance=instance,
+                       salt=salt_for(seed, user, instance), scope=(user, instance))
+        try:
+            ok = await _lane(ctx, _run_chain(ctx, chain, sess.requests, start_turn, ready_ns,
+                                             first_delay))
+        finally:
+            ctx.cache.end_scope(chain.scope)
+        if not ok:
+            return
+        ready_ns = time.monotonic_ns()
+        instance += 1
+        idx = (idx + 1) % n
+
+
+def open_plan(rate: float, seed: int, horizon_s: float) -> list[float]:
+    """Session arrival offsets (s) of a seeded Poisson process up to ``horizon_s``."""
+    rng = np.random.default_rng([seed & 0xFFFFFFFF, 11])
+    out: list[float] = []
+    t = 0.0
+    while True:
+        t += float(rng.exponential(1.0 / rate))
+        if t >= horizon_s:
+            return out
+        out.append(t)
+
+
+async def open_arrivals(
+    ctx: LaneContext, sessions: Sequence[Session], arrivals_s: Sequence[float], seed: int,
+) -> None:
+    """Start session ``k % n`` at ``arrivals_s[k]`` as its own lane (user ``k``)."""
+    n = len(sessions)
+    for k, at in enumerate(arrivals_s):
+        due_ns = ctx.t0_ns + int(at * _NS)
+        if due_ns >= ctx.issue_end_ns:
+            return
+        await sleep_until(due_ns)
+        if ctx.stopped:
+            return
+        sess = sessions[k % n]
+        chain = _Chain(user=k, lane=str(k), session=sess.id, instance=k // n,
+                       salt=salt_for(seed, k, k // n), scope=("open", k))
+        ctx.spawn(_open_lane(ctx, chain, sess, due_ns))
+
+
+async def _open_lane(ctx: LaneContext, chain: _Chain, sess: Session, due_ns: int) -> None:
+    try:
+        await _lane(ctx, _run_chain(ctx, chain, sess.requests, 0, due_ns, 0))
+    finally:
+        ctx.cache.end_scope(chain.scope)
+
+
+async def timestamp_session(
+    ctx: LaneContext, user: int, sess: Session, seed: int, origin_s: float,
+) -> None:
+    """Send every request of ``sess`` at its own ``arrival_s`` (minus ``origin_s``)."""
+    chain = _Chain(user=user, lane=str(user), session=sess.id, instance=0,
+                   salt=salt_for(seed, user, 0), scope=("ts", user))
+    prev: np.ndarray | None = None
+    wbs = ctx.block_size
+    pending: list[asyncio.Task[Any]] = []
+    try:
+        for turn, req in enumerate(sess.requests):
+            at = (req.arrival_s or 0.0) - origin_s
+            due_ns = ctx.t0_ns + int(max(at, 0.0) * _NS)
+            if due_ns >= ctx.issue_end_ns or ctx.stopped:
+                break
+            prompt = ctx.build(req, chain.salt, prev, ())
+            body = build_body(ctx.spec, prompt, req.output_tokens)
+            hashed = ctx.cache.hash_prompt(prompt)
+            prev = prompt
+            await sleep_until(due_ns)
+            if ctx.stopped:
+                break
+            mark = ctx.cache.observe(prompt, req.shared_blocks * wbs, chain.scope, hashed)
+            pending.append(ctx.spawn(_send(ctx, chain, turn, req, prompt, body, mark.expected,
+                                           due_ns, 0.0)))
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+    finally:
+        ctx.cache.end_scope(chain.scope)

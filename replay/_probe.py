@@ -1,0 +1,173 @@
+"""What the target server tells us before a run: models, limits, config.
+
+``/v1/models`` must answer (else the server is unreachable or not OpenAI
+compatible); ``/server_info?config_format=json`` is optional (vLLM exposes it in
+dev mode, the simulator always). The vocabulary size and the KV block size come
+from there when present, else from the user's options; the vocabulary is never
+assumed.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+import aiohttp
+import orjson
+
+from replay.errors import ConfigError, TargetError
+
+__all__ = ["ServerFacts", "base_url", "connect_url", "find_key", "probe_server",
+           "public_target"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerFacts:
+    """The parts of the server's self-description a run needs."""
+
+    model: str
+    models: dict[str, object]
+    max_model_len: int | None
+    server_info: dict[str, object] | None
+    vocab_size: int
+    block_size: int
+    gpu_count: int | None
+    simulated: bool
+
+
+def base_url(target: str) -> str:
+    """The target without query, fragment or a trailing ``/v1`` or slash (credentials
+    kept): endpoint paths are appended to it."""
+    parts = urlsplit(target.strip())
+    path = parts.path.rstrip("/")
+    if path.endswith("/v1"):
+        path = path[:-3]
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def connect_url(target: str) -> tuple[str, str | None]:
+    """The base URL to connect to without user info, and a Basic ``Authorization``
+    value built from it (None when the URL carries no credentials)."""
+    parts = urlsplit(base_url(target))
+    if parts.username is None and parts.password is None:
+        return base_url(target), None
+    pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+    auth = "Basic " + base64.b64encode(pair.encode("utf-8")).decode("ascii")
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", "")), auth
+
+
+def public_target(target: str) -> str:
+    """The target as stored in results: user, password, query and fragment removed."""
+    parts = urlsplit(base_url(target))
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def find_key(tree: object, key: str) -> object | None:
+    """First value of ``key`` found depth first in nested dicts/lists (None if absent)."""
+    if isinstance(tree, dict):
+        if key in tree and tree[key] is not None:
+            return tree[key]
+        for value in tree.values():
+            found = find_key(value, key)
+            if found is not None:
+                return found
+    elif isinstance(tree, list):
+        for value in tree:
+            found = find_key(value, key)
+            if found is not None:
+                return found
+    return None
+
+
+async def _get_json(
+    session: aiohttp.ClientSession, url: str, headers: dict[str, str],
+) -> tuple[int, object | None]:
+    timeout = aiohttp.ClientTimeout(total=30, sock_connect=10)
+    async with session.get(url, headers=headers, timeout=timeout) as resp:
+        raw = await resp.read()
+        if resp.status != 200:
+            return resp.status, None
+        try:
+            return resp.status, orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return resp.status, None
+
+
+async def probe_server(
+    session: aiohttp.ClientSession, target: str, headers: dict[str, str], *,
+    model: str | None, vocab_size: int | None, block_size: int | None,
+) -> ServerFacts:
+    """Ask the server what it serves; fail fast with one clear message if unusable."""
+    root, _ = connect_url(target)
+    shown = public_target(target)
+    try:
+        status, models = await _get_json(session, f"{root}/v1/models", headers)
+    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        raise TargetError(f"cannot reach {shown}: {type(exc).__name__}: {exc}") from None
+    if status in (401, 403):
+        raise TargetError(f"{shown}/v1/models answered HTTP {status}: check --api-key-env")
+    if status != 200 or not isinstance(models, dict) or not isinstance(models.get("data"), list):
+        raise TargetError(f"{shown}/v1/models answered HTTP {status}: not an OpenAI-compatible "
+                          "server")
+    entries = [m for m in models["data"] if isinstance(m, dict) and "id" in m]
+    names = [str(m["id"]) for m in entries]
+    if not names:
+        raise TargetError(f"{shown} serves no model")
+    if model is None:
+        chosen = entries[0]
+    elif model in names:
+        chosen = entries[names.index(model)]
+    else:
+        raise TargetError(f"{shown} does not serve model {model!r}; it serves: "
+                          + ", ".join(names))
+    max_len = chosen.get("max_model_len")
+    try:
+        _, info = await _get_json(session, f"{root}/server_info?config_format=json", headers)
+    except (aiohttp.ClientError, TimeoutError, OSError):
+        info = None
+    server_info = info if isinstance(info, dict) else None
+    config = server_info.get("vllm_config") if server_info else None
+    if isinstance(config, str):  # older vLLM: a repr string, not JSON
+        config = None
+    if max_len is None and isinstance(config, dict):
+        max_len = find_key(config.get("model_config"), "max_model_len")
+    vocab = None
+    if isinstance(config, dict):
+        found = find_key(config.get("model_config"), "vocab_size")
+        vocab = int(found) if isinstance(found, int | float) else None
+    if vocab is None:
+        vocab = vocab_size
+    if vocab is None:
+        raise ConfigError(
+            f"{shown} does not expose its vocabulary size (/server_info model_config); "
+            "pass --vocab-size"
+        )
+    bs = None
+    if isinstance(config, dict):
+        found = find_key(config.get("cache_config"), "block_size")
+        bs = int(found) if isinstance(found, int | float) else None
+    if bs is None:
+        bs = block_size if block_size is not None else 16
+    gpus = None
+    if isinstance(config, dict) and isinstance(config.get("parallel_config"), dict):
+        par = config["parallel_config"]
+        gpus = 1
+        for key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+            val = par.get(key)
+            gpus *= int(val) if isinstance(val, int) and val > 0 else 1
+    simulated = bool(server_info.get("simulated")) if server_info else False
+    return ServerFacts(
+        model=str(chosen["id"]), models=models,
+        max_model_len=int(max_len) if isinstance(max_len, int | float) else None,
+        server_info=server_info, vocab_size=int(vocab), block_size=int(bs), gpu_count=gpus,
+        simulated=simulated,
+    )

@@ -1,0 +1,201 @@
+"""Request bodies and the client's prediction of prefix-cache reuse.
+
+Bodies are built as bytes straight from numpy token arrays with orjson
+(``OPT_SERIALIZE_NUMPY``), so a 100K-token prompt costs well under a millisecond
+to encode instead of a Python list round trip.
+
+Carrying generated tokens: with token-id prompts, vLLM only returns the ids of
+what it generated when ``return_token_ids`` is on (without logprobs). The price
+is that its first chunk echoes the whole prompt's ids (``prompt_token_ids``); the
+SSE parser's line limit is sized for that and ``bench/client_bench.py`` measures
+it. ``carry_output=False`` turns it off (the next turn then resends workload
+blocks instead of the server's tokens).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import orjson
+
+__all__ = ["BodySpec", "CacheMark", "PrefixCacheModel", "build_body", "chat_text", "prefix_keys"]
+
+_BODY_OPTS = orjson.OPT_SERIALIZE_NUMPY
+
+
+@dataclass(frozen=True, slots=True)
+class BodySpec:
+    """What every request of a run shares."""
+
+    model: str
+    api: Literal["completions", "chat"] = "completions"
+    carry_output: bool = True
+    """Ask for ``return_token_ids`` so the next turn resends the server's tokens."""
+
+
+def build_body(spec: BodySpec, prompt: np.ndarray, output_tokens: int) -> bytes:
+    """The JSON body of one streamed request with its output length forced."""
+    body: dict[str, object] = {
+        "model": spec.model,
+        "max_tokens": int(output_tokens),
+        "min_tokens": int(output_tokens),
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        "temperature": 0.0,
+    }
+    if spec.carry_output:
+        body["return_token_ids"] = True
+    if spec.api == "chat":
+        body["messages"] = [{"role": "user", "content": chat_text(prompt)}]
+    else:
+        body["prompt"] = np.ascontiguousarray(prompt, dtype=np.int32)
+    return orjson.dumps(body, option=_BODY_OPTS)
+
+
+_WORDS: dict[int, np.ndarray] = {}
+
+
+def chat_text(ids: np.ndarray) -> str:
+    """Deterministic text for token ids: one short word per id (``t<id>``)."""
+    arr = np.asarray(ids, dtype=np.int64)
+    if arr.size == 0:
+        return ""
+    top = int(arr.max()) + 1
+    table = _WORDS.get(0)
+    if table is None or table.size < top:
+        size = max(top, 1 << 16)
+        table = np.array([f"t{i}" for i in range(size)], dtype=object)
+        _WORDS[0] = table
+    return " ".join(table[arr].tolist())
+
+
+_M1 = np.uint64(0x9E3779B97F4A7C15)
+_M2 = np.uint64(0xBF58476D1CE4E5B9)
+_M3 = np.uint64(0x94D049BB133111EB)
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser, elementwise on uint64 (wraps modulo 2**64)."""
+    z = (z ^ (z >> np.uint64(30))) * _M2
+    z = (z ^ (z >> np.uint64(27))) * _M3
+    return z ^ (z >> np.uint64(31))
+
+
+_POS: dict[int, np.ndarray] = {}
+
+
+def _position_keys(bs: int) -> np.ndarray:
+    keys = _POS.get(bs)
+    if keys is None:
+        keys = _mix(np.arange(1, bs + 1, dtype=np.uint64) * _M1) | np.uint64(1)
+        _POS[bs] = keys
+    return keys
+
+
+def prefix_keys(ids: np.ndarray, bs: int, start: int = 0,
+                carry: int = 0) -> tuple[np.ndarray, int]:
+    """One 64-bit key per full block naming the whole prefix up to that block.
+
+    Vectorised stand-in for vLLM's hash chain: each block's content hash (mixed with
+    its position in the sequence) is summed cumulatively, so key ``k`` depends on
+    every token of blocks ``0..k``; the running sum is returned to continue later.
+    Collisions between different prefixes have probability ~2**-64 per pair.
+    """
+    full = int(ids.size) // bs
+    if full == 0:
+        return np.empty(0, dtype=np.uint64), carry
+    with np.errstate(over="ignore"):
+        blocks = ids[: full * bs].astype(np.uint64).reshape(full, bs)
+        content = _mix((blocks * _position_keys(bs)).sum(axis=1, dtype=np.uint64))
+        index = np.arange(start + 1, start + full + 1, dtype=np.uint64)
+        terms = _mix(content ^ (index * _M1))
+        sums = np.cumsum(terms, dtype=np.uint64) + np.uint64(carry)
+        keys = _mix(sums ^ _mix(index))
+    return keys, int(sums[-1])
+
+
+@dataclass(slots=True)
+class CacheMark:
+    """Where a prompt's key chain ended, so the server's generated tokens can be
+    appended to the model without rehashing the prompt."""
+
+    expected: int
+    """Prompt tokens an infinite cache could reuse."""
+    blocks: int
+    carry: int
+    tail: np.ndarray
+    """Tokens after the last full block."""
+    scope: object
+
+
+class PrefixCacheModel:
+    """An infinite prefix cache with the server's block size, fed the exact ids sent.
+
+    vLLM rules: only whole blocks hit, a block hits only if every block before it
+    hit too (vLLM's hash chain; here one key per prefix, see :func:`prefix_keys`),
+    and the last prompt token is always computed, so a prompt of ``n`` tokens
+    reuses at most ``(n - 1) // block_size`` blocks. After a response, the full
+    blocks of prompt plus generated tokens (all but the last, whose KV is never
+    computed) are cached too, as the server does. Prefixes inside the workload's
+    shared prefix go to a run-wide set; longer ones to a set per session instance
+    (its salt makes them unreachable from anywhere else), dropped when the
+    instance ends so memory stays bounded on long runs. Every prefix of a stored
+    prefix is stored too, so the longest hit is found by binary search.
+    """
+
+    def __init__(self, block_size: int) -> None:
+        if block_size < 1:
+            raise ValueError("block_size must be positive")
+        self.block_size = block_size
+        self._shared: set[int] = set()
+        self._scopes: dict[object, set[int]] = {}
+
+    def hash_prompt(self, prompt: np.ndarray) -> tuple[list[int], int, np.ndarray]:
+        """Keys of the prompt's full blocks, the chain carry and the leftover tail: the
+        costly part, done while the lane thinks (before the request is due)."""
+        ids = np.ascontiguousarray(prompt, dtype=np.int32)
+        keys, carry = prefix_keys(ids, self.block_size)
+        full = int(keys.size)
+        return keys.tolist(), carry, ids[full * self.block_size :].copy()
+
+    def observe(self, prompt: np.ndarray, shared_tokens: int, scope: object,
+                hashed: tuple[list[int], int, np.ndarray] | None = None) -> CacheMark:
+        """The tokens this prompt can reuse (``.expected``); its blocks are remembered.
+        Call it when the request is sent (order matters between lanes); pass
+        ``hashed`` from :meth:`hash_prompt` to keep the send path cheap."""
+        keys, carry, tail = hashed if hashed is not None else self.hash_prompt(prompt)
+        n = int(np.asarray(prompt).size)
+        local = self._scopes.setdefault(scope, set())
+        shared = self._shared
+        lo, hi = 0, len(keys)  # keys[:lo] hit; keys[hi:] miss
+        while lo < hi:
+            mid = (lo + hi) // 2
+            k = keys[mid]
+            if k in shared or k in local:
+                lo = mid + 1
+            else:
+                hi = mid
+        matched = lo
+        limit = min(shared_tokens // self.block_size, len(keys))
+        if matched < limit:
+            shared.update(keys[matched:limit])
+        local.update(keys[max(matched, limit):])
+        usable = (n - 1) // self.block_size if n > 0 else 0
+        return CacheMark(expected=min(matched, usable) * self.block_size, blocks=len(keys),
+                         carry=carry, tail=tail, scope=scope)
+
+    def extend(self, mark: CacheMark, output_ids: list[int] | np.ndarray) -> None:
+        """Remember the blocks completed by the generated tokens (all but the last)."""
+        if len(output_ids) < 2:
+            return
+        seq = np.concatenate([mark.tail, np.asarray(output_ids[:-1], dtype=np.int32)])
+        keys, _ = prefix_keys(seq, self.block_size, mark.blocks, mark.carry)
+        if keys.size:
+            self._scopes.setdefault(mark.scope, set()).update(keys.tolist())
+
+    def end_scope(self, scope: object) -> None:
+        """Forget a finished session instance's private blocks."""
+        self._scopes.pop(scope, None)

@@ -1,0 +1,49 @@
+"""The run directory on disk: ``run.json``, ``requests.jsonl``, ``server_metrics.jsonl``.
+
+Records are plain dicts shaped like :class:`analysis.RequestRecord`, serialised
+with orjson and flushed one line at a time, so a crash loses at most the
+requests still in flight. The manifest is written at the start with
+``complete=false`` and rewritten (atomically) at the end.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import IO
+
+import orjson
+
+from analysis._schema import RunManifest
+
+__all__ = ["RunWriter"]
+
+
+class RunWriter:
+    """Appends records and metric samples; rewrites the manifest atomically."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.dir = out_dir
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self._requests: IO[bytes] = open(out_dir / "requests.jsonl", "wb")  # noqa: SIM115
+        self._metrics: IO[bytes] = open(out_dir / "server_metrics.jsonl", "wb")  # noqa: SIM115
+        self.records = 0
+
+    def write_manifest(self, manifest: RunManifest) -> None:
+        tmp = self.dir / "run.json.tmp"
+        tmp.write_bytes(orjson.dumps(manifest.model_dump(mode="json"),
+                                     option=orjson.OPT_INDENT_2) + b"\n")
+        os.replace(tmp, self.dir / "run.json")
+
+    def write_record(self, record: dict[str, object]) -> None:
+        self._requests.write(orjson.dumps(record) + b"\n")
+        self._requests.flush()
+        self.records += 1
+
+    def write_metrics(self, t_s: float, values: dict[str, float]) -> None:
+        self._metrics.write(orjson.dumps({"t_s": t_s, "values": values}) + b"\n")
+        self._metrics.flush()
+
+    def close(self) -> None:
+        self._requests.close()
+        self._metrics.close()

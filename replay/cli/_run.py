@@ -1,0 +1,109 @@
+"""``agentreplay run``: replay a workload against one server and record everything."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["register"]
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "run", help="replay a workload against a server",
+        description="Replay a workload against one OpenAI-compatible (vLLM) server and write "
+        "a run directory (run.json, requests.jsonl, server_metrics.jsonl).",
+    )
+    p.add_argument("--target", required=True, help="server base URL, e.g. http://host:8000")
+    p.add_argument("--workload", required=True, help="workload file (.jsonl)")
+    p.add_argument("--users", type=int, default=1, help="concurrent users (closed loop)")
+    p.add_argument("--duration", type=float, required=True, help="measured window, seconds")
+    p.add_argument("--warmup", type=float, default=0.0, help="warmup seconds before it")
+    p.add_argument("--drain", type=float, default=30.0,
+                   help="at most this many seconds for in-flight requests after the window")
+    p.add_argument("--out", required=True, help="run directory to write")
+    p.add_argument("--api", choices=("completions", "chat"), default="completions")
+    p.add_argument("--model", default=None, help="served model name (default: the first)")
+    p.add_argument("--api-key-env", default=None,
+                   help="environment variable holding the API key (sent as Bearer)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--vocab-size", type=int, default=None,
+                   help="vocabulary size when the server does not expose it")
+    p.add_argument("--server-block-size", type=int, default=None,
+                   help="KV block size when the server does not expose it (default 16)")
+    p.add_argument("--think-time-cap", type=float, default=None, help="cap on think time, s")
+    p.add_argument("--think-scale", type=float, default=1.0, help="multiply think times")
+    p.add_argument("--rate", type=float, default=None,
+                   help="open loop: sessions arriving per second (Poisson, seeded)")
+    p.add_argument("--no-carry-output", action="store_true",
+                   help="do not ask for generated token ids (no return_token_ids)")
+    p.add_argument("--metrics-interval", type=float, default=2.0,
+                   help="seconds between /metrics scrapes (0 = off)")
+    p.add_argument("--label", default="", help="arm label, e.g. the decode backend")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--quiet", action="store_true", help="no live view")
+    mode.add_argument("--plain", action="store_true", help="periodic log lines (CI, non-TTY)")
+    p.set_defaults(func=_main)
+
+
+def _main(args: argparse.Namespace) -> int:
+    import asyncio
+    import signal
+    import sys
+
+    from pydantic import ValidationError
+
+    from replay._config import RunConfig
+    from replay._run import event_loop_factory, run_load
+    from replay.errors import ConfigError
+
+    try:
+        config = RunConfig(
+            target=args.target, users=args.users, duration_s=args.duration,
+            warmup_s=args.warmup, drain_s=args.drain, api=args.api, model=args.model,
+            api_key_env=args.api_key_env, seed=args.seed, vocab_size=args.vocab_size,
+            server_block_size=args.server_block_size, think_time_cap_s=args.think_time_cap,
+            think_time_scale=args.think_scale, rate=args.rate, label=args.label,
+            carry_output=not args.no_carry_output,
+            metrics_interval_s=args.metrics_interval or None,
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        where = ".".join(str(x) for x in err["loc"])
+        raise ConfigError(f"invalid option {where}: {msg}" if where
+                          else f"invalid options: {msg}") from None
+    if args.quiet:
+        live = "quiet"
+    elif args.plain or not sys.stderr.isatty():
+        live = "plain"
+    else:
+        live = "rich"
+
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def on_sigint() -> None:
+            if stop.is_set():  # second Ctrl-C: stop waiting for the orderly end
+                loop.remove_signal_handler(signal.SIGINT)
+                signal.raise_signal(signal.SIGINT)
+            print("agentreplay: stopping (Ctrl-C again to abort)", file=sys.stderr)
+            stop.set()
+
+        try:
+            loop.add_signal_handler(signal.SIGINT, on_sigint)
+        except (NotImplementedError, RuntimeError):  # pragma: no cover - non-Unix
+            pass
+        try:
+            out = await run_load(config, args.workload, args.out, live=live, stop=stop)
+        finally:
+            try:
+                loop.remove_signal_handler(signal.SIGINT)
+            except (NotImplementedError, RuntimeError):  # pragma: no cover
+                pass
+        note = " (interrupted)" if stop.is_set() else ""
+        print(f"agentreplay: run written to {out}{note}", file=sys.stderr)
+        return 130 if stop.is_set() else 0
+
+    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+        return runner.run(main())

@@ -1,0 +1,87 @@
+"""Request bodies and the client's expected prefix-cache reuse."""
+
+from __future__ import annotations
+
+import numpy as np
+import orjson
+
+from replay._prompts import BodySpec, PrefixCacheModel, build_body, chat_text
+
+
+def test_completions_body_forces_output_and_streams() -> None:
+    prompt = np.arange(5, 105, dtype=np.int32)
+    body = orjson.loads(build_body(BodySpec(model="m"), prompt, 37))
+    assert body["prompt"] == list(range(5, 105))
+    assert body["max_tokens"] == body["min_tokens"] == 37
+    assert body["ignore_eos"] is True and body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
+    assert body["return_token_ids"] is True
+    plain = orjson.loads(build_body(BodySpec(model="m", carry_output=False), prompt, 3))
+    assert "return_token_ids" not in plain
+
+
+def test_chat_body_has_one_word_per_token() -> None:
+    prompt = np.array([3, 70000, 3], dtype=np.int32)
+    body = orjson.loads(build_body(BodySpec(model="m", api="chat"), prompt, 4))
+    assert body["messages"] == [{"role": "user", "content": "t3 t70000 t3"}]
+    assert chat_text(np.array([], dtype=np.int32)) == ""
+
+
+def _reference(prompts: list[tuple[list[int], list[int]]], bs: int) -> list[int]:
+    """Independent model: a set of token-tuple prefixes at block boundaries."""
+    seen: set[tuple[int, ...]] = set()
+    out = []
+    for prompt, output in prompts:
+        n = len(prompt)
+        hit = 0
+        for k in range(1, n // bs + 1):
+            if tuple(prompt[: k * bs]) in seen:
+                hit = k
+            else:
+                break
+        out.append(min(hit, (n - 1) // bs) * bs)
+        seq = prompt + output[:-1]
+        for k in range(1, len(seq) // bs + 1):
+            seen.add(tuple(seq[: k * bs]))
+    return out
+
+
+def test_prefix_model_matches_reference() -> None:
+    rng = np.random.default_rng(3)
+    bs = 4
+    prompts: list[tuple[list[int], list[int]]] = []
+    history: list[int] = []
+    for _ in range(30):
+        r = rng.random()
+        if r < 0.3:
+            history = history[: int(rng.integers(0, len(history) + 1))]
+        elif r < 0.4:
+            history = []
+        history = history + [int(x) for x in rng.integers(0, 5, size=int(rng.integers(1, 9)))]
+        out = [int(x) for x in rng.integers(0, 5, size=int(rng.integers(0, 6)))]
+        prompts.append((list(history), out))
+        history = history + out
+    model = PrefixCacheModel(bs)
+    got = []
+    for prompt, out in prompts:
+        mark = model.observe(np.array(prompt, dtype=np.int32), 0, "scope")
+        model.extend(mark, out)
+        got.append(mark.expected)
+    assert got == _reference(prompts, bs)
+    assert any(g > 0 for g in got)
+
+
+def test_last_token_always_computed() -> None:
+    model = PrefixCacheModel(4)
+    p = np.arange(8, dtype=np.int32)
+    assert model.observe(p, 0, 1).expected == 0
+    assert model.observe(p, 0, 1).expected == 4  # (8 - 1) // 4 blocks at most
+
+
+def test_scopes_isolate_private_blocks_and_share_the_shared_prefix() -> None:
+    model = PrefixCacheModel(4)
+    p = np.arange(16, dtype=np.int32)
+    model.observe(p, 8, "a")
+    assert model.observe(p, 8, "b").expected == 8  # only the two shared blocks
+    model.end_scope("a")
+    assert model.observe(p, 8, "a").expected == 8

@@ -1,0 +1,75 @@
+"""The SSE parser, without sockets: framing, splits, line endings, bounds."""
+
+from __future__ import annotations
+
+import pytest
+
+from replay._sse import SSEError, SSEParser
+
+STREAM = (
+    b": keep-alive comment\n"
+    b"data: {\"a\": 1}\n\n"
+    b"event: ping\nid: 7\ndata: line one\ndata: line two\n\n"
+    b"data:no-space\n\n"
+    b"retry: 100\nunknown: x\ndata\n\n"
+    b"data: [DONE]\n\n"
+)
+EXPECTED = [
+    (b'{"a": 1}', "message", None),
+    (b"line one\nline two", "ping", "7"),
+    (b"no-space", "message", "7"),
+    (b"", "message", "7"),
+    (b"[DONE]", "message", "7"),
+]
+
+
+def _events(parser: SSEParser, pieces: list[bytes]) -> list[tuple[bytes, str, str | None]]:
+    out = []
+    for piece in pieces:
+        out.extend(parser.feed(piece))
+    out.extend(parser.close())
+    return [(e.data, e.event, e.id) for e in out]
+
+
+def test_whole_stream() -> None:
+    assert _events(SSEParser(), [STREAM]) == EXPECTED
+
+
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n", b"\r"])
+def test_every_split_point_and_line_ending(eol: bytes) -> None:
+    stream = STREAM.replace(b"\n", eol)
+    for cut in range(len(stream) + 1):
+        got = _events(SSEParser(), [stream[:cut], stream[cut:]])
+        assert got == EXPECTED, (eol, cut)
+
+
+def test_byte_by_byte_crlf() -> None:
+    stream = STREAM.replace(b"\n", b"\r\n")
+    assert _events(SSEParser(), [stream[i : i + 1] for i in range(len(stream))]) == EXPECTED
+
+
+def test_event_without_blank_line_is_dropped_at_close() -> None:
+    p = SSEParser()
+    assert p.feed(b"data: half") == []
+    assert p.close() == []
+
+
+def test_line_longer_than_limit_is_an_error_not_memory() -> None:
+    p = SSEParser(max_line_bytes=1000)
+    with pytest.raises(SSEError) as exc:
+        for _ in range(100):
+            p.feed(b"x" * 100)  # no newline ever
+    assert exc.value.kind == "line_too_long"
+    assert p.buffered == 0
+
+
+def test_complete_long_line_is_an_error() -> None:
+    p = SSEParser(max_line_bytes=50)
+    with pytest.raises(SSEError):
+        p.feed(b"data: " + b"y" * 100 + b"\n\n")
+
+
+def test_line_at_limit_passes() -> None:
+    p = SSEParser(max_line_bytes=106)
+    events = p.feed(b"data: " + b"y" * 100 + b"\n\n")
+    assert [e.data for e in events] == [b"y" * 100]
