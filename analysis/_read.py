@@ -219,7 +219,7 @@ def _columns_from_batch(batch: list[dict], path: str, first_line: int) -> Reques
     cols: dict[str, list] = {}
     for name, (allowed, required, nullable) in _FIELDS.items():
         if name not in present:
-            cols[name] = [_DEFAULTS[name]] * n
+            cols[name] = [_DEFAULTS.get(name)] * n  # n == 0 for required fields
             continue
         if required:
             col = [rec[name] for rec in batch]

@@ -1,41 +1,47 @@
-"""How much load one client process can drive: streamed tokens per client CPU-second
-and P99 schedule lag, against the zero-cost ``instant`` simulated server running in
-its own process (pinned to another core when there is one).
+"""How much load one agentreplay client drives: streamed tokens per client CPU-second,
+achieved tokens/s, P99 schedule lag and peak RSS, against ``bench/_stub_server.py``
+(near-zero server cost) with the server pinned to one core and the client to another.
 
-    python bench/client_bench.py            # 64 and 1,000 users, 100-token prompts;
-                                            # 64 users, 100,000-token prompts
-    python bench/client_bench.py --quick    # shorter runs
+    python bench/client_bench.py                 # 64, 256, 1,000 users at 100-token
+                                                 # prompts; 64 users at 100,000 tokens;
+                                                 # 1,000 users with --workers 2
+    python bench/client_bench.py --quick         # shorter runs
+    python bench/client_bench.py --client-cores 1,2,3 --workers 1,2   # scaling
 
-Also prints the per-request costs that grow with the prompt: materialising the
-ids, hashing them for the expected-cache model, encoding the body, and parsing
-the first chunk that echoes the prompt's ids (``return_token_ids``).
+The client is ``agentreplay run`` in its own process (``taskset``), so its CPU is
+user+sys of every client process (the workers too), sampled with psutil over the
+measured window only (startup and drain left out); tokens are the output tokens
+whose chunks arrived in that window. Peak RSS is the largest client process.
+Also prints the per-request costs that grow with the prompt (materialise, hash,
+encode the body, parse a first chunk that echoes the prompt's ids).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 
 from replay._client import _drop_prompt_ids  # noqa: E402
-from replay._config import RunConfig  # noqa: E402
 from replay._prompts import BodySpec, PrefixCacheModel, build_body  # noqa: E402
-from replay._run import run_load  # noqa: E402
-from replay.sim import SimServerProcess, load_profile  # noqa: E402
 from traces._io import write_workload  # noqa: E402
 from traces._materialise import Vocab, build_prompt  # noqa: E402
 from traces._models import Request, Session, WorkloadHeader  # noqa: E402
 
 BS = 16
+STUB = REPO / "bench" / "_stub_server.py"
 
 
 def _workload(path: Path, prompt: int, output: int, sessions: int) -> Path:
@@ -49,42 +55,83 @@ def _workload(path: Path, prompt: int, output: int, sessions: int) -> Path:
     return path
 
 
-def _pin(pid: int, cpu: int) -> bool:
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _taskset(cores: str) -> list[str]:
+    return ["taskset", "-c", cores] if shutil.which("taskset") else []
+
+
+def _tree(proc: object) -> tuple[float, int]:
+    """(user+sys CPU seconds, largest RSS) over a process and its live children."""
+    import psutil
+
+    assert isinstance(proc, psutil.Process)
+    cpu, rss = 0.0, 0
     try:
-        os.sched_setaffinity(pid, {cpu})
-        return True
-    except (AttributeError, OSError):
-        return False
+        procs = [proc, *proc.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return cpu, rss
+    for p in procs:
+        try:
+            t = p.cpu_times()
+            cpu += t.user + t.system
+            rss = max(rss, p.memory_info().rss)
+        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+            pass
+    return cpu, rss
 
 
-def _one(tmp: Path, profile: Path, users: int, prompt: int, output: int, duration: float,
-         carry: bool) -> dict[str, float]:
-    wl = _workload(tmp / f"wl-{prompt}.jsonl", prompt, output, sessions=64)
-    with SimServerProcess(str(profile), startup_timeout_s=60) as srv:
-        pinned = False
-        if (os.cpu_count() or 1) >= 2 and srv.proc is not None:
-            pinned = _pin(srv.proc.pid, 1) and _pin(0, 0)
-        cfg = RunConfig(target=srv.url, users=users, duration_s=duration, warmup_s=1.0,
-                        drain_s=5.0, metrics_interval_s=None, carry_output=carry,
-                        first_token_timeout_s=120.0)
-        cpu0 = time.process_time()
-        wall0 = time.monotonic()
-        run = asyncio.run(run_load(cfg, wl, tmp / f"run-{users}-{prompt}-{carry}"))
-        cpu = time.process_time() - cpu0
-        wall = time.monotonic() - wall0
-    if pinned:
-        _pin(0, 0)
-        os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
-    recs = [orjson.loads(line) for line in (run / "requests.jsonl").read_bytes().splitlines()]
-    tokens = sum(r["output_tokens"] for r in recs)
-    lag = np.array([r["sent_s"] - r["due_s"] for r in recs if r["phase"] == "measure"])
-    ok = sum(1 for r in recs if r["status"] == "ok")
-    return {
-        "users": users, "prompt": prompt, "carry": carry, "requests": len(recs), "ok": ok,
-        "tokens": tokens, "cpu_s": cpu, "wall_s": wall, "tok_per_cpu_s": tokens / cpu,
-        "tok_per_s": tokens / wall, "lag_p99_ms": float(np.percentile(lag, 99)) * 1e3
-        if lag.size else float("nan"), "pinned": pinned,
-    }
+def _one(tmp: Path, url: str, users: int, prompt: int, output: int, duration: float,
+         warmup: float, workers: int, cores: str) -> dict[str, float]:
+    import psutil
+
+    wl = _workload(tmp / f"wl-{prompt}-{output}.jsonl", prompt, output, sessions=64)
+    run = tmp / f"run-{users}-{prompt}-{workers}"
+    shutil.rmtree(run, ignore_errors=True)
+    cmd = [*_taskset(cores), sys.executable, "-m", "replay.cli", "run", "--target", url,
+           "--workload", str(wl), "--users", str(users), "--duration", str(duration),
+           "--warmup", str(warmup), "--drain", "10", "--out", str(run), "--vocab-size",
+           "32000", "--metrics-interval", "0", "--quiet", "--workers", str(workers)]
+    proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE)
+    ps = psutil.Process(proc.pid)
+    samples: list[tuple[int, float]] = []
+    peak = 0
+    while proc.poll() is None:
+        cpu, rss = _tree(ps)
+        samples.append((time.monotonic_ns(), cpu))
+        peak = max(peak, rss)
+        time.sleep(0.1)
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if proc.returncode != 0:
+        raise SystemExit(f"client failed ({proc.returncode}): {err[-2000:]}")
+    man = orjson.loads((run / "run.json").read_bytes())
+    t0 = int(man["clock"]["t0_monotonic_ns"])
+    w0, w1 = t0 + int(warmup * 1e9), t0 + int((warmup + duration) * 1e9)
+    ts = np.array([t for t, _ in samples], dtype=np.float64)
+    cs = np.array([c for _, c in samples])
+    cpu = float(np.interp(w1, ts, cs) - np.interp(w0, ts, cs))
+    tokens = 0
+    lags: list[float] = []
+    n_ok = n = 0
+    for line in (run / "requests.jsonl").read_bytes().splitlines():
+        r = orjson.loads(line)
+        n += 1
+        n_ok += r["status"] == "ok"
+        for t, k in zip(r["chunk_times_s"], r["chunk_tokens"], strict=True):
+            if warmup <= t < warmup + duration:
+                tokens += k
+        if r["phase"] == "measure":
+            lags.append(r["sent_s"] - r["due_s"])
+    return {"tokens": tokens, "cpu_s": cpu, "tok_per_cpu_s": tokens / cpu if cpu else 0.0,
+            "tok_per_s": tokens / duration, "requests": n, "ok": n_ok,
+            "lag_p99_ms": float(np.percentile(lags, 99)) * 1e3 if lags else float("nan"),
+            "rss_mib": peak / 2**20}
 
 
 def _micro(prompt: int, reps: int) -> dict[str, float]:
@@ -119,12 +166,31 @@ def _micro(prompt: int, reps: int) -> dict[str, float]:
             "echo_kb": len(chunk) / 1024}
 
 
+def _wait_up(url: str, proc: subprocess.Popen[bytes]) -> None:
+    for _ in range(200):
+        if proc.poll() is not None:
+            raise SystemExit("stub server exited")
+        try:
+            urllib.request.urlopen(f"{url}/v1/models", timeout=1).read()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit("stub server did not start")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="short runs")
-    ap.add_argument("--duration", type=float, default=None)
+    ap.add_argument("--duration", type=float, default=None, help="measured seconds per case")
+    ap.add_argument("--server-core", default="0")
+    ap.add_argument("--client-cores", default="1", help="taskset list for the client")
+    ap.add_argument("--workers", default=None,
+                    help="comma list of worker counts for the 1,000-user scaling rows "
+                    "(default 1,2)")
+    ap.add_argument("--write-mode", choices=("batch", "token"), default="batch")
     args = ap.parse_args()
-    duration = args.duration or (3.0 if args.quick else 8.0)
+    duration = args.duration or (4.0 if args.quick else 10.0)
+    warmup = 2.0
 
     print("per-request client costs (mean):")
     for prompt in (100, 100_000):
@@ -134,22 +200,31 @@ def main() -> None:
               f"first chunk {m['echo_kb']:.0f} KiB: full decode {m['echo_parse_ms']:.3f} ms, "
               f"client path (echo cut) {m['echo_skip_ms']:.3f} ms")
 
-    with tempfile.TemporaryDirectory() as d:
-        tmp = Path(d)
-        profile = tmp / "instant.json"
-        # Room for 64 users x 100K-token prompts without preemption.
-        profile.write_text(load_profile("instant").model_copy(
-            update={"num_gpu_blocks": 600_000}).model_dump_json())
-        cases = [(64, 100, 1024, True), (1000, 100, 1024, True), (64, 100_000, 256, True),
-                 (64, 100_000, 256, False)]
-        print(f"\nagainst the instant sim ({duration:.0f} s measured per case):")
-        for users, prompt, output, carry in cases:
-            r = _one(tmp, profile, users, prompt, output, duration, carry)
-            print(f"  users {users:>5}  prompt {prompt:>7,}  output {output:>5}  "
-                  f"return_token_ids {'on ' if carry else 'off'}: "
-                  f"{r['tok_per_cpu_s']:>10,.0f} tok/client-CPU-s  {r['tok_per_s']:>10,.0f} "
-                  f"tok/s  lag P99 {r['lag_p99_ms']:7.1f} ms  requests {r['requests']:>6} "
-                  f"(ok {r['ok']}){'  pinned' if r['pinned'] else ''}")
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    stub = subprocess.Popen([*_taskset(args.server_core), sys.executable, str(STUB), "--port",
+                             str(port), "--write-mode", args.write_mode],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_up(url, stub)
+        workers = [int(w) for w in (args.workers or "1,2").split(",")]
+        cases = [(64, 100, 256, 1), (256, 100, 256, 1), (1000, 100, 256, 1),
+                 (64, 100_000, 256, 1)]
+        cases += [(1000, 100, 256, w) for w in workers if w != 1]
+        print(f"\nagainst bench/_stub_server.py ({args.write_mode} writes, core "
+              f"{args.server_core}); client on cores {args.client_cores}; {duration:.0f} s "
+              f"measured after {warmup:.0f} s warmup; {os.cpu_count()} CPUs:")
+        with tempfile.TemporaryDirectory() as d:
+            for users, prompt, output, w in cases:
+                r = _one(Path(d), url, users, prompt, output, duration, warmup, w,
+                         args.client_cores)
+                print(f"  users {users:>5}  prompt {prompt:>7,}  output {output}  workers {w}: "
+                      f"{r['tok_per_cpu_s']:>9,.0f} tok/client-CPU-s  {r['tok_per_s']:>9,.0f} "
+                      f"tok/s  lag P99 {r['lag_p99_ms']:6.2f} ms  peak RSS "
+                      f"{r['rss_mib']:5.0f} MiB  requests {r['requests']:>6} (ok {r['ok']})")
+    finally:
+        stub.terminate()
+        stub.wait(10)
 
 
 if __name__ == "__main__":

@@ -112,8 +112,12 @@ async def stream_request(
     *,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     keep_output_ids: bool = True,
+    max_tokens: int | None = None,
 ) -> StreamOutcome:
-    """POST ``body`` to ``url`` and stream the answer into ``out`` (also returned)."""
+    """POST ``body`` to ``url`` and stream the answer into ``out`` (also returned).
+
+    ``max_tokens`` is what the body asked for: a server streaming more tokens than
+    that is cut off (error kind ``too_many_tokens``) instead of read without end."""
     loop = asyncio.get_running_loop()
     now_ns = time.monotonic_ns
     out.sent_ns = now_ns()
@@ -132,7 +136,7 @@ async def stream_request(
                     await _read_error(resp, out)
                     return out
                 await _consume(resp, out, state, timeouts, total_at, loop, max_line_bytes,
-                               keep_output_ids)
+                               keep_output_ids, max_tokens)
     except asyncio.CancelledError:
         if state.expired():
             out.fail("timeout", state.kind, f"no data before the {state.kind[8:]} limit")
@@ -148,6 +152,8 @@ async def stream_request(
     except Exception as exc:  # every failure becomes data
         status, kind = _classify(exc, got_response=out.http_status is not None)
         out.fail(status, kind, _describe(exc))
+    finally:
+        _stamp(out)
     return out
 
 
@@ -188,18 +194,23 @@ async def _read_error(resp: aiohttp.ClientResponse, out: StreamOutcome) -> None:
 async def _consume(
     resp: aiohttp.ClientResponse, out: StreamOutcome, state: _TimerState, timeouts: Timeouts,
     total_at: float | None, loop: asyncio.AbstractEventLoop, max_line_bytes: int,
-    keep_output_ids: bool,
+    keep_output_ids: bool, max_tokens: int | None,
 ) -> None:
     parser = SSEParser(max_line_bytes)
+    feed = parser.feed_payloads
+    streamed = 0
     now_ns = time.monotonic_ns
     loads = orjson.loads
     prev_usage_tokens = 0
     itl = timeouts.itl_s
+    chunk_ns = out.chunk_ns
+    chunk_tokens = out.chunk_tokens
+    output_ids = out.output_ids
+    limit = max_tokens if max_tokens is not None else -1
     async for data in resp.content.iter_any():
         t = now_ns()
-        seen = len(out.chunk_ns)
-        for ev in parser.feed(data):
-            payload = ev.data
+        seen = streamed
+        for payload in feed(data):
             if payload == b"[DONE]":
                 out.done = True
                 continue
@@ -212,45 +223,91 @@ async def _consume(
             except orjson.JSONDecodeError:
                 out.fail("error", "malformed", f"undecodable event: {payload[:80]!r}")
                 return
-            if not isinstance(obj, dict):
+            if type(obj) is not dict:
                 out.fail("error", "malformed", f"event is not an object: {payload[:80]!r}")
                 return
-            err = obj.get("error")
-            if err is not None or obj.get("object") == "error":
+            if "error" in obj or obj.get("object") == "error":
+                err = obj.get("error")
                 out.fail("error", "stream_error", _error_text(err if err is not None else obj))
                 continue
             usage = obj.get("usage")
+            if usage is not None:
+                usage = _clean_usage(usage)
+                if usage is None:
+                    out.fail("error", "malformed", f"usage is not token counts: {payload[:80]!r}")
+                    return
             n = 0
             choices = obj.get("choices")
             if choices:
-                choice = choices[0]
+                choice = choices[0] if type(choices) is list else None
+                if type(choice) is not dict:
+                    out.fail("error", "malformed", f"choices is not a list of objects: "
+                             f"{payload[:80]!r}")
+                    return
                 ids = choice.get("token_ids")
                 if ids:
+                    if type(ids) is not list or not all(type(i) is int for i in ids):
+                        out.fail("error", "malformed", f"token_ids is not a list of integers: "
+                                 f"{payload[:80]!r}")
+                        return
                     n = len(ids)
                     if keep_output_ids:
-                        out.output_ids.extend(ids)
+                        output_ids.extend(ids)
                 elif usage is not None and usage.get("completion_tokens") is not None:
-                    n = int(usage["completion_tokens"]) - prev_usage_tokens
+                    n = int(usage["completion_tokens"]) - prev_usage_tokens  # type: ignore[call-overload]
                 elif choice.get("text") or (choice.get("delta") or {}).get("content"):
                     n = 1
             if usage is not None:
                 out.usage = usage
                 ct = usage.get("completion_tokens")
                 if ct is not None:
-                    prev_usage_tokens = int(ct)
+                    prev_usage_tokens = int(ct)  # type: ignore[call-overload]
             if n > 0:
-                if out.first_ns is None:
-                    out.first_ns = t
-                out.last_ns = t
-                out.chunk_ns.append(t)
-                out.chunk_tokens.append(n)
-        if itl is not None and len(out.chunk_ns) > seen:
+                chunk_ns.append(t)
+                chunk_tokens.append(n)
+                streamed += n
+                if streamed > limit >= 0:
+                    out.fail("error", "too_many_tokens",
+                             f"server streamed more than the {max_tokens} tokens asked for")
+                    return
+        if itl is not None and streamed > seen:
             state.set(loop.time() + itl, "timeout_itl", total_at)
     for ev in parser.close():
         if ev.data == b"[DONE]":
             out.done = True
     if not out.done:
         out.fail("error", "disconnect", "stream ended without [DONE]")
+
+
+def _stamp(out: StreamOutcome) -> None:
+    """First and last arrival from the chunk times (set once at the end, not per event)."""
+    if out.chunk_ns:
+        if out.first_ns is None:
+            out.first_ns = out.chunk_ns[0]
+        out.last_ns = out.chunk_ns[-1]
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _clean_usage(usage: object) -> dict[str, object] | None:
+    """``usage`` if its token counts are non-negative integers (or absent), else None:
+    a hostile server's junk must become a ``malformed`` record, not a crash later."""
+    if not isinstance(usage, dict):
+        return None
+    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        value = usage.get(key)
+        if value is not None and not _count(value):
+            return None
+    details = usage.get("prompt_tokens_details")
+    if details is not None:
+        if not isinstance(details, dict):
+            return None
+        cached = details.get("cached_tokens")
+        if cached is not None and not _count(cached):
+            return None
+    return usage
 
 
 def _drop_prompt_ids(payload: bytes) -> bytes:

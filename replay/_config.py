@@ -20,10 +20,10 @@ class RunConfig(BaseModel):
     carrying) only affects how the client behaves.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     target: str
-    users: int = Field(default=1, ge=0)
+    users: int = Field(default=1, ge=0, le=1_000_000)
     duration_s: float = Field(gt=0)
     warmup_s: float = Field(default=0.0, ge=0)
     drain_s: float = Field(default=30.0, ge=0)
@@ -49,6 +49,11 @@ class RunConfig(BaseModel):
     metrics_interval_s: float | None = Field(default=2.0, gt=0)
     """Seconds between ``/metrics`` scrapes; None turns polling off."""
     max_line_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    workers: int = Field(default=1, ge=1, le=1024)
+    """Processes (or Ray actors) the users are split across, each with its own loop."""
+    ray: str | None = None
+    """Ray cluster address (``auto`` or ``host:port``); None runs workers as local
+    processes."""
 
     @field_validator("target")
     @classmethod
@@ -62,6 +67,9 @@ class RunConfig(BaseModel):
     def _users_or_rate(self) -> RunConfig:
         if self.rate is None and self.users < 1:
             raise ValueError("users must be at least 1 for closed-loop runs (or give a rate)")
+        if (self.workers > 1 or self.ray is not None) and self.rate is not None:
+            raise ValueError("workers and ray split closed-loop users; they do not combine "
+                             "with an open-loop rate")
         return self
 
     def load_settings(self, arrival: Literal["closed", "open", "timestamps"]) -> LoadSettings:

@@ -71,6 +71,8 @@ class LaneContext:
     think_cap_s: float | None = None
     max_line_bytes: int = 64 * 1024 * 1024
     cancel_reason: str = "drain"
+    worker: int = 0
+    """Which worker process runs these lanes (``--workers``); part of request ids."""
     seq: int = 0
     busy: int = 0
     lanes: int = 0
@@ -137,7 +139,7 @@ async def _send(
     body: bytes, expected: int, due_ns: int, think_s: float,
 ) -> StreamOutcome:
     ctx.seq += 1
-    rid = f"{ctx.run_tag}-{ctx.seq}"
+    rid = f"{ctx.run_tag}-w{ctx.worker}-{ctx.seq}" if ctx.worker else f"{ctx.run_tag}-{ctx.seq}"
     headers = dict(ctx.headers)
     headers["X-Request-Id"] = rid
     out = StreamOutcome()
@@ -148,7 +150,7 @@ async def _send(
     ctx.busy += 1
     try:
         await stream_request(ctx.session, ctx.url, body, headers, ctx.timeouts, out,
-                             max_line_bytes=ctx.max_line_bytes,
+                             max_line_bytes=ctx.max_line_bytes, max_tokens=req.output_tokens,
                              keep_output_ids=ctx.spec.carry_output)
     except asyncio.CancelledError:
         out.error_kind = f"cancelled_{ctx.cancel_reason}"
@@ -184,7 +186,7 @@ def _record(
         "agent": chain.agent,
         "kind": req.kind,
         "phase": ctx.phase(sent_ns),
-        "worker": 0,
+        "worker": ctx.worker,
         "status": out.status,
         "error_kind": out.error_kind,
         "error_message": out.error_message,

@@ -14,7 +14,9 @@ from collections.abc import Callable
 
 import aiohttp
 
-__all__ = ["MetricsPoller", "parse_prometheus"]
+__all__ = ["DEFAULT_MAX_METRICS_BYTES", "MetricsPoller", "parse_prometheus"]
+
+DEFAULT_MAX_METRICS_BYTES = 64 * 1024 * 1024
 
 
 def parse_prometheus(text: str, prefix: str = "vllm:") -> dict[str, float]:
@@ -55,7 +57,7 @@ class MetricsPoller:
     def __init__(
         self, session: aiohttp.ClientSession, url: str, interval_s: float,
         sink: Callable[[float, dict[str, float]], None], t0_ns: int,
-        headers: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None, max_bytes: int = DEFAULT_MAX_METRICS_BYTES,
     ) -> None:
         self._session = session
         self._url = url
@@ -63,6 +65,8 @@ class MetricsPoller:
         self._sink = sink
         self._t0_ns = t0_ns
         self._headers = headers or {}
+        self.max_bytes = max_bytes
+        """A larger answer is skipped (a failure) after reading this much, not buffered."""
         self.failures = 0
         self.latest: dict[str, float] = {}
 
@@ -75,10 +79,19 @@ class MetricsPoller:
                 if resp.status != 200:
                     self.failures += 1
                     return None
-                text = await resp.text()
+                raw = bytearray()
+                while len(raw) <= self.max_bytes:  # read(n) returns what has arrived
+                    more = await resp.content.read(self.max_bytes + 1 - len(raw))
+                    if not more:
+                        break
+                    raw += more
         except (aiohttp.ClientError, TimeoutError, OSError):
             self.failures += 1
             return None
+        if len(raw) > self.max_bytes:
+            self.failures += 1
+            return None
+        text = raw.decode("utf-8", "replace")
         t_s = (time.monotonic_ns() - self._t0_ns) / 1e9
         values = parse_prometheus(text)
         self.latest = values

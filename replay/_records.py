@@ -40,6 +40,15 @@ class RunWriter:
         self._requests.flush()
         self.records += 1
 
+    def write_lines(self, lines: list[bytes]) -> None:
+        """Append already serialised records (one JSON object each, no newline), as
+        workers send them, and flush: a batch arrives when its requests finished."""
+        if not lines:
+            return
+        self._requests.write(b"\n".join(lines) + b"\n")
+        self._requests.flush()
+        self.records += len(lines)
+
     def write_metrics(self, t_s: float, values: dict[str, float]) -> None:
         self._metrics.write(orjson.dumps({"t_s": t_s, "values": values}) + b"\n")
         self._metrics.flush()

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+import aiohttp
 import numpy as np
 
 from analysis._schema import ClockInfo, HostInfo, RunManifest, RunWindow, WorkloadRef
@@ -170,8 +171,6 @@ async def run_load(
             manifest.warnings.append("server did not report max_model_len; prompts unchecked")
         writer = RunWriter(out)
         writer.write_manifest(manifest)
-        warm_ns = int(config.warmup_s * _NS)
-        window_end_ns = t0_ns + warm_ns + int(config.duration_s * _NS)
         stats = LiveStats(config.warmup_s + config.duration_s)
 
         def on_record(rec: dict[str, object]) -> None:
@@ -182,22 +181,16 @@ async def run_load(
             writer.write_metrics(t_s, values)
             stats.on_metrics(t_s, values)
 
-        ctx = LaneContext(
-            session=session,
-            url=f"{root}/v1/chat/completions" if config.api == "chat"
-            else f"{root}/v1/completions",
-            headers=headers,
-            spec=BodySpec(model=facts.model, api=config.api, carry_output=config.carry_output),
-            timeouts=Timeouts(connect_s=config.connect_timeout_s,
-                              first_token_s=config.first_token_timeout_s,
-                              itl_s=config.itl_timeout_s, total_s=config.total_timeout_s),
-            build=build, block_size=header.block_size,
-            cache=PrefixCacheModel(facts.block_size), t0_ns=t0_ns,
-            warmup_end_ns=t0_ns + warm_ns, window_end_ns=window_end_ns,
-            issue_end_ns=window_end_ns + int(config.drain_s * _NS),
-            on_record=on_record, run_tag=run_id[:8], think_scale=config.think_time_scale,
-            think_cap_s=config.think_time_cap_s, max_line_bytes=config.max_line_bytes,
-        )
+        ctx = make_context(config, session, root, headers, facts.model, build,
+                           header.block_size, facts.block_size, t0_ns, on_record, run_id[:8])
+        if config.workers > 1 or config.ray is not None:
+            from replay._workers import run_workers
+
+            manifest.workers = config.workers
+            await run_workers(config, path, manifest, writer, stats, session, root, headers,
+                              facts, header.block_size, live=live,
+                              stop=stop or asyncio.Event())
+            return out
         stats.busy = lambda: ctx.busy
         stats.lanes = lambda: ctx.lanes
         helpers: list[asyncio.Task[Any]] = []
@@ -237,6 +230,32 @@ async def run_load(
     return out
 
 
+def make_context(
+    config: RunConfig, session: aiohttp.ClientSession, root: str, headers: dict[str, str],
+    model: str, build: PromptBuilder, block_size: int, server_block_size: int, t0_ns: int,
+    on_record: Callable[[dict[str, object]], None], run_tag: str, worker: int = 0,
+) -> LaneContext:
+    """The lanes' shared state for one process (the whole run, or one worker's share)."""
+    warm_ns = int(config.warmup_s * _NS)
+    window_end_ns = t0_ns + warm_ns + int(config.duration_s * _NS)
+    return LaneContext(
+        session=session,
+        url=f"{root}/v1/chat/completions" if config.api == "chat" else f"{root}/v1/completions",
+        headers=headers,
+        spec=BodySpec(model=model, api=config.api, carry_output=config.carry_output),
+        timeouts=Timeouts(connect_s=config.connect_timeout_s,
+                          first_token_s=config.first_token_timeout_s,
+                          itl_s=config.itl_timeout_s, total_s=config.total_timeout_s),
+        build=build, block_size=block_size,
+        cache=PrefixCacheModel(server_block_size), t0_ns=t0_ns,
+        warmup_end_ns=t0_ns + warm_ns, window_end_ns=window_end_ns,
+        issue_end_ns=window_end_ns + int(config.drain_s * _NS),
+        on_record=on_record, run_tag=run_tag, think_scale=config.think_time_scale,
+        think_cap_s=config.think_time_cap_s, max_line_bytes=config.max_line_bytes,
+        worker=worker,
+    )
+
+
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop's loop factory when uvloop is installed, else None (asyncio's default)."""
     try:
@@ -262,11 +281,11 @@ def run_load_sync(
 
 
 def _start_lanes(ctx: LaneContext, config: RunConfig, arrival: str,
-                 sessions: Sequence[Session]) -> None:
+                 sessions: Sequence[Session], users: Sequence[int] | None = None) -> None:
     horizon = (ctx.issue_end_ns - ctx.t0_ns) / _NS
     if arrival == "closed":
         midway = config.warmup_start == "midway" and config.warmup_s > 0
-        for user in range(config.users):
+        for user in range(config.users) if users is None else users:
             ctx.spawn(closed_user(ctx, user, sessions, config.seed, midway, config.warmup_s))
     elif arrival == "open":
         if config.rate is not None:

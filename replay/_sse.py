@@ -37,7 +37,7 @@ class SSEEvent:
 class SSEParser:
     """Incremental SSE framing per the WHATWG rules (fields data, event, id, retry)."""
 
-    __slots__ = ("_buf", "_data", "_event", "_id", "_pending_cr", "max_line_bytes")
+    __slots__ = ("_buf", "_cr", "_data", "_event", "_id", "_pending_cr", "max_line_bytes")
 
     def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
         if max_line_bytes < 1:
@@ -48,6 +48,8 @@ class SSEParser:
         self._event = ""
         self._id: str | None = None
         self._pending_cr = False
+        self._cr = False
+        # once a "\r" is seen, this stream always takes the general path
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         """Consume bytes; return the events completed by them (possibly none)."""
@@ -94,6 +96,49 @@ class SSEParser:
             self._reset()
             raise SSEError("line_too_long", f"SSE line longer than {self.max_line_bytes} bytes")
         return events
+
+    def feed_payloads(self, chunk: bytes) -> list[bytes]:
+        """Like :meth:`feed` but returns only each event's ``data`` (what the client
+        reads), without building :class:`SSEEvent` objects.
+
+        Fast path for what servers send (``data: ...`` lines, ``\\n`` endings, one
+        blank line between events): the buffer is split on blank lines in C and
+        each single-line ``data:`` event is sliced out; any other block (comments,
+        other fields, several data lines, extra blank lines) goes through the
+        general line parser, so the result is the same as :meth:`feed`'s.
+        """
+        if b"\r" in chunk:
+            self._cr = True
+        if self._cr or self._data:
+            return [ev.data for ev in self.feed(chunk)]
+        buf = self._buf
+        start = len(buf)
+        buf += chunk
+        if buf.find(b"\n\n", start - 1 if start else 0) < 0:
+            if len(buf) > self.max_line_bytes:  # let the general parser judge the lines
+                held = bytes(buf)
+                buf.clear()
+                return [ev.data for ev in self.feed(held)]
+            return []
+        blocks = bytes(buf).split(b"\n\n")
+        rest = blocks.pop()
+        buf.clear()
+        limit = self.max_line_bytes
+        out: list[bytes] = []
+        for block in blocks:
+            if block[:6] == b"data: " and b"\n" not in block:
+                if len(block) > limit:
+                    self._reset()
+                    raise SSEError("line_too_long", f"SSE line longer than {limit} bytes")
+                out.append(block[6:])
+                self._event = ""
+                continue
+            for ev in self.feed(block + b"\n\n"):
+                out.append(ev.data)
+        if rest:
+            for ev in self.feed(rest):
+                out.append(ev.data)
+        return out
 
     def close(self) -> list[SSEEvent]:
         """End of stream: a trailing line without newline is processed; a half-built

@@ -74,6 +74,21 @@ def _keys(block_ids: Sequence[int], salts: Sequence[int]) -> np.ndarray:
     return _mix(ids ^ _mix(s + np.uint64(1)))
 
 
+def _u64(values: Sequence[int]) -> np.ndarray:
+    """Python ints as uint64 modulo 2**64: one C conversion when they fit in int64."""
+    try:
+        return np.asarray(values, dtype=np.int64).view(np.uint64)
+    except OverflowError:
+        return np.fromiter((v & _M64 for v in values), dtype=np.uint64, count=len(values))
+
+
+def _salt_keys(block_ids: np.ndarray, shared: np.ndarray, salt: int) -> np.ndarray:
+    """:func:`_keys` for one salt, with salt 0 where ``shared`` (vectorised)."""
+    own = _mix(np.array([((salt * _GOLDEN) & _M64)], dtype=np.uint64) + np.uint64(1))[0]
+    zero = _mix(np.array([1], dtype=np.uint64))[0]
+    return _mix(block_ids ^ np.where(shared, zero, own))
+
+
 def block_tokens(block_id: int, salt: int, block_size: int, vocab: Vocab) -> np.ndarray:
     """The ``block_size`` token ids (int32) of one block under one salt."""
     return _tokens_for(_keys([block_id], [salt]), block_size, vocab)[0]
@@ -129,15 +144,13 @@ def build_prompt(
         start = gap_end
         first_block = start // block_size
     if start < total:
-        idx = range(max(first_block, prefix), last_block + 1)
-        ids = [
-            request.new_block_ids[b - prefix]
-            for b in idx if b - prefix < len(request.new_block_ids)
-        ]
-        if ids:
-            salts = [0 if b < request.shared_blocks else salt for b in idx][: len(ids)]
-            stream = _tokens_for(_keys(ids, salts), block_size, vocab).reshape(-1)
-            offset = start - idx[0] * block_size
+        lo = max(first_block, prefix)
+        hi = min(last_block + 1, prefix + len(request.new_block_ids))
+        if hi > lo:
+            ids = _u64(request.new_block_ids[lo - prefix : hi - prefix])
+            shared = np.arange(lo, hi) < request.shared_blocks
+            stream = _tokens_for(_salt_keys(ids, shared, salt), block_size, vocab).reshape(-1)
+            offset = start - lo * block_size
             chunk = stream[offset : offset + (total - start)]
             parts.append(chunk)
             start += len(chunk)

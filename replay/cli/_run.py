@@ -39,6 +39,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--metrics-interval", type=float, default=2.0,
                    help="seconds between /metrics scrapes (0 = off)")
     p.add_argument("--label", default="", help="arm label, e.g. the decode backend")
+    p.add_argument("--workers", type=int, default=1,
+                   help="split the users across this many processes (closed loop)")
+    p.add_argument("--ray", default=None, metavar="ADDRESS",
+                   help="run the workers as Ray actors: a cluster address, 'auto', or "
+                   "'local' (needs agentreplay[ray])")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quiet", action="store_true", help="no live view")
     mode.add_argument("--plain", action="store_true", help="periodic log lines (CI, non-TTY)")
@@ -65,6 +70,7 @@ def _main(args: argparse.Namespace) -> int:
             think_time_scale=args.think_scale, rate=args.rate, label=args.label,
             carry_output=not args.no_carry_output,
             metrics_interval_s=args.metrics_interval or None,
+            workers=args.workers, ray=args.ray,
         )
     except ValidationError as exc:
         err = exc.errors()[0]

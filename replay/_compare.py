@@ -1,0 +1,368 @@
+"""An A/B comparison end to end: fairness preflight, interleaved runs, resume, report.
+
+:func:`compare_arms` drives servers that are already up (one URL per arm);
+:func:`compare_launched` starts vLLM arms itself with :mod:`replay._launch`
+(sequential or side by side) and always stops them. Both write into one
+directory::
+
+    DIR/comparison.json     settings, plan, arms, each run's status, fairness
+    DIR/runs/<name>/        one run directory per planned run (PlannedRun.name)
+    DIR/logs/               launched servers' logs
+    DIR/report.html, summary.json, requests.csv
+
+The settings are stored so that rerunning the same command resumes (runs whose
+directory is complete are skipped) and a different command is refused rather
+than mixed into the same results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+from analysis._fairness import FairnessVerdict, judge_fairness
+from analysis._schema import ClockInfo, LoadSettings, RunManifest, WorkloadRef
+from replay._client import make_session
+from replay._config import RunConfig
+from replay._plan import PlannedRun, is_run_complete, plan_runs, plan_runs_by_arm
+from replay._probe import ServerFacts, connect_url, probe_server
+from replay._run import run_load_sync
+from replay.errors import ConfigError
+from traces._io import read_header
+
+__all__ = ["CompareOptions", "CompareResult", "compare_arms", "compare_launched",
+           "preflight", "reset_prefix_cache", "write_report"]
+
+Live = Literal["rich", "plain", "quiet"]
+STATE_FILE = "comparison.json"
+
+
+@dataclass(frozen=True)
+class CompareOptions:
+    """Load settings shared by every arm (the same for all, by construction)."""
+
+    levels: tuple[int, ...]
+    duration_s: float
+    repeats: int = 1
+    warmup_s: float = 0.0
+    drain_s: float = 30.0
+    seed: int = 0
+    api: Literal["completions", "chat"] = "completions"
+    model: str | None = None
+    api_key_env: str | None = None
+    vocab_size: int | None = None
+    think_time_scale: float = 1.0
+    think_time_cap_s: float | None = None
+    metrics_interval_s: float | None = 2.0
+    allow_unfair: bool = False
+
+    def config(self, target: str, users: int, label: str) -> RunConfig:
+        return RunConfig(
+            target=target, users=users, duration_s=self.duration_s, warmup_s=self.warmup_s,
+            drain_s=self.drain_s, api=self.api, model=self.model,
+            api_key_env=self.api_key_env, seed=self.seed, vocab_size=self.vocab_size,
+            think_time_scale=self.think_time_scale, think_time_cap_s=self.think_time_cap_s,
+            metrics_interval_s=self.metrics_interval_s, label=label,
+        )
+
+
+@dataclass
+class CompareResult:
+    out: Path
+    report: Path
+    verdict: str
+    fairness_sentence: str
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _headers(api_key_env: str | None) -> dict[str, str]:
+    headers = {"Content-Type": "application/json"}
+    if api_key_env:
+        key = os.environ.get(api_key_env)
+        if not key:
+            raise ConfigError(f"--api-key-env {api_key_env}: that environment variable is not set")
+        headers["Authorization"] = f"Bearer {key}"
+    return headers
+
+
+async def _probe_all(arms: Sequence[tuple[str, str]], opts: CompareOptions) -> list[ServerFacts]:
+    headers = _headers(opts.api_key_env)
+    facts = []
+    async with make_session(8, connect_s=30.0) as session:
+        for _, url in arms:
+            hdr = dict(headers)
+            _, basic = connect_url(url)
+            if basic is not None and "Authorization" not in hdr:
+                hdr["Authorization"] = basic
+            facts.append(await probe_server(session, url, hdr, model=opts.model,
+                                            vocab_size=opts.vocab_size, block_size=None))
+    return facts
+
+
+def _stand_in(label: str, url: str, facts: ServerFacts, opts: CompareOptions) -> RunManifest:
+    """A manifest as a run would write it, before any load: fairness is judged on it."""
+    return RunManifest(
+        run_id=f"preflight-{label}", label=label, target=url, model=facts.model, api=opts.api,
+        server_info=facts.server_info, server_models=facts.models, gpu_count=facts.gpu_count,
+        simulated=facts.simulated, workload=WorkloadRef(fingerprint="same"),
+        load=LoadSettings(users=1, duration_s=opts.duration_s, warmup_s=opts.warmup_s,
+                          drain_s=opts.drain_s, seed=opts.seed, api=opts.api),
+        clock=ClockInfo(t0_wall="", t0_monotonic_ns=0), started_at="", tool_version="",
+    )
+
+
+def preflight(arms: Sequence[tuple[str, str]], opts: CompareOptions) -> FairnessVerdict:
+    """Fetch every arm's ``/v1/models`` and ``/server_info`` and judge fairness before load.
+
+    Raises ``FairnessError`` (exit 2, naming the differing fields) unless the arms
+    differ only in the decode backend or ``allow_unfair`` is set.
+    """
+    facts = asyncio.run(_probe_all(arms, opts))
+    manifests = [_stand_in(label, url, f, opts)
+                 for (label, url), f in zip(arms, facts, strict=True)]
+    return judge_fairness(manifests, allow_unfair=opts.allow_unfair,
+                          require_config=len(arms) > 1)
+
+
+def reset_prefix_cache(url: str, api_key_env: str | None = None) -> bool:
+    """``POST /reset_prefix_cache``; True when the server did it (vLLM needs dev mode)."""
+    root, basic = connect_url(url)
+    headers = _headers(api_key_env)
+    if basic is not None and "Authorization" not in headers:
+        headers["Authorization"] = basic
+    req = urllib.request.Request(f"{root}/reset_prefix_cache", data=b"", method="POST",
+                                 headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return 200 <= resp.status < 300
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _settings(arms: Sequence[str], workload: str, opts: CompareOptions) -> dict[str, Any]:
+    header = read_header(workload)
+    return {
+        "arms": list(arms), "levels": list(opts.levels), "repeats": opts.repeats,
+        "duration_s": opts.duration_s, "warmup_s": opts.warmup_s, "drain_s": opts.drain_s,
+        "seed": opts.seed, "api": opts.api, "model": opts.model,
+        "vocab_size": opts.vocab_size, "think_time_scale": opts.think_time_scale,
+        "think_time_cap_s": opts.think_time_cap_s,
+        "workload_fingerprint": header.fingerprint,
+    }
+
+
+def _check_resume(out: Path, settings: dict[str, Any]) -> dict[str, Any]:
+    """The stored state of a previous attempt ({} if none); refuse other settings."""
+    path = out / STATE_FILE
+    if not path.exists():
+        return {}
+    try:
+        old = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        raise ConfigError(f"{path}: unreadable; remove it or use another --out") from None
+    before = old.get("settings", {})
+    diff = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
+    if diff:
+        shown = "; ".join(f"{k}: was {before.get(k)!r}, now {settings.get(k)!r}" for k in diff)
+        raise ConfigError(f"{path}: cannot resume with different settings ({shown}); "
+                          "rerun the original command or use another --out")
+    return dict(old)
+
+
+class _State:
+    """``comparison.json``: loaded on resume, rewritten after every run."""
+
+    def __init__(self, out: Path, settings: dict[str, Any], plan: Sequence[PlannedRun],
+                 arms: Mapping[str, str | None], mode: str) -> None:
+        self.path = out / STATE_FILE
+        self.data: dict[str, Any] = _check_resume(out, settings)
+        self.data.update(kind="agentreplay-comparison-state", settings=settings, mode=mode,
+                         arms=dict(arms),
+                         plan=[{"name": r.name, "arm": r.arm, "users": r.users,
+                                "repeat": r.repeat} for r in plan])
+        self.data.setdefault("runs", {})
+        self.save()
+
+    def record(self, run: PlannedRun, **fields: Any) -> None:
+        entry = self.data["runs"].setdefault(run.name, {"dir": f"runs/{run.name}"})
+        entry.update(fields)
+        self.save()
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_bytes(orjson.dumps(self.data, option=orjson.OPT_INDENT_2))
+        tmp.replace(self.path)
+
+
+def _say(live: Live, text: str) -> None:
+    if live != "quiet":
+        print(f"agentreplay: {text}", file=sys.stderr, flush=True)
+
+
+def _execute(runs: Sequence[PlannedRun], url_of: Callable[[str], str], workload: str,
+             out: Path, opts: CompareOptions, state: _State, live: Live, total: int,
+             done_before: int) -> int:
+    """Run (or skip, when complete) each planned run in order; returns runs seen."""
+    seen = done_before
+    for run in runs:
+        seen += 1
+        run_dir = out / "runs" / run.name
+        if is_run_complete(run_dir):
+            _say(live, f"run {seen}/{total} {run.name}: already complete, skipped")
+            state.record(run, status="complete", skipped=True)
+            continue
+        if run_dir.exists():
+            shutil.rmtree(run_dir)
+        url = url_of(run.arm)
+        reset = reset_prefix_cache(url, opts.api_key_env)
+        _say(live, f"run {seen}/{total} {run.name}: {run.users} users on {run.arm} "
+                   f"(prefix cache {'reset' if reset else 'not reset: warmup only'})")
+        state.record(run, status="running", prefix_cache_reset=reset, skipped=False)
+        try:
+            run_load_sync(opts.config(url, run.users, run.arm), workload, run_dir, live=live)
+        except BaseException:
+            state.record(run, status="interrupted")
+            raise
+        state.record(run, status="complete" if is_run_complete(run_dir) else "incomplete")
+    return seen
+
+
+def write_report(out: Path, *, allow_unfair: bool, seed: int = 0) -> tuple[Path, str, str]:
+    """Compare the runs under ``out/runs``; write report.html, summary.json, requests.csv."""
+    from analysis import compare_runs, read_runs, render_report, requests_csv
+
+    runs = read_runs([out / "runs"])
+    comparison = compare_runs(runs, allow_unfair=allow_unfair, seed=seed)
+    report = out / "report.html"
+    html = render_report(comparison, runs, data_files=("summary.json", "requests.csv"))
+    report.write_text(html, encoding="utf-8")
+    (out / "summary.json").write_text(comparison.model_dump_json(indent=2), encoding="utf-8")
+    (out / "requests.csv").write_text(requests_csv(runs), encoding="utf-8")
+    return report, comparison.verdict, comparison.fairness.sentence
+
+
+def _finish(out: Path, state: _State, opts: CompareOptions, live: Live) -> CompareResult:
+    report, verdict, sentence = write_report(out, allow_unfair=opts.allow_unfair,
+                                             seed=opts.seed)
+    state.data["report"] = report.name
+    state.save()
+    runs = [dict(name=k, **v) for k, v in state.data["runs"].items()]
+    return CompareResult(out=out, report=report, verdict=verdict, fairness_sentence=sentence,
+                         runs=runs)
+
+
+def _check_arms(labels: Sequence[str]) -> None:
+    if len(labels) < 2:
+        raise ConfigError("a comparison needs at least two --arm")
+    if len(set(labels)) != len(labels):
+        raise ConfigError("--arm labels must be distinct: " + ", ".join(labels))
+
+
+def compare_arms(arms: Sequence[tuple[str, str]], workload: str | os.PathLike[str],
+                 out: str | os.PathLike[str], opts: CompareOptions, *,
+                 live: Live = "quiet") -> CompareResult:
+    """Compare servers already running: preflight, A B B A runs, report (resumable)."""
+    labels = [label for label, _ in arms]
+    _check_arms(labels)
+    path = os.fspath(workload)
+    out_p = Path(out)
+    settings = _settings(labels, path, opts)
+    plan = plan_runs(labels, opts.levels, opts.repeats)
+    _check_resume(out_p, settings)
+    verdict = preflight(arms, opts)
+    if verdict.overridden:
+        _say(live, f"WARNING: {verdict.sentence} (--allow-unfair)")
+    state = _State(out_p, settings, plan, dict(arms), "urls")
+    state.data["preflight"] = verdict.model_dump(mode="json")
+    state.save()
+    urls = dict(arms)
+    _execute(plan, urls.__getitem__, path, out_p, opts, state, live, len(plan), 0)
+    return _finish(out_p, state, opts, live)
+
+
+def compare_launched(model: str, arms: Sequence[str], workload: str | os.PathLike[str],
+                     out: str | os.PathLike[str], opts: CompareOptions, *,
+                     vllm_python: str | None = None,
+                     mode: Literal["sequential", "side-by-side"] = "sequential",
+                     extra_args: Sequence[str] = (), port: int = 8000,
+                     gpus_per_arm: int | None = None,
+                     startup_timeout_s: float | None = None,
+                     base_env: Mapping[str, str] | None = None,
+                     live: Live = "quiet") -> CompareResult:
+    """Start vLLM for each arm (``decode_backend`` = the label), compare, always stop them.
+
+    Sequential: one server at a time on the same GPUs, ``plan_runs_by_arm`` order;
+    each arm is checked against the first one launched before its load (fairness
+    preflight). Side by side: all at once on disjoint GPUs, ``plan_runs`` order.
+    """
+    from replay._launch import (
+        DEFAULT_STARTUP_TIMEOUT_S,
+        LaunchMode,
+        arm_log_path,
+        launch_arm,
+        launch_arms,
+        plan_arms,
+        resolve_vllm_launcher,
+    )
+
+    _check_arms(arms)
+    path = os.fspath(workload)
+    out_p = Path(out)
+    logs = out_p / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    settings = _settings(arms, path, opts)
+    launch_mode = LaunchMode(mode)
+    specs = plan_arms(model, arms, launcher=resolve_vllm_launcher(vllm_python), port=port,
+                      mode=launch_mode, gpus_per_arm=gpus_per_arm, extra_args=extra_args,
+                      env=None)
+    _check_resume(out_p, settings)
+    by_label = {s.label: s for s in specs}
+    timeout = startup_timeout_s or DEFAULT_STARTUP_TIMEOUT_S
+    if launch_mode is LaunchMode.SIDE_BY_SIDE:
+        plan = plan_runs(arms, opts.levels, opts.repeats)
+        state = _State(out_p, settings, plan, {a: by_label[a].url for a in arms}, mode)
+        with launch_arms(specs, logs, startup_timeout=timeout, base_env=base_env) as up:
+            verdict = preflight([(a.spec.label, a.url) for a in up], opts)
+            state.data["preflight"] = verdict.model_dump(mode="json")
+            state.save()
+            _execute(plan, lambda arm: by_label[arm].url, path, out_p, opts, state, live,
+                     len(plan), 0)
+        return _finish(out_p, state, opts, live)
+    groups = plan_runs_by_arm(arms, opts.levels, opts.repeats)
+    plan = [r for _, runs in groups for r in runs]
+    state = _State(out_p, settings, plan, {a: by_label[a].url for a in arms}, mode)
+    first: tuple[str, str, ServerFacts] | None = None
+    seen = 0
+    for index, (arm, runs) in enumerate(groups):
+        if all(is_run_complete(out_p / "runs" / r.name) for r in runs):
+            seen = _execute(runs, lambda a: by_label[a].url, path, out_p, opts, state, live,
+                            len(plan), seen)
+            continue
+        spec = by_label[arm]
+        _say(live, f"starting vLLM for arm {arm} (log {arm_log_path(logs, index, spec)})")
+        with launch_arm(spec, arm_log_path(logs, index, spec), startup_timeout=timeout,
+                        base_env=base_env) as up:
+            facts = asyncio.run(_probe_all([(arm, up.url)], opts))[0]
+            if first is None:
+                first = (arm, up.url, facts)
+            elif first[0] != arm:
+                verdict = judge_fairness(
+                    [_stand_in(first[0], first[1], first[2], opts),
+                     _stand_in(arm, up.url, facts, opts)],
+                    allow_unfair=opts.allow_unfair)
+                state.data["preflight"] = verdict.model_dump(mode="json")
+                state.save()
+            seen = _execute(runs, lambda a: up.url, path, out_p, opts, state, live,
+                            len(plan), seen)
+    return _finish(out_p, state, opts, live)

@@ -1,0 +1,79 @@
+"""``agentreplay demo``: a whole A/B comparison against two simulated servers.
+
+Two ``serve-sim`` children (profile ``kimi-k3-gb300-tp16``, backends ``auto``
+and ``latency_specialized``, the same simulated GPUs) and a small coding-agent
+workload scaled down so that a turn fits a short run: prompts x0.05, think
+times x0.02 (a few hundred ms between turns, so every user issues several
+requests inside a steady window of a few seconds). Everything is labelled
+simulated in the results.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from replay._compare import CompareOptions, CompareResult, Live, compare_arms
+
+__all__ = ["DEMO_PROFILE", "DemoSettings", "demo_settings", "run_demo"]
+
+DEMO_PROFILE = "kimi-k3-gb300-tp16"
+
+
+@dataclass(frozen=True)
+class DemoSettings:
+    levels: tuple[int, ...]
+    duration_s: float
+    warmup_s: float
+    drain_s: float
+    sessions: int
+    prompt_scale: float = 0.05
+    think_scale: float = 0.02
+
+
+def demo_settings(quick: bool = False) -> DemoSettings:
+    """The demo's size: about a minute (quick: about half)."""
+    if quick:
+        return DemoSettings(levels=(1, 4), duration_s=5.0, warmup_s=1.5, drain_s=3.0,
+                            sessions=8)
+    return DemoSettings(levels=(1, 4, 16), duration_s=7.0, warmup_s=2.0, drain_s=3.0,
+                        sessions=24)
+
+
+def _workload(path: Path, s: DemoSettings) -> None:
+    from traces._generate import generate
+    from traces._io import write_workload
+
+    header, sessions = generate("coding-agent", sessions=s.sessions, seed=0, block_size=64,
+                                prompt_scale=s.prompt_scale, think_scale=s.think_scale)
+    write_workload(path, header, sessions)
+
+
+def run_demo(out: str | os.PathLike[str] = "results/demo", *, quick: bool = False,
+             live: Live = "plain") -> CompareResult:
+    """Start two simulated servers, compare them at a few user counts, write the report.
+
+    A previous demo in ``out`` is replaced (the demo is not resumable: it is short).
+    """
+    import shutil
+
+    from replay.sim import SimServerProcess
+
+    s = demo_settings(quick)
+    out_p = Path(out)
+    # a previous demo's runs and state go (only those: --out may hold other files)
+    shutil.rmtree(out_p / "runs", ignore_errors=True)
+    (out_p / "comparison.json").unlink(missing_ok=True)
+    out_p.mkdir(parents=True, exist_ok=True)
+    workload = out_p / "workload.jsonl"
+    _workload(workload, s)
+    opts = CompareOptions(levels=s.levels, duration_s=s.duration_s, warmup_s=s.warmup_s,
+                          drain_s=s.drain_s, repeats=1, metrics_interval_s=1.0)
+    with contextlib.ExitStack() as stack:
+        arms = []
+        for backend in ("auto", "latency_specialized"):
+            srv = stack.enter_context(SimServerProcess(DEMO_PROFILE, backend))
+            arms.append((backend, srv.url))
+        return compare_arms(arms, workload, out_p, opts, live=live)

@@ -1,0 +1,151 @@
+"""``agentreplay compare`` and ``agentreplay demo``: A/B comparisons end to end."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from replay._compare import CompareResult
+
+__all__ = ["register"]
+
+
+def _live_flags(p: argparse.ArgumentParser) -> None:
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--quiet", action="store_true", help="no live view")
+    mode.add_argument("--plain", action="store_true", help="periodic log lines (CI, non-TTY)")
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "compare", help="A/B compare server configurations (fairness-checked, resumable)",
+        description="Check that the arms differ only in the decode backend, replay the same "
+        "workload against each in A B B A order at every user count, and write report.html, "
+        "summary.json, requests.csv and comparison.json. Rerun the same command to resume.",
+    )
+    p.add_argument("--arm", action="append", required=True, metavar="LABEL[=URL]",
+                   help="an arm: LABEL=URL of a running server, or just the decode_backend "
+                        "with --launch; repeat for each arm")
+    p.add_argument("--workload", required=True, help="workload file (.jsonl)")
+    p.add_argument("--users", default="1", help="comma-separated user counts, e.g. 1,2,4,8")
+    p.add_argument("--duration", type=float, required=True, help="measured window, seconds")
+    p.add_argument("--warmup", type=float, default=0.0, help="warmup seconds before it")
+    p.add_argument("--drain", type=float, default=30.0,
+                   help="at most this many seconds for in-flight requests after the window")
+    p.add_argument("--repeats", type=int, default=1, help="repeats of every (arm, users)")
+    p.add_argument("--out", required=True, help="comparison directory")
+    p.add_argument("--allow-unfair", action="store_true",
+                   help="proceed when the arms differ beyond the decode backend (warned)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--vocab-size", type=int, default=None,
+                   help="vocabulary size when the server does not expose it")
+    p.add_argument("--api", choices=("completions", "chat"), default="completions")
+    p.add_argument("--model", default=None,
+                   help="served model name; with --launch the model directory")
+    p.add_argument("--api-key-env", default=None,
+                   help="environment variable holding the API key (sent as Bearer)")
+    p.add_argument("--think-scale", type=float, default=1.0, help="multiply think times")
+    p.add_argument("--think-time-cap", type=float, default=None, help="cap on think time, s")
+    p.add_argument("--launch", action="store_true", help="start a vLLM server per arm")
+    p.add_argument("--vllm-python", default=None, help="python of the vLLM install (--launch)")
+    p.add_argument("--mode", choices=("sequential", "side-by-side"), default="sequential")
+    p.add_argument("--port", type=int, default=8000, help="first port for launched arms")
+    p.add_argument("--gpus-per-arm", type=int, default=None, help="GPUs per launched arm")
+    p.add_argument("vllm_args", nargs=argparse.REMAINDER,
+                   help="after --: extra vLLM arguments for launched arms")
+    _live_flags(p)
+    p.set_defaults(func=_compare)
+
+    d = subparsers.add_parser(
+        "demo", help="compare two simulated servers end to end (about a minute)",
+        description="Start two simulated vLLM servers (decode backends auto and "
+        "latency_specialized), run a short comparison and write report.html.")
+    d.add_argument("--out", default="results/demo", help="output directory")
+    d.add_argument("--quick", action="store_true", help="fewer levels, shorter runs")
+    _live_flags(d)
+    d.set_defaults(func=_demo)
+
+
+def _live(args: argparse.Namespace) -> str:
+    import sys
+
+    if args.quiet:
+        return "quiet"
+    if args.plain or not sys.stderr.isatty():
+        return "plain"
+    return "rich"
+
+
+def _levels(text: str) -> tuple[int, ...]:
+    from replay.errors import ConfigError
+
+    try:
+        levels = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ConfigError(f"--users {text!r}: give comma-separated integers, e.g. 1,4,16") \
+            from None
+    if not levels or min(levels) < 1 or len(set(levels)) != len(levels):
+        raise ConfigError(f"--users {text!r}: give distinct user counts of at least 1")
+    return levels
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from replay._compare import CompareOptions, compare_arms, compare_launched
+    from replay.errors import ConfigError
+
+    if args.repeats < 1:
+        raise ConfigError("--repeats must be at least 1")
+    if args.duration <= 0:
+        raise ConfigError("--duration must be > 0")
+    extra = list(args.vllm_args)
+    if extra and extra[0] == "--":
+        extra = extra[1:]
+    opts = CompareOptions(
+        levels=_levels(args.users), duration_s=args.duration, repeats=args.repeats,
+        warmup_s=args.warmup, drain_s=args.drain, seed=args.seed, api=args.api,
+        model=None if args.launch else args.model, api_key_env=args.api_key_env,
+        vocab_size=args.vocab_size, think_time_scale=args.think_scale,
+        think_time_cap_s=args.think_time_cap, allow_unfair=args.allow_unfair,
+    )
+    live = _live(args)
+    if args.launch:
+        if not args.model:
+            raise ConfigError("--launch needs --model DIR (the model to serve)")
+        bad = [a for a in args.arm if "=" in a]
+        if bad:
+            raise ConfigError(f"--launch takes arm labels without URLs, got {bad[0]!r}")
+        result = compare_launched(args.model, args.arm, args.workload, args.out, opts,
+                                  vllm_python=args.vllm_python, mode=args.mode,
+                                  extra_args=extra, port=args.port,
+                                  gpus_per_arm=args.gpus_per_arm, live=live)
+    else:
+        if extra:
+            raise ConfigError("extra vLLM arguments after -- need --launch")
+        arms = []
+        for text in args.arm:
+            label, sep, url = text.partition("=")
+            if not sep or not label or not url:
+                raise ConfigError(f"--arm {text!r}: give LABEL=URL (or use --launch)")
+            arms.append((label, url))
+        result = compare_arms(arms, args.workload, args.out, opts, live=live)
+    return _print(result)
+
+
+def _print(result: CompareResult) -> int:
+    """Verdict and report path on stdout (progress went to stderr)."""
+    from rich.console import Console
+
+    console = Console(stderr=False)
+    fairness = result.fairness_sentence
+    if fairness.startswith("UNFAIR"):
+        console.print(f"warning: {fairness}", style="bold red", markup=False, soft_wrap=True)
+    console.print(result.verdict, markup=False, highlight=False, soft_wrap=True)
+    console.print(f"report: {result.report}", markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from replay._demo import run_demo
+
+    return _print(run_demo(args.out, quick=args.quick, live=_live(args)))

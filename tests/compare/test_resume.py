@@ -1,0 +1,65 @@
+"""Ctrl-C during a comparison, then the same command again: finishes without redoing runs."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+
+from replay._plan import is_run_complete, plan_runs
+from tests.compare.conftest import sims
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cmd(urls: list[str], workload: Path, out: Path) -> list[str]:
+    return [sys.executable, "-m", "replay.cli", "compare", "--arm", f"auto={urls[0]}",
+            "--arm", f"latency_specialized={urls[1]}", "--workload", str(workload),
+            "--users", "1,2", "--duration", "1.5", "--warmup", "0.2", "--drain", "0.5",
+            "--out", str(out), "--plain"]
+
+
+def _run_id(run_dir: Path) -> str:
+    return orjson.loads((run_dir / "run.json").read_bytes())["run_id"]
+
+
+def test_interrupt_then_resume(tiny_workload: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cmp"
+    names = [r.name for r in plan_runs(["auto", "latency_specialized"], [1, 2], 1)]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    with sims(("small", "auto"), ("small", "latency_specialized")) as urls:
+        proc = subprocess.Popen(_cmd(urls, tiny_workload, out), cwd=ROOT, env=env,
+                                stderr=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert proc.stderr is not None
+        seen = b""
+        deadline = time.monotonic() + 60
+        while b"run 2/4" not in seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stderr], [], [], 1.0)
+            if ready:
+                seen += os.read(proc.stderr.fileno(), 4096)
+        assert b"run 2/4" in seen, seen.decode(errors="replace")
+        time.sleep(0.6)  # inside the second run's window
+        proc.send_signal(signal.SIGINT)
+        _, rest = proc.communicate(timeout=60)
+        assert proc.returncode == 130, (seen + rest).decode(errors="replace")
+        first = out / "runs" / names[0]
+        assert is_run_complete(first)
+        assert not is_run_complete(out / "runs" / names[1])
+        first_id = _run_id(first)
+        state = orjson.loads((out / "comparison.json").read_bytes())
+        assert state["runs"][names[1]]["status"] == "interrupted"
+
+        done = subprocess.run(_cmd(urls, tiny_workload, out), cwd=ROOT, env=env,
+                              capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    assert b"already complete, skipped" in done.stderr
+    assert sorted(p.name for p in (out / "runs").iterdir()) == sorted(names)
+    assert all(is_run_complete(out / "runs" / n) for n in names)
+    assert _run_id(first) == first_id
+    assert (out / "report.html").exists()

@@ -1,0 +1,130 @@
+"""``agentreplay compare`` against real vLLM CPU servers (issue 6's check).
+
+Starting vLLM takes about 45 s here, so this file starts as few as it can: two for
+``compare --launch`` (one per arm, sequential mode) and one more for the refusal,
+which pairs it with the session's shared server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from replay._launch import LaunchedArm, group_members, launch_arm, plan_arms, resolve_vllm_launcher
+from tests.vllm.conftest import CPU_ENV, SERVED_NAME, STARTUP_TIMEOUT_S, free_port
+from traces import Request, Session, WorkloadHeader, write_workload
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+BS = 128
+VOCAB = "2048"
+
+
+def _workload(path: Path) -> Path:
+    """Two closed-loop sessions of three turns, prompts of 2-8 blocks, fitting 4096."""
+    sessions = []
+    for k in range(2):
+        first = 100 * (k + 1)
+        reqs = (
+            Request(prompt_tokens=300, output_tokens=40, new_block_ids=(1, 2, first),
+                    shared_blocks=2),
+            Request(prompt_tokens=600, output_tokens=40, prefix_blocks=2,
+                    new_block_ids=tuple(range(first + 1, first + 4)), think_time_s=0.2),
+            Request(prompt_tokens=1000, output_tokens=30, prefix_blocks=4,
+                    new_block_ids=tuple(range(first + 4, first + 8)), think_time_s=0.2),
+        )
+        sessions.append(Session(id=f"s{k}", requests=reqs))
+    write_workload(path, WorkloadHeader(source="hand-built", seed=0, block_size=BS,
+                                        max_context=4096), sessions)
+    return path
+
+
+def _cli(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **CPU_ENV}
+    return subprocess.run([sys.executable, "-m", "replay.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+def _servers_on(port: int) -> list[int]:
+    """Live processes whose command line serves on ``port`` (the launched vLLMs)."""
+    left = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmd = proc.info["cmdline"] or []
+        if proc.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        if "--port" in cmd and cmd.index("--port") + 1 < len(cmd) and \
+                cmd[cmd.index("--port") + 1] == str(port):
+            left.append(proc.pid)
+    return left
+
+
+def test_compare_launch_sequential_two_arms(
+    vllm_py: Path, tiny_model: Path, tmp_path: Path
+) -> None:
+    workload = _workload(tmp_path / "w.jsonl")
+    out = tmp_path / "cmp"
+    port = free_port()
+    done = _cli([
+        "compare", "--launch", "--model", str(tiny_model), "--vllm-python", str(vllm_py),
+        "--arm", "auto", "--arm", "latency_specialized", "--workload", str(workload),
+        "--users", "1,2", "--duration", "3", "--drain", "20", "--vocab-size", VOCAB,
+        "--out", str(out), "--port", str(port), "--quiet",
+        "--", "--max-model-len", "4096", "--gpu-memory-utilization", "0.2",
+    ], timeout=2 * STARTUP_TIMEOUT_S + 120)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "Traceback" not in done.stderr
+    assert not _servers_on(port), "a launched vLLM server outlived compare --launch"
+
+    state = json.loads((out / "comparison.json").read_text())
+    runs = state["runs"]
+    assert len(runs) == 4 and all(r["status"] == "complete" for r in runs.values()), runs
+    assert all(r["prefix_cache_reset"] for r in runs.values())
+    seen: dict[str, set[int]] = {}
+    for run_dir in sorted((out / "runs").iterdir()):
+        manifest = json.loads((run_dir / "run.json").read_text())
+        backend = manifest["server_info"]["vllm_config"]["additional_config"]["decode_backend"]
+        assert manifest["complete"] and manifest["label"] == backend
+        seen.setdefault(backend, set()).add(manifest["load"]["users"])
+        records = [json.loads(x) for x in (run_dir / "requests.jsonl").read_text().splitlines()]
+        ok = [r for r in records if r["status"] == "ok"]
+        assert ok and all(r["output_tokens"] == r["output_tokens_asked"] for r in ok)
+    assert seen == {"auto": {1, 2}, "latency_specialized": {1, 2}}
+
+    summary = json.loads((out / "summary.json").read_text())
+    fairness = summary["fairness"]
+    assert fairness["fair"] is True and fairness["verified"] is True
+    counted = {d["field"] for d in fairness["differences"] if d["verdict"] != "ignored"}
+    assert len(counted) == 1 and next(iter(counted)).endswith("decode_backend"), counted
+    html = (out / "report.html").read_text()
+    assert "decode_backend" in html and "latency_specialized" in html
+
+
+def test_compare_refuses_a_different_max_model_len(
+    vllm_server: LaunchedArm, vllm_py: Path, tiny_model: Path, tmp_path: Path
+) -> None:
+    workload = _workload(tmp_path / "w.jsonl")
+    (spec,) = plan_arms(
+        str(tiny_model), ["latency_specialized"], launcher=resolve_vllm_launcher(str(vllm_py)),
+        port=free_port(), served_model_name=SERVED_NAME,
+        extra_args=("--max-model-len", "2048", "--gpu-memory-utilization", "0.2"), env=CPU_ENV,
+    )
+    out = tmp_path / "cmp"
+    with launch_arm(spec, tmp_path / "other.log", startup_timeout=STARTUP_TIMEOUT_S) as other:
+        done = _cli([
+            "compare", "--arm", f"auto={vllm_server.url}",
+            "--arm", f"latency_specialized={other.url}", "--workload", str(workload),
+            "--users", "1", "--duration", "2", "--vocab-size", VOCAB, "--out", str(out),
+            "--quiet",
+        ], timeout=120)
+    assert not group_members(other.pid), "the second server outlived its launch_arm block"
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr[-3000:])
+    assert "Traceback" not in done.stderr
+    assert "max_model_len" in done.stderr, done.stderr
+    runs = out / "runs"
+    assert not runs.exists() or not any(runs.iterdir()), "no load may run after a refusal"
