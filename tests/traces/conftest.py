@@ -12,5 +12,5 @@ SHARED_TRACES = Path(__file__).parents[2].parent / "shared" / "traces"
 @pytest.fixture(scope="session")
 def shared_traces() -> Path:
     if not SHARED_TRACES.is_dir():
-        pytest.fail(f"real traces not present at {SHARED_TRACES} (shared/ must sit beside the checkout)")
+        pytest.fail(f"real traces missing at {SHARED_TRACES}: shared/ sits beside the checkout")
     return SHARED_TRACES
