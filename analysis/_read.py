@@ -12,10 +12,12 @@ run is flagged incomplete. A malformed line anywhere else is an error.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +43,11 @@ SERVER_METRICS = "server_metrics.jsonl"
 
 _STATUSES = ("ok", "error", "timeout", "cancelled")
 _PHASES = ("warmup", "measure", "drain")
+# checked values become array elements by code: no per-value string conversion
+_STATUS_CODE = {v: i for i, v in enumerate(_STATUSES)}
+_PHASE_CODE = {v: i for i, v in enumerate(_PHASES)}
+_STATUS_ARRAY = np.array(_STATUSES, dtype="<U9")
+_PHASE_ARRAY = np.array(_PHASES, dtype="<U7")
 _INT = (int,)
 _NUM = (int, float)
 _STR = (str,)
@@ -192,6 +199,21 @@ def _type_name(allowed: tuple[type, ...], nullable: bool) -> str:
     return text + (" or null" if nullable else "")
 
 
+def _split_layouts(
+    batch: list[dict], keys_of: list[tuple], layouts: set[tuple]
+) -> list[tuple[set[str], np.ndarray, tuple[dict, ...]]]:
+    """(keys, record indices, records) per key layout, so that each field is read
+    with one ``itemgetter`` pass per layout instead of a ``.get`` per record."""
+    index = {k: i for i, k in enumerate(layouts)}
+    codes = np.fromiter(map(index.__getitem__, keys_of), dtype=np.int64, count=len(batch))
+    out = []
+    for k, i in index.items():
+        idx = np.flatnonzero(codes == i)
+        sub = itemgetter(*idx)(batch) if len(idx) > 1 else (batch[int(idx[0])],)
+        out.append((set(k), idx, sub))
+    return out
+
+
 def _columns_from_batch(batch: list[dict], path: str, first_line: int) -> RequestColumns:
     """Columns of one batch of parsed records; raises ResultError naming line and field."""
 
@@ -202,11 +224,14 @@ def _columns_from_batch(batch: list[dict], path: str, first_line: int) -> Reques
         i = next(i for i, rec in enumerate(batch) if type(rec) is not dict)
         raise fail(i, "", "expected a JSON object")
     # records written by one writer share a few key layouts: check each layout once
-    layouts = set(map(tuple, batch))
+    keys_of = list(map(tuple, batch))
+    layouts = set(keys_of)
     present: set[str] = set()
+    everywhere: set[str] | None = None
     for keys in layouts:
         ks = set(keys)
         present |= ks
+        everywhere = ks if everywhere is None else everywhere & ks
         if not (_REQUIRED <= ks and ks <= _KNOWN):
             for i, rec in enumerate(batch):
                 missing = sorted(_REQUIRED - rec.keys())
@@ -216,16 +241,32 @@ def _columns_from_batch(batch: list[dict], path: str, first_line: int) -> Reques
                 if extra:
                     raise fail(i, extra[0], "unknown field")
     n = len(batch)
+    by_layout = _split_layouts(batch, keys_of, layouts) if len(layouts) > 1 else None
+
+    def gather(name: str, default: object) -> list:
+        """The field of every record, ``default`` where absent (per layout, no .get)."""
+        if by_layout is None:
+            if name in present:
+                return list(map(itemgetter(name), batch))
+            return [default] * n
+        out = np.empty(n, dtype=object)
+        for ks, idx, sub in by_layout:
+            if name in ks:
+                out[idx] = np.fromiter(map(itemgetter(name), sub), dtype=object, count=len(idx))
+            else:
+                out[idx] = np.fromiter(itertools.repeat(default, len(idx)), dtype=object,
+                                       count=len(idx))
+        return out.tolist()
+
     cols: dict[str, list] = {}
     for name, (allowed, required, nullable) in _FIELDS.items():
         if name not in present:
             cols[name] = [_DEFAULTS.get(name)] * n  # n == 0 for required fields
             continue
-        if required:
-            col = [rec[name] for rec in batch]
+        if required or name in (everywhere or ()):
+            col = list(map(itemgetter(name), batch))  # a KeyError is impossible here
         else:
-            default = _DEFAULTS[name]
-            col = [rec.get(name, default) for rec in batch]
+            col = gather(name, _DEFAULTS[name])
         bad = _check_types(col, name, allowed, nullable)  # type() rejects bools
         if bad is not None:
             raise fail(bad, name, f"expected {_type_name(allowed, nullable)}, got {col[bad]!r}")
@@ -239,10 +280,14 @@ def _columns_from_batch(batch: list[dict], path: str, first_line: int) -> Reques
             i = next(i for i, v in enumerate(cols[name]) if v < 0)
             raise fail(i, name, "must be >= 0")
 
-    times = [rec.get("chunk_times_s") or [] for rec in batch] \
-        if "chunk_times_s" in present else [[]] * n
-    toks = [rec.get("chunk_tokens") or [] for rec in batch] \
-        if "chunk_tokens" in present else [[]] * n
+    empty: list = []
+    times = gather("chunk_times_s", empty) if "chunk_times_s" in present else [empty] * n
+    toks = gather("chunk_tokens", empty) if "chunk_tokens" in present else [empty] * n
+    if set(map(type, times)) - {list}:
+        times = [v or [] for v in times]
+    if set(map(type, toks)) - {list}:
+        toks = [v or [] for v in toks]
+    flats: dict[str, list] = {}
     for name, lists, allowed in (("chunk_times_s", times, _NUM), ("chunk_tokens", toks, _INT)):
         if set(map(type, lists)) - {list}:
             i = next(i for i, v in enumerate(lists) if type(v) is not list)
@@ -252,6 +297,7 @@ def _columns_from_batch(batch: list[dict], path: str, first_line: int) -> Reques
             for i, lst in enumerate(lists):
                 if _check_types(lst, name, allowed, False) is not None:
                     raise fail(i, name, f"expected a list of {_type_name(allowed, False)}s")
+        flats[name] = flat
     n_times = np.fromiter(map(len, times), dtype=np.int64, count=len(batch))
     n_toks = np.fromiter(map(len, toks), dtype=np.int64, count=len(batch))
     if not np.array_equal(n_times, n_toks):
@@ -282,8 +328,10 @@ def _columns_from_batch(batch: list[dict], path: str, first_line: int) -> Reques
         turn=np.array(cols["turn"], dtype=np.int64),
         agent=obj("agent"),
         kind=obj("kind"),
-        phase=np.array(cols["phase"], dtype="<U7"),
-        status=np.array(cols["status"], dtype="<U9"),
+        phase=_PHASE_ARRAY[np.fromiter(map(_PHASE_CODE.__getitem__, cols["phase"]),
+                                       dtype=np.intp, count=n)],
+        status=_STATUS_ARRAY[np.fromiter(map(_STATUS_CODE.__getitem__, cols["status"]),
+                                         dtype=np.intp, count=n)],
         error_kind=obj("error_kind"),
         error_message=obj("error_message"),
         http_status=count("http_status"),
@@ -299,10 +347,8 @@ def _columns_from_batch(batch: list[dict], path: str, first_line: int) -> Reques
         expected_cached_tokens=count("expected_cached_tokens"),
         think_time_s=np.array(cols["think_time_s"], dtype=np.float64),
         chunk_offsets=offsets,
-        chunk_times_s=np.fromiter(
-            itertools.chain.from_iterable(times), dtype=np.float64, count=total),
-        chunk_tokens=np.fromiter(
-            itertools.chain.from_iterable(toks), dtype=np.int64, count=total),
+        chunk_times_s=np.fromiter(flats["chunk_times_s"], dtype=np.float64, count=total),
+        chunk_tokens=np.fromiter(flats["chunk_tokens"], dtype=np.int64, count=total),
     )
 
 
@@ -378,6 +424,18 @@ def _parse_range(
     """Fast path: a whole block of lines through ``orjson.loads`` in one ``map``.
     If that fails, the block is walked line by line: blank lines are skipped and
     an unparsable line is an error unless no non-blank line follows it."""
+    # parsed records hold no cycles: the cyclic GC would only rescan them again and
+    # again as they pile up (it more than doubles the time of ``orjson.loads``)
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse_range_body(path, start, end, block)
+    finally:
+        if gc_was_on:
+            gc.enable()
+
+
+def _parse_range_body(path: Path, start: int, end: int | None, block: int) -> _Range:
     parts: list[RequestColumns] = []
     pending: int | None = None
     n_lines = 0

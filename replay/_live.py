@@ -30,6 +30,7 @@ class LiveStats:
         self.t0 = time.monotonic()
         self.done = 0
         self.failed = 0
+        self.cancelled = 0
         self.ttft: deque[float] = deque(maxlen=_ROLL)
         self.tpot: deque[float] = deque(maxlen=_ROLL)
         self.lag: deque[float] = deque(maxlen=_ROLL)
@@ -42,8 +43,12 @@ class LiveStats:
 
     def on_record(self, rec: dict[str, object]) -> None:
         now = time.monotonic()
-        if rec["status"] == "ok":
+        status = rec["status"]
+        if status == "ok":
             self.done += 1
+        elif status == "cancelled":
+            # Drain and interrupt cancellations are bookkeeping, not server failures.
+            self.cancelled += 1
         else:
             self.failed += 1
         sent = rec["sent_s"]
@@ -54,7 +59,7 @@ class LiveStats:
         self.lag.append(sent - due)
         n = rec["output_tokens"]
         assert isinstance(n, int)
-        if isinstance(first, float):
+        if status == "ok" and isinstance(first, float):
             self.ttft.append(first - sent)
             if isinstance(last, float) and n > 1 and last > first:
                 self.tpot.append((last - first) / (n - 1))
@@ -93,6 +98,7 @@ class LiveStats:
             "thinking": max(0, self.lanes() - busy),
             "done": self.done,
             "failed": self.failed,
+            "cancelled": self.cancelled,
             "ttft_p50": pct(self.ttft, 50),
             "ttft_p90": pct(self.ttft, 90),
             "inter_p50": 1.0 / p50_tpot if p50_tpot else None,
@@ -117,7 +123,8 @@ def render_lines(snap: dict[str, float | int | str | None]) -> list[str]:
         f"{snap['phase']}  elapsed {_f(snap['elapsed_s'], '.0f', unit='s')}  "
         f"remaining {_f(snap['remaining_s'], '.0f', unit='s')}",
         f"users busy {snap['busy']}  thinking {snap['thinking']}  "
-        f"requests done {snap['done']}  failed {snap['failed']}",
+        f"requests done {snap['done']}  failed {snap['failed']}  "
+        f"cancelled {snap.get('cancelled', 0)}",
         f"TTFT P50 {_f(snap['ttft_p50'], '.0f', 1e3, ' ms')}  "
         f"P90 {_f(snap['ttft_p90'], '.0f', 1e3, ' ms')}   "
         f"interactivity P50 {_f(snap['inter_p50'], '.1f', unit=' tok/s')}  "

@@ -22,12 +22,14 @@ def test_stats_from_records() -> None:
         stats.on_record(_rec("ok", 1.0, 1.0 + 0.1 * (i + 1), 1.0 + 0.1 * (i + 1) + 0.1, 11,
                              0.999))
     stats.on_record(_rec("error", 2.0, None, None, 0, 2.0))
+    # A cancelled request (drain) with a first token: counted apart, kept out of TTFT.
+    stats.on_record(_rec("cancelled", 2.0, 2.001, None, 1, 2.0))
     stats.on_metrics(1.0, {"vllm:prefix_cache_hits_total": 10, "vllm:prefix_cache_queries_total":
                            100, "vllm:kv_cache_usage_perc": 0.5})
     stats.on_metrics(2.0, {"vllm:prefix_cache_hits_total": 70, "vllm:prefix_cache_queries_total":
                            200, "vllm:kv_cache_usage_perc": 0.25})
     snap = stats.snapshot()
-    assert (snap["done"], snap["failed"]) == (10, 1)
+    assert (snap["done"], snap["failed"], snap["cancelled"]) == (10, 1, 1)
     assert snap["ttft_p50"] == pytest.approx(0.55)
     assert snap["inter_p50"] == pytest.approx(100.0)
     assert snap["lag_p99"] == pytest.approx(0.001, abs=1e-6)
