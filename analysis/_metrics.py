@@ -249,21 +249,19 @@ def measure(run: RunData) -> Samples:
     prev = np.concatenate([[np.nan], t[:-1]])
     gap = np.where(first_chunk, 0.0, t - prev)
     csel = good[chunk_req]
-    chunk_user = user_code[chunk_req]
     reps = np.where(first_chunk, np.maximum(k - 1, 0), np.maximum(k, 0))[csel]
     with np.errstate(divide="ignore", invalid="ignore"):
         per_tok = np.where(first_chunk, 0.0, gap / np.maximum(k, 1))[csel]
     weights: dict[str, np.ndarray] = {}
     keep_itl = (reps > 0) & np.isfinite(per_tok)
-    values["itl"], groups["itl"] = per_tok[keep_itl], chunk_user[csel][keep_itl]
+    values["itl"], groups["itl"] = per_tok[keep_itl], user_code[chunk_req][csel][keep_itl]
     weights["itl"] = reps[keep_itl].astype(np.int64)
 
     # tokens received inside the window (ok requests), per user
     decode_tok = np.where(first_chunk, k - 1, k).astype(np.float64)
     in_t = ok[chunk_req] & (t >= start) & (t < end)
-    in_t_user = chunk_user[in_t]
-    u_dec = np.bincount(in_t_user, weights=decode_tok[in_t], minlength=n_users)
-    u_out = np.bincount(in_t_user, weights=k[in_t].astype(np.float64),
+    u_dec = np.bincount(user_code[chunk_req][in_t], weights=decode_tok[in_t], minlength=n_users)
+    u_out = np.bincount(user_code[chunk_req][in_t], weights=k[in_t].astype(np.float64),
                         minlength=n_users)
     # records without chunk data: first token at first_token_s, the rest at last_token_s
     bare = ok & (lengths == 0) & np.isfinite(r.first_token_s) & (r.output_tokens > 0)
@@ -319,10 +317,9 @@ def _session_latency(
     r = run.requests
     if len(r) == 0:
         return np.zeros(0), np.zeros(0, dtype=np.int64)
-    # codes in order of first appearance, with two C-level passes over the column
-    names = {x: i for i, x in enumerate(dict.fromkeys(r.session.tolist()))}
-    sess = np.fromiter(map(names.__getitem__, r.session.tolist()), dtype=np.int64,
-                       count=len(r))
+    names: dict[object, int] = {}
+    sess = np.fromiter((names.setdefault(x, len(names)) for x in r.session),
+                       dtype=np.int64, count=len(r))
     n_u, n_i = int(r.user.max()) + 1, int(r.session_instance.max()) + 1
     if len(names) * n_u * n_i < 2**62:
         combined = (sess * n_u + r.user) * n_i + r.session_instance

@@ -111,8 +111,7 @@ def _exact_quantiles(
     values: np.ndarray, codes: np.ndarray, counts: np.ndarray, qs: np.ndarray,
     weights: np.ndarray | None = None,
 ) -> np.ndarray:
-    # the order among equal values cannot change a quantile: no need for a stable sort
-    order = np.argsort(values)
+    order = np.argsort(values, kind="stable")
     v = values[order]
     g = codes[order]
     wt = None if weights is None else weights[order]
@@ -153,7 +152,7 @@ def _edges(values: np.ndarray) -> np.ndarray:
 
 def _hist_quantiles(
     values: np.ndarray, codes: np.ndarray, counts: np.ndarray, qs: np.ndarray,
-    weights: np.ndarray | None = None, order: np.ndarray | None = None,
+    weights: np.ndarray | None = None,
 ) -> np.ndarray:
     n_groups = counts.shape[1]
     vmin = float(values.min())
@@ -161,17 +160,7 @@ def _hist_quantiles(
         return np.full((counts.shape[0], len(qs)), vmin)
     edges = _edges(values)
     n_bins = len(edges) - 1
-    if order is None:
-        idx = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, n_bins - 1)
-    else:
-        # values already sorted elsewhere: each bin is a run of the sorted sample, so
-        # look up the edges in the sample instead of every value in the edges
-        # (same bins; the histogram holds integer counts, so its sums are exact)
-        starts = np.searchsorted(values[order], edges[1:-1], side="left")
-        sizes = np.diff(np.concatenate([[0], starts, [len(values)]]))
-        idx = np.repeat(np.arange(n_bins), sizes)
-        codes = codes[order]
-        weights = None if weights is None else weights[order]
+    idx = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, n_bins - 1)
     hist = np.bincount(codes * n_bins + idx, weights=weights, minlength=n_groups * n_bins)
     # float32 halves the cost of the product; quantile positions need no more
     hist = hist.reshape(n_groups, n_bins).astype(np.float32)
@@ -200,11 +189,8 @@ def bootstrap_quantiles(
     reps: int = BOOTSTRAP_REPS,
     rng: np.random.Generator,
     weights: np.ndarray | None = None,
-    order: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Replicates of the given percentiles, resampling groups: (reps, len(percentiles)).
-
-    ``order``, if the caller has it, is ``np.argsort(values)``: it spares a pass."""
+    """Replicates of the given percentiles, resampling groups: (reps, len(percentiles))."""
     values = np.asarray(values, dtype=np.float64)
     codes = group_codes(np.asarray(groups))
     qs = np.asarray(percentiles, dtype=np.float64) / 100.0
@@ -213,7 +199,7 @@ def bootstrap_quantiles(
     counts = _draw_counts(int(codes.max()) + 1, reps, rng)
     if len(values) <= EXACT_LIMIT:
         return _exact_quantiles(values, codes, counts, qs, weights)
-    return _hist_quantiles(values, codes, counts, qs, weights, order)
+    return _hist_quantiles(values, codes, counts, qs, weights)
 
 
 def bootstrap_sums(
@@ -256,20 +242,17 @@ def distribution(
     if len(values) == 0:
         return Distribution(unit=unit, higher_is_better=higher_is_better)
     pct = [100.0 - q for q in QUANTILES] if higher_is_better else list(QUANTILES)
-    order = None
     if weights is None:
         point = np.percentile(values, pct)
         count, mean = len(values), float(values.mean())
     else:
-        order = np.argsort(values)
-        point = weighted_percentile(values, weights, pct, order=order)
+        point = weighted_percentile(values, weights, pct)
         count = int(weights.sum())
         mean = float(np.dot(values, weights) / count)
     cis: list[tuple[float, float] | None] = [None, None, None]
     n_groups = int(group_codes(groups).max()) + 1
     if rng is not None and n_groups >= 2:
-        reps_arr = bootstrap_quantiles(values, groups, pct, reps=reps, rng=rng, weights=weights,
-                                       order=order)
+        reps_arr = bootstrap_quantiles(values, groups, pct, reps=reps, rng=rng, weights=weights)
         cis = [_interval(reps_arr[:, j]) for j in range(len(pct))]
     return Distribution(
         unit=unit, higher_is_better=higher_is_better, count=count, groups=n_groups,
@@ -279,13 +262,10 @@ def distribution(
 
 
 def weighted_percentile(
-    values: np.ndarray, weights: np.ndarray, percentiles: Sequence[float],
-    *, order: np.ndarray | None = None,
+    values: np.ndarray, weights: np.ndarray, percentiles: Sequence[float]
 ) -> np.ndarray:
-    """``np.percentile`` of the sample in which value i appears weights[i] times
-    (``order``: ``np.argsort(values)`` if the caller already has it)."""
-    if order is None:  # ties may come in any order: equal values, same result
-        order = np.argsort(values)
+    """``np.percentile`` of the sample in which value i appears weights[i] times."""
+    order = np.argsort(values, kind="stable")
     v = values[order]
     c = np.cumsum(weights[order])
     h = (c[-1] - 1) * np.asarray(percentiles, dtype=np.float64) / 100.0
