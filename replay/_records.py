@@ -9,14 +9,31 @@ requests still in flight. The manifest is written at the start with
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
 import orjson
 
-from analysis._schema import RunManifest
+from analysis._schema import RunManifest, RunWindow
 
 __all__ = ["RunWriter"]
+
+
+def iso_utc(dt: datetime) -> str:
+    """ISO 8601 with a ``Z`` suffix: the wall-time label of run manifests."""
+    return dt.isoformat().replace("+00:00", "Z")
+
+
+def close_manifest(manifest: RunManifest, *, warmup_s: float, duration_s: float,
+                   interrupted: bool, crash: str | None) -> None:
+    """Mark a run finished; one rule for single-process and worker runs alike."""
+    manifest.window = RunWindow(start_s=warmup_s, end_s=warmup_s + duration_s)
+    manifest.finished_at = iso_utc(datetime.now(UTC))
+    manifest.interrupted = interrupted
+    manifest.complete = crash is None
+    if crash is not None:
+        manifest.warnings.append(f"run aborted by an internal error: {crash}")
 
 
 class RunWriter:

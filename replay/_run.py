@@ -27,7 +27,7 @@ from typing import Any, Literal
 import aiohttp
 import numpy as np
 
-from analysis._schema import ClockInfo, HostInfo, RunManifest, RunWindow, WorkloadRef
+from analysis._schema import ClockInfo, HostInfo, RunManifest, WorkloadRef
 from replay._client import Timeouts, make_session
 from replay._config import RunConfig
 from replay._lanes import (
@@ -42,7 +42,7 @@ from replay._live import LiveStats, LiveView
 from replay._metrics import MetricsPoller
 from replay._probe import ServerFacts, connect_url, probe_server, public_target
 from replay._prompts import BodySpec, PrefixCacheModel
-from replay._records import RunWriter
+from replay._records import RunWriter, close_manifest, iso_utc
 from replay._version import __version__
 from replay.errors import ConfigError, TargetError
 from traces._io import iter_sessions, read_header
@@ -51,10 +51,6 @@ from traces._models import Request, Session, WorkloadHeader
 __all__ = ["event_loop_factory", "run_load", "run_load_sync"]
 
 _NS = 1_000_000_000
-
-
-def _iso(dt: datetime) -> str:
-    return dt.isoformat().replace("+00:00", "Z")
 
 
 def _walk(requests: Sequence[Request]) -> list[tuple[int, Request]]:
@@ -161,8 +157,8 @@ async def run_load(
                                  source=header.source, seed=header.seed,
                                  sessions=len(sessions), block_size=header.block_size),
             load=config.load_settings(arrival),
-            clock=ClockInfo(t0_wall=_iso(t0_wall), t0_monotonic_ns=t0_ns),
-            started_at=_iso(t0_wall), tool_version=__version__,
+            clock=ClockInfo(t0_wall=iso_utc(t0_wall), t0_monotonic_ns=t0_ns),
+            started_at=iso_utc(t0_wall), tool_version=__version__,
             host=HostInfo(hostname=socket.gethostname(), platform=platform.platform(),
                           python=sys.version.split()[0], cpu_count=os.cpu_count()),
             vocab_size=facts.vocab_size, server_block_size=facts.block_size,
@@ -217,13 +213,9 @@ async def run_load(
             if poller is not None:
                 await poller.scrape()
             writer.close()
-            manifest.window = RunWindow(start_s=config.warmup_s,
-                                        end_s=config.warmup_s + config.duration_s)
-            manifest.finished_at = _iso(datetime.now(UTC))
-            manifest.complete = ctx.crash is None
-            manifest.interrupted = interrupted
-            if ctx.crash is not None:
-                manifest.warnings.append(f"run aborted by an internal error: {ctx.crash!r}")
+            close_manifest(manifest, warmup_s=config.warmup_s, duration_s=config.duration_s,
+                           interrupted=interrupted,
+                           crash=None if ctx.crash is None else repr(ctx.crash))
             writer.write_manifest(manifest)
         if ctx.crash is not None:
             raise ctx.crash

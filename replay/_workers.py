@@ -39,6 +39,7 @@ from replay._client import make_session
 from replay._config import RunConfig
 from replay._live import LiveStats, LiveView
 from replay._metrics import MetricsPoller
+from replay._records import close_manifest, iso_utc
 from replay.errors import ConfigError
 from traces._io import iter_sessions
 
@@ -352,8 +353,8 @@ async def run_workers(
     t0_ns = time.monotonic_ns() + _LEAD_NS
     t0_wall_ns = time.time_ns() + _LEAD_NS
     t0_wall = datetime.fromtimestamp(t0_wall_ns / _NS, UTC)
-    manifest.clock = ClockInfo(t0_wall=_iso(t0_wall), t0_monotonic_ns=t0_ns)
-    manifest.started_at = _iso(t0_wall)
+    manifest.clock = ClockInfo(t0_wall=iso_utc(t0_wall), t0_monotonic_ns=t0_ns)
+    manifest.started_at = iso_utc(t0_wall)
     stats.t0 = t0_ns / _NS
     pool.go(t0_ns, t0_wall_ns)
     if config.ray is not None:
@@ -419,11 +420,6 @@ async def _phases(stats: LiveStats, config: RunConfig, t0_ns: int) -> None:
 
 def _finish(manifest: RunManifest, config: RunConfig, plans: Sequence[WorkerPlan],
             tally: _Tally, interrupted: bool) -> str | None:
-    from analysis._schema import RunWindow
-
-    manifest.window = RunWindow(start_s=config.warmup_s,
-                                end_s=config.warmup_s + config.duration_s)
-    manifest.finished_at = _iso(datetime.now(UTC))
     crash = None
     for w, why in sorted(tally.lost.items()):
         users = plans[w].users
@@ -435,15 +431,9 @@ def _finish(manifest: RunManifest, config: RunConfig, plans: Sequence[WorkerPlan
         interrupted = interrupted or bool(result.get("interrupted"))
         if result.get("crash") and crash is None:
             crash = f"worker {w}: {result['crash']}"
-    manifest.interrupted = interrupted
-    manifest.complete = crash is None
-    if crash is not None:
-        manifest.warnings.append(f"run aborted by an internal error: {crash}")
+    close_manifest(manifest, warmup_s=config.warmup_s, duration_s=config.duration_s,
+                   interrupted=interrupted, crash=crash)
     return crash
-
-
-def _iso(dt: datetime) -> str:
-    return dt.isoformat().replace("+00:00", "Z")
 
 
 def _span(users: Sequence[int]) -> str:
