@@ -28,6 +28,7 @@ from analysis import analyse_run, read_run
 t1 = time.perf_counter()
 run = read_run(sys.argv[1])
 t2 = time.perf_counter()
+read_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 summary = analyse_run(run)
 t3 = time.perf_counter()
 extra = ""
@@ -36,12 +37,10 @@ if sys.argv[2] == "1":
     html = render_report(compare_runs([run]), [run])
     extra = f" report={time.perf_counter() - t3:.2f}s ({len(html) / 1e6:.1f} MB)"
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-workers = resource.getrusage(resource.RUSAGE_CHILDREN)
-cpu = time.process_time() - c0 + workers.ru_utime + workers.ru_stime
+cpu = time.process_time() - c0
 print(f"records={len(run.requests):,} import={t1 - t0:.2f}s read={t2 - t1:.2f}s "
       f"metrics={t3 - t2:.2f}s total={t3 - t0:.2f}s cpu={cpu:.2f}s "
-      f"peak_rss={peak:,.0f} MB (+ parse workers {workers.ru_maxrss / 1024:,.0f} MB each, "
-      f"gone before the metrics){extra}")
+      f"peak_rss={peak:,.0f} MB (after reading: {read_peak:,.0f} MB){extra}")
 with open("/proc/loadavg") as f:
     print("  load average:", f.read().split()[0], "(other processes share the CPUs)")
 print(f"  P90 TTFT={summary.ttft.p90:.4f}s CI={summary.ttft.p90_ci} "
