@@ -241,28 +241,30 @@ def measure(run: RunData) -> Samples:
     # ITL: a chunk of k tokens arriving g after the previous one gives k gaps of g/k;
     # the extra tokens of the first chunk arrived with the first token (gaps of 0)
     lengths = np.diff(r.chunk_offsets)
-    chunk_req = np.repeat(np.arange(len(r)), lengths)
     first_chunk = np.zeros(len(r.chunk_times_s), dtype=bool)
     first_chunk[r.chunk_offsets[:-1][lengths > 0]] = True
+    # per-record values spread over chunks (int32: these arrays are the largest here)
+    chunk_user = np.repeat(user_code.astype(np.int32), lengths)
     t = r.chunk_times_s
     k = r.chunk_tokens
-    prev = np.concatenate([[np.nan], t[:-1]])
-    gap = np.where(first_chunk, 0.0, t - prev)
-    csel = good[chunk_req]
-    reps = np.where(first_chunk, np.maximum(k - 1, 0), np.maximum(k, 0))[csel]
+    gap = np.empty_like(t)
+    gap[0:1] = 0.0
+    np.subtract(t[1:], t[:-1], out=gap[1:])
+    gap[first_chunk] = 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
-        per_tok = np.where(first_chunk, 0.0, gap / np.maximum(k, 1))[csel]
+        per_tok = gap / np.maximum(k, 1)
+    del gap
+    reps = np.maximum(k - first_chunk, 0)
+    keep_itl = np.repeat(good, lengths) & (reps > 0) & np.isfinite(per_tok)
     weights: dict[str, np.ndarray] = {}
-    keep_itl = (reps > 0) & np.isfinite(per_tok)
-    values["itl"], groups["itl"] = per_tok[keep_itl], user_code[chunk_req][csel][keep_itl]
-    weights["itl"] = reps[keep_itl].astype(np.int64)
+    values["itl"], groups["itl"] = per_tok[keep_itl], chunk_user[keep_itl]
+    weights["itl"] = reps[keep_itl]
+    del per_tok, reps, keep_itl
 
     # tokens received inside the window (ok requests), per user
-    decode_tok = np.where(first_chunk, k - 1, k).astype(np.float64)
-    in_t = ok[chunk_req] & (t >= start) & (t < end)
-    u_dec = np.bincount(user_code[chunk_req][in_t], weights=decode_tok[in_t], minlength=n_users)
-    u_out = np.bincount(user_code[chunk_req][in_t], weights=k[in_t].astype(np.float64),
-                        minlength=n_users)
+    in_t = np.repeat(ok, lengths) & (t >= start) & (t < end)
+    u_dec = np.bincount(chunk_user[in_t], weights=(k - first_chunk)[in_t], minlength=n_users)
+    u_out = np.bincount(chunk_user[in_t], weights=k[in_t], minlength=n_users)
     # records without chunk data: first token at first_token_s, the rest at last_token_s
     bare = ok & (lengths == 0) & np.isfinite(r.first_token_s) & (r.output_tokens > 0)
     f_in = bare & (r.first_token_s >= start) & (r.first_token_s < end)

@@ -237,8 +237,10 @@ def distribution(
     if weights is not None:
         weights = np.asarray(weights, dtype=np.int64)
         keep &= weights > 0
-        weights = weights[keep]
-    values, groups = values[keep], groups[keep]
+    if not keep.all():  # the big samples arrive filtered already: no copies then
+        values, groups = values[keep], groups[keep]
+        weights = None if weights is None else weights[keep]
+    del keep
     if len(values) == 0:
         return Distribution(unit=unit, higher_is_better=higher_is_better)
     pct = [100.0 - q for q in QUANTILES] if higher_is_better else list(QUANTILES)
@@ -262,17 +264,62 @@ def distribution(
 
 
 def weighted_percentile(
-    values: np.ndarray, weights: np.ndarray, percentiles: Sequence[float]
+    values: np.ndarray, weights: np.ndarray, percentiles: Sequence[float],
+    *, sort_limit: int = 200_000,
 ) -> np.ndarray:
-    """``np.percentile`` of the sample in which value i appears weights[i] times."""
-    order = np.argsort(values, kind="stable")
-    v = values[order]
-    c = np.cumsum(weights[order])
-    h = (c[-1] - 1) * np.asarray(percentiles, dtype=np.float64) / 100.0
+    """``np.percentile`` of the sample in which value i appears weights[i] times.
+
+    Exact either way; past ``sort_limit`` values (a million requests give millions
+    of ITL values) it sorts only the few histogram bins holding the wanted ranks
+    instead of the whole sample.
+    """
+    w = np.asarray(weights, dtype=np.int64)
+    h = (int(w.sum()) - 1) * np.asarray(percentiles, dtype=np.float64) / 100.0
     lo = np.floor(h)
-    i_lo = np.searchsorted(c, lo, side="right")
-    i_hi = np.searchsorted(c, np.ceil(h), side="right")
-    return v[i_lo] + (h - lo) * (v[i_hi] - v[i_lo])
+    ranks = np.concatenate([lo, np.ceil(h)])
+    if len(values) <= sort_limit:
+        at = _values_at_ranks(values, w, ranks, 0)
+    else:
+        at = _select_ranks(values, w, ranks)
+    k = len(lo)
+    return at[:k] + (h - lo) * (at[k:] - at[:k])
+
+
+def _values_at_ranks(values: np.ndarray, weights: np.ndarray, ranks: np.ndarray,
+                     before: float) -> np.ndarray:
+    """Value at each 0-based rank of the expanded sample, ``before`` ranks below these."""
+    order = np.argsort(values, kind="stable")
+    c = np.cumsum(weights[order]) + before
+    return values[order][np.searchsorted(c, ranks, side="right")]
+
+
+def _select_ranks(values: np.ndarray, weights: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """Exact values at ranks without a full sort: a sample of the values brackets
+    each rank, the bracket is checked by counting, and only the values inside it
+    are sorted (the bracket widens until the count proves it holds the rank)."""
+    # a random sample (fixed seed: the answer is exact whatever it draws; a stride
+    # could alias with a pattern in the data)
+    pick = np.random.default_rng(0).integers(0, len(values), size=min(len(values), 100_000))
+    order = np.argsort(values[pick])
+    sample = values[pick][order]
+    sample_cum = np.cumsum(weights[pick][order])
+    total = float(weights.sum())
+    out = np.empty(len(ranks))
+    for j, k in enumerate(ranks):
+        where = k / total
+        margin = 0.005
+        while True:
+            lo_at, hi_at = (where - margin) * sample_cum[-1], (where + margin) * sample_cum[-1]
+            a = -np.inf if lo_at <= 0 else sample[np.searchsorted(sample_cum, lo_at)]
+            b = np.inf if hi_at >= sample_cum[-1] else sample[np.searchsorted(sample_cum, hi_at)]
+            below = float(np.sum(weights, where=values < a))
+            upto = float(np.sum(weights, where=values <= b))
+            if below <= k < upto:
+                break
+            margin *= 4
+        inside = (values >= a) & (values <= b)
+        out[j] = _values_at_ranks(values[inside], weights[inside], ranks[j:j + 1], below)[0]
+    return out
 
 
 def _inv(x: float | None) -> float | None:

@@ -127,6 +127,11 @@ def test_weights_equal_repeated_values() -> None:
     expanded = np.repeat(v, w)
     assert np.allclose(weighted_percentile(v, w, [1, 50, 90, 99]),
                        np.percentile(expanded, [1, 50, 90, 99]))
+    # the path for big samples (sorting only the bins that hold the ranks) is exact too
+    for values in (v, np.round(v, 1), np.full(200, 3.0), rng.lognormal(size=200)):
+        want = np.percentile(np.repeat(values, w), [0, 1, 50, 90, 99, 100])
+        got = weighted_percentile(values, w, [0, 1, 50, 90, 99, 100], sort_limit=0)
+        assert np.array_equal(got, want) or np.allclose(got, want, rtol=0, atol=1e-12)
     d = distribution(v, g, unit="s", rng=metric_rng(0, "w"), weights=w)
     e = distribution(expanded, np.repeat(g, w), unit="s", rng=metric_rng(0, "w"))
     assert d.count == e.count and d.mean == pytest.approx(e.mean)
