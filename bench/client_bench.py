@@ -35,22 +35,35 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from replay._client import _drop_prompt_ids  # noqa: E402
-from replay._prompts import BodySpec, PrefixCacheModel, build_body  # noqa: E402
-from traces._io import write_workload  # noqa: E402
+from replay._prompts import BodySpec, ChainEncoder, PrefixCacheModel, build_body  # noqa: E402
+from traces._io import read_workload, write_workload  # noqa: E402
 from traces._materialise import Vocab, build_prompt  # noqa: E402
 from traces._models import Request, Session, WorkloadHeader  # noqa: E402
 
 BS = 16
+GROW = 1_280
+"""Tokens a session turn adds to the history (a tool result and the reply)."""
 STUB = REPO / "bench" / "_stub_server.py"
 
 
-def _workload(path: Path, prompt: int, output: int, sessions: int) -> Path:
-    nblocks = -(-prompt // BS)
+def _workload(path: Path, prompt: int, output: int, sessions: int, turns: int = 1,
+              grow: int = 0) -> Path:
+    """``sessions`` sessions of ``turns`` requests; turn k resends turn k-1's whole
+    prompt plus ``grow`` new tokens (an agent's history), so prompts run from
+    ``prompt`` to ``prompt + (turns - 1) * grow`` tokens."""
+    span = -(-(prompt + turns * grow) // BS)
     out = []
     for s in range(sessions):
-        ids = tuple(range(s * nblocks + 1, (s + 1) * nblocks + 1))
-        out.append(Session(id=f"s{s}", requests=(Request(
-            prompt_tokens=prompt, output_tokens=output, new_block_ids=ids),)))
+        reqs = []
+        prev = 0
+        for k in range(turns):
+            tokens = prompt + k * grow
+            first = prev // BS if k else 0
+            ids = tuple(range(s * span + first + 1, s * span + -(-tokens // BS) + 1))
+            reqs.append(Request(prompt_tokens=tokens, output_tokens=output,
+                                prefix_blocks=first, new_block_ids=ids))
+            prev = tokens
+        out.append(Session(id=f"s{s}", requests=tuple(reqs)))
     write_workload(path, WorkloadHeader(source="bench", block_size=BS), out)
     return path
 
@@ -88,11 +101,13 @@ def _tree(proc: object) -> tuple[float, int]:
 
 
 def _one(tmp: Path, url: str, users: int, prompt: int, output: int, duration: float,
-         warmup: float, workers: int, cores: str) -> dict[str, float]:
+         warmup: float, workers: int, cores: str, turns: int = 1,
+         grow: int = 0) -> dict[str, float]:
     import psutil
 
-    wl = _workload(tmp / f"wl-{prompt}-{output}.jsonl", prompt, output, sessions=64)
-    run = tmp / f"run-{users}-{prompt}-{workers}"
+    wl = _workload(tmp / f"wl-{prompt}-{output}-{turns}.jsonl", prompt, output, sessions=64,
+                   turns=turns, grow=grow)
+    run = tmp / f"run-{users}-{prompt}-{workers}-{turns}"
     shutil.rmtree(run, ignore_errors=True)
     cmd = [*_taskset(cores), sys.executable, "-m", "replay.cli", "run", "--target", url,
            "--workload", str(wl), "--users", str(users), "--duration", str(duration),
@@ -135,6 +150,7 @@ def _one(tmp: Path, url: str, users: int, prompt: int, output: int, duration: fl
 
 
 def _micro(prompt: int, reps: int) -> dict[str, float]:
+    """Mean per-request costs of a fresh prompt (every request a new session)."""
     vocab = Vocab(size=32000)
     nblocks = -(-prompt // BS)
     req = Request(prompt_tokens=prompt, output_tokens=256,
@@ -164,6 +180,27 @@ def _micro(prompt: int, reps: int) -> dict[str, float]:
             "body_ms": t_body / reps * 1e3, "body_kb": len(body) / 1024,
             "echo_parse_ms": t_echo / reps * 1e3, "echo_skip_ms": t_skip / reps * 1e3,
             "echo_kb": len(chunk) / 1024}
+
+
+def _micro_turns(prompt: int, turns: int) -> dict[str, float]:
+    """Mean per-request costs along one session whose turns resend the history:
+    materialise the new blocks, then body and keys from the previous turn's."""
+    path = Path(tempfile.mkdtemp()) / "wl.jsonl"
+    sess = read_workload(_workload(path, prompt, 256, 1, turns, GROW)).sessions[0]
+    vocab = Vocab(size=32000)
+    enc = ChainEncoder(BodySpec(model="m"), PrefixCacheModel(BS))
+    t_build = t_prep = 0.0
+    prev = None
+    for req in sess.requests:
+        t = time.perf_counter()
+        ids = build_prompt(req, BS, vocab, 1, prev, ())
+        t_build += time.perf_counter() - t
+        t = time.perf_counter()
+        enc.prepare(ids, 256)
+        t_prep += time.perf_counter() - t
+        prev = ids
+    shutil.rmtree(path.parent)
+    return {"build_ms": t_build / turns * 1e3, "prep_ms": t_prep / turns * 1e3}
 
 
 def _wait_up(url: str, proc: subprocess.Popen[bytes]) -> None:
@@ -199,6 +236,9 @@ def main() -> None:
               f"{m['hash_ms']:.3f} ms  body {m['body_ms']:.3f} ms ({m['body_kb']:.0f} KiB)  "
               f"first chunk {m['echo_kb']:.0f} KiB: full decode {m['echo_parse_ms']:.3f} ms, "
               f"client path (echo cut) {m['echo_skip_ms']:.3f} ms")
+    m = _micro_turns(100_000, 20)
+    print(f"  prompt 100K-124K, 20 turns resending the history: materialise "
+          f"{m['build_ms']:.3f} ms  body + hash from the previous turn {m['prep_ms']:.3f} ms")
 
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
@@ -208,17 +248,21 @@ def main() -> None:
     try:
         _wait_up(url, stub)
         workers = [int(w) for w in (args.workers or "1,2").split(",")]
-        cases = [(64, 100, 256, 1), (256, 100, 256, 1), (1000, 100, 256, 1),
-                 (64, 100_000, 256, 1)]
-        cases += [(1000, 100, 256, w) for w in workers if w != 1]
+        # (users, prompt, output, workers, turns per session, tokens added per turn)
+        cases = [(64, 100, 256, 1, 1, 0), (256, 100, 256, 1, 1, 0), (1000, 100, 256, 1, 1, 0),
+                 (64, 100_000, 256, 1, 1, 0), (64, 100_000, 256, 1, 20, GROW)]
+        cases += [(1000, 100, 256, w, 1, 0) for w in workers if w != 1]
         print(f"\nagainst bench/_stub_server.py ({args.write_mode} writes, core "
               f"{args.server_core}); client on cores {args.client_cores}; {duration:.0f} s "
               f"measured after {warmup:.0f} s warmup; {os.cpu_count()} CPUs:")
         with tempfile.TemporaryDirectory() as d:
-            for users, prompt, output, w in cases:
+            for users, prompt, output, w, turns, grow in cases:
                 r = _one(Path(d), url, users, prompt, output, duration, warmup, w,
-                         args.client_cores)
-                print(f"  users {users:>5}  prompt {prompt:>7,}  output {output}  workers {w}: "
+                         args.client_cores, turns, grow)
+                shape = (f"prompt {prompt:>7,}" if turns == 1 else
+                         f"prompt {prompt // 1000:>3}K-{(prompt + (turns - 1) * grow) // 1000}K "
+                         f"({turns} turns, history resent)")
+                print(f"  users {users:>5}  {shape}  output {output}  workers {w}: "
                       f"{r['tok_per_cpu_s']:>9,.0f} tok/client-CPU-s  {r['tok_per_s']:>9,.0f} "
                       f"tok/s  lag P99 {r['lag_p99_ms']:6.2f} ms  peak RSS "
                       f"{r['rss_mib']:5.0f} MiB  requests {r['requests']:>6} (ok {r['ok']})")

@@ -27,7 +27,7 @@ import aiohttp
 import numpy as np
 
 from replay._client import StreamOutcome, Timeouts, stream_request
-from replay._prompts import BodySpec, PrefixCacheModel, build_body
+from replay._prompts import BodySpec, ChainEncoder, PrefixCacheModel
 from traces._models import Request, Session, iter_block_ids
 
 __all__ = [
@@ -215,6 +215,7 @@ async def _run_chain(
     prev_prompt: np.ndarray | None = None
     prev_output: Sequence[int] = ()
     wbs = ctx.block_size
+    encoder = ChainEncoder(ctx.spec, ctx.cache)
     for turn in range(start_turn, len(requests)):
         req = requests[turn]
         if prev_prompt is None and req.prefix_blocks:
@@ -227,8 +228,7 @@ async def _run_chain(
         if due_ns >= ctx.issue_end_ns or ctx.stopped:
             return False
         prompt = ctx.build(req, chain.salt, prev_prompt, prev_output)
-        body = build_body(ctx.spec, prompt, req.output_tokens)
-        hashed = ctx.cache.hash_prompt(prompt)
+        body, hashed = encoder.prepare(prompt, req.output_tokens)
         await sleep_until(due_ns)
         if ctx.stopped:
             return False
@@ -354,6 +354,7 @@ async def timestamp_session(
     prev: np.ndarray | None = None
     wbs = ctx.block_size
     pending: list[asyncio.Task[Any]] = []
+    encoder = ChainEncoder(ctx.spec, ctx.cache)
     try:
         for turn, req in enumerate(sess.requests):
             at = (req.arrival_s or 0.0) - origin_s
@@ -361,8 +362,7 @@ async def timestamp_session(
             if due_ns >= ctx.issue_end_ns or ctx.stopped:
                 break
             prompt = ctx.build(req, chain.salt, prev, ())
-            body = build_body(ctx.spec, prompt, req.output_tokens)
-            hashed = ctx.cache.hash_prompt(prompt)
+            body, hashed = encoder.prepare(prompt, req.output_tokens)
             prev = prompt
             await sleep_until(due_ns)
             if ctx.stopped:

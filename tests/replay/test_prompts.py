@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from replay._prompts import BodySpec, PrefixCacheModel, build_body, chat_text
+from replay._prompts import BodySpec, ChainEncoder, PrefixCacheModel, build_body, chat_text
 
 
 def test_completions_body_forces_output_and_streams() -> None:
@@ -85,3 +87,31 @@ def test_scopes_isolate_private_blocks_and_share_the_shared_prefix() -> None:
     assert model.observe(p, 8, "b").expected == 8  # only the two shared blocks
     model.end_scope("a")
     assert model.observe(p, 8, "a").expected == 8
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["extend", "compact", "fresh", "same"]),
+                          st.integers(0, 70)), min_size=1, max_size=8),
+       st.sampled_from([1, 4, 16]))
+def test_chain_encoder_matches_encoding_from_scratch(steps: list, bs: int) -> None:
+    """Whatever the chain does (grow, compact, start over), the incremental body and
+    keys are exactly what encoding and hashing the whole prompt give."""
+    rng = np.random.default_rng(len(steps) * 100 + bs)
+    spec = BodySpec(model="m")
+    enc = ChainEncoder(spec, PrefixCacheModel(bs))
+    prompt = np.zeros(0, dtype=np.int32)
+    for kind, n in steps:
+        new = rng.integers(0, 50_000, size=n).astype(np.int32)
+        if kind == "extend":
+            prompt = np.concatenate([prompt, new])
+        elif kind == "compact":
+            prompt = np.concatenate([prompt[: len(prompt) // 2], new])
+        elif kind == "fresh":
+            prompt = new
+        body, hashed = enc.prepare(prompt, 7)
+        plain = {**orjson.loads(build_body(spec, prompt[:0], 7)), "prompt": prompt.tolist()}
+        assert body == orjson.dumps(plain)
+        assert body == build_body(spec, prompt, 7)
+        again = PrefixCacheModel(bs).hash_prompt(prompt)
+        assert hashed.keys == again.keys and hashed.carry == again.carry
+        assert np.array_equal(hashed.tail, again.tail)
