@@ -2,23 +2,41 @@
 achieved tokens/s, P99 schedule lag and peak RSS, against ``bench/_stub_server.py``
 (near-zero server cost) with the server pinned to one core and the client to another.
 
-    python bench/client_bench.py                 # 64, 256, 1,000 users at 100-token
-                                                 # prompts; 64 users at 100,000 tokens;
-                                                 # 1,000 users with --workers 2
+    python bench/client_bench.py                 # every section below (~3 min)
     python bench/client_bench.py --quick         # shorter runs
-    python bench/client_bench.py --client-cores 1,2,3 --workers 1,2   # scaling
+    python bench/client_bench.py --sections scaling --workers 1,2,4 --scale-cores 0-3
+
+Sections (``--sections``, comma list):
+
+- ``micro``: per-request client costs that grow with the prompt (materialise, hash,
+  encode the body, parse a first chunk that echoes the prompt's ids), and the
+  transport floor: CPU a bare aiohttp loop (no parsing, no records) spends per
+  request with 100-token and 100,000-token bodies.
+- ``saturated``: the stub steps back to back (``--step-ms 0``), so the client is the
+  bottleneck; 64, 256, 1,000 users at 100-token prompts, 64 users at fresh
+  100,000-token prompts and at 100K-124K prompts of 20-turn sessions that resend
+  their history.
+- ``paced``: the stub steps every ``--paced-step-ms`` (a server's decode step), so the
+  client is loaded but not saturated; 100-token prompts against 100K-124K history
+  prompts at the same users: the per-stream token rate the client measures
+  (1/TPOT), the server's true step rate and the achieved tokens/s. A long prompt
+  must not slow the stream (vLLM issue #39963: the throughput of ``vllm bench
+  serve`` collapses at 50K+ contexts from client-side limits).
+- ``scaling``: the same load with ``--workers 1`` on one core and ``--workers N``
+  on ``--scale-cores`` (the stub shares the first of them: it is ~3% busy), so
+  achieved tokens/s shows how far worker processes scale when the server is not
+  the bottleneck.
 
 The client is ``agentreplay run`` in its own process (``taskset``), so its CPU is
 user+sys of every client process (the workers too), sampled with psutil over the
 measured window only (startup and drain left out); tokens are the output tokens
 whose chunks arrived in that window. Peak RSS is the largest client process.
-Also prints the per-request costs that grow with the prompt (materialise, hash,
-encode the body, parse a first chunk that echoes the prompt's ids).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import subprocess
@@ -26,6 +44,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -133,6 +152,7 @@ def _one(tmp: Path, url: str, users: int, prompt: int, output: int, duration: fl
     cpu = float(np.interp(w1, ts, cs) - np.interp(w0, ts, cs))
     tokens = 0
     lags: list[float] = []
+    tpots: list[float] = []
     n_ok = n = 0
     for line in (run / "requests.jsonl").read_bytes().splitlines():
         r = orjson.loads(line)
@@ -143,10 +163,14 @@ def _one(tmp: Path, url: str, users: int, prompt: int, output: int, duration: fl
                 tokens += k
         if r["phase"] == "measure":
             lags.append(r["sent_s"] - r["due_s"])
+            if r["status"] == "ok" and r["output_tokens"] > 1:
+                tpots.append((r["last_token_s"] - r["first_token_s"]) / (r["output_tokens"] - 1))
+    tpot = float(np.mean(tpots)) if tpots else float("nan")
     return {"tokens": tokens, "cpu_s": cpu, "tok_per_cpu_s": tokens / cpu if cpu else 0.0,
             "tok_per_s": tokens / duration, "requests": n, "ok": n_ok,
             "lag_p99_ms": float(np.percentile(lags, 99)) * 1e3 if lags else float("nan"),
-            "rss_mib": peak / 2**20}
+            "rss_mib": peak / 2**20, "tpot_ms": tpot * 1e3,
+            "stream_tok_s": 1.0 / tpot if tpot > 0 else float("nan")}
 
 
 def _micro(prompt: int, reps: int) -> dict[str, float]:
@@ -215,20 +239,83 @@ def _wait_up(url: str, proc: subprocess.Popen[bytes]) -> None:
     raise SystemExit("stub server did not start")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="short runs")
-    ap.add_argument("--duration", type=float, default=None, help="measured seconds per case")
-    ap.add_argument("--server-core", default="0")
-    ap.add_argument("--client-cores", default="1", help="taskset list for the client")
-    ap.add_argument("--workers", default=None,
-                    help="comma list of worker counts for the 1,000-user scaling rows "
-                    "(default 1,2)")
-    ap.add_argument("--write-mode", choices=("batch", "token"), default="batch")
-    args = ap.parse_args()
-    duration = args.duration or (4.0 if args.quick else 10.0)
-    warmup = 2.0
+@contextlib.contextmanager
+def _stub(core: str, write_mode: str, step_ms: float = 0.0) -> Iterator[str]:
+    """A stub server pinned to ``core``; yields its URL."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([*_taskset(core), sys.executable, str(STUB), "--port", str(port),
+                             "--write-mode", write_mode, "--step-ms", str(step_ms)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_up(url, proc)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
+
+def _stub_stats(url: str, reset: bool = False) -> dict[str, object]:
+    if reset:
+        req = urllib.request.Request(f"{url}/stats/reset", data=b"", method="POST")
+        urllib.request.urlopen(req, timeout=5).read()
+        return {}
+    return orjson.loads(urllib.request.urlopen(f"{url}/stats", timeout=5).read())
+
+
+_BARE = r"""
+import asyncio, sys, time
+import aiohttp, uvloop
+url, lanes, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+bodies = [line for line in sys.stdin.buffer.read().split(b"\n") if line]
+
+async def main():
+    async with aiohttp.ClientSession(read_bufsize=1 << 20) as s:
+        async def lane(k):
+            for i in range(k):
+                async with s.post(url, data=bodies[i % len(bodies)]) as r:
+                    async for _ in r.content.iter_any():
+                        pass
+        await asyncio.gather(*[lane(4) for _ in range(lanes)])
+        c0 = time.process_time()
+        await asyncio.gather(*[lane(reps) for _ in range(lanes)])
+        print((time.process_time() - c0) / (lanes * reps))
+
+uvloop.run(main())
+"""
+
+
+def _bare_post(url: str, cores: str, prompt: int, output: int, lanes: int = 16,
+               reps: int = 60) -> float:
+    """Client CPU seconds per request of a bare aiohttp loop that posts a body of
+    ``prompt`` token ids and reads the stream without parsing it: the transport
+    floor under any client's per-request cost."""
+    rng = np.random.default_rng(prompt)
+    spec = BodySpec(model="m", carry_output=False)
+    bodies = b"\n".join(build_body(spec, rng.integers(0, 32000, prompt, dtype=np.int32),
+                                    output) for _ in range(4))
+    out = subprocess.run([*_taskset(cores), sys.executable, "-c", _BARE,
+                          f"{url}/v1/completions", str(lanes), str(reps)],
+                         input=bodies, capture_output=True, check=True)
+    return float(out.stdout.decode().split()[-1])
+
+
+def _shape(prompt: int, turns: int, grow: int) -> str:
+    if turns == 1:
+        return f"prompt {prompt:>7,}"
+    return f"prompt {prompt // 1000:>3}K-{(prompt + (turns - 1) * grow) // 1000}K " \
+           f"({turns} turns, history resent)"
+
+
+def _row(users: int, prompt: int, output: int, w: int, turns: int, grow: int,
+         r: dict[str, float]) -> str:
+    return (f"  users {users:>5}  {_shape(prompt, turns, grow)}  output {output}  workers {w}: "
+            f"{r['tok_per_cpu_s']:>9,.0f} tok/client-CPU-s  {r['tok_per_s']:>9,.0f} tok/s  "
+            f"lag P99 {r['lag_p99_ms']:6.2f} ms  peak RSS {r['rss_mib']:5.0f} MiB  "
+            f"requests {r['requests']:>6} (ok {r['ok']})")
+
+
+def _section_micro(args: argparse.Namespace) -> None:
     print("per-request client costs (mean):")
     for prompt in (100, 100_000):
         m = _micro(prompt, 20 if prompt > 1000 else 200)
@@ -239,36 +326,107 @@ def main() -> None:
     m = _micro_turns(100_000, 20)
     print(f"  prompt 100K-124K, 20 turns resending the history: materialise "
           f"{m['build_ms']:.3f} ms  body + hash from the previous turn {m['prep_ms']:.3f} ms")
+    with _stub(args.server_core, args.write_mode) as url:
+        short = _bare_post(url, args.client_cores, 100, 256)
+        long = _bare_post(url, args.client_cores, 100_000, 256)
+    print(f"  transport floor (bare aiohttp loop, no parsing, 16 lanes, 256-token streams): "
+          f"{short * 1e3:.3f} ms CPU per request at 100-token prompts, {long * 1e3:.3f} ms at "
+          f"100,000 (+{(long - short) * 1e3:.3f} ms to send the body); its per-token rate "
+          f"at 100,000 is {short / long:.0%} of that at 100")
 
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    stub = subprocess.Popen([*_taskset(args.server_core), sys.executable, str(STUB), "--port",
-                             str(port), "--write-mode", args.write_mode],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _wait_up(url, stub)
-        workers = [int(w) for w in (args.workers or "1,2").split(",")]
-        # (users, prompt, output, workers, turns per session, tokens added per turn)
-        cases = [(64, 100, 256, 1, 1, 0), (256, 100, 256, 1, 1, 0), (1000, 100, 256, 1, 1, 0),
-                 (64, 100_000, 256, 1, 1, 0), (64, 100_000, 256, 1, 20, GROW)]
-        cases += [(1000, 100, 256, w, 1, 0) for w in workers if w != 1]
-        print(f"\nagainst bench/_stub_server.py ({args.write_mode} writes, core "
-              f"{args.server_core}); client on cores {args.client_cores}; {duration:.0f} s "
-              f"measured after {warmup:.0f} s warmup; {os.cpu_count()} CPUs:")
-        with tempfile.TemporaryDirectory() as d:
-            for users, prompt, output, w, turns, grow in cases:
-                r = _one(Path(d), url, users, prompt, output, duration, warmup, w,
-                         args.client_cores, turns, grow)
-                shape = (f"prompt {prompt:>7,}" if turns == 1 else
-                         f"prompt {prompt // 1000:>3}K-{(prompt + (turns - 1) * grow) // 1000}K "
-                         f"({turns} turns, history resent)")
-                print(f"  users {users:>5}  {shape}  output {output}  workers {w}: "
-                      f"{r['tok_per_cpu_s']:>9,.0f} tok/client-CPU-s  {r['tok_per_s']:>9,.0f} "
-                      f"tok/s  lag P99 {r['lag_p99_ms']:6.2f} ms  peak RSS "
-                      f"{r['rss_mib']:5.0f} MiB  requests {r['requests']:>6} (ok {r['ok']})")
-    finally:
-        stub.terminate()
-        stub.wait(10)
+
+def _section_saturated(args: argparse.Namespace, tmp: Path) -> dict[str, float]:
+    cases = [(64, 100, 256, 1, 1, 0), (256, 100, 256, 1, 1, 0), (1000, 100, 256, 1, 1, 0),
+             (64, 100_000, 256, 1, 1, 0), (64, 100_000, 256, 1, 20, GROW)]
+    print(f"\nsaturated: bench/_stub_server.py steps back to back ({args.write_mode} writes, "
+          f"core {args.server_core}); client on cores {args.client_cores}; "
+          f"{args.duration:.0f} s measured after {args.warmup:.0f} s warmup; "
+          f"{os.cpu_count()} CPUs:")
+    rates = {}
+    with _stub(args.server_core, args.write_mode) as url:
+        for users, prompt, output, w, turns, grow in cases:
+            r = _one(tmp, url, users, prompt, output, args.duration, args.warmup, w,
+                     args.client_cores, turns, grow)
+            rates[f"{users}-{prompt}-{turns}"] = r["tok_per_cpu_s"]
+            print(_row(users, prompt, output, w, turns, grow, r))
+    short, hist = rates["64-100-1"], rates["64-100000-20"]
+    print(f"  100K-124K history prompts: {hist / short:.0%} of the 100-token tokens per "
+          f"client CPU-second at 64 users")
+    return rates
+
+
+def _section_paced(args: argparse.Namespace, tmp: Path) -> None:
+    step = args.paced_step_ms
+    users = args.paced_users
+    print(f"\npaced: the stub steps every {step:g} ms (true TPOT {step:g} ms, "
+          f"{args.write_mode} writes: one write per stream per step), {users} users:")
+    got = {}
+    for prompt, turns, grow in ((100, 1, 0), (100_000, 20, GROW)):
+        with _stub(args.server_core, args.write_mode, step) as url:
+            _stub_stats(url, reset=True)
+            r = _one(tmp, url, users, prompt, 256, args.duration, args.warmup, 1,
+                     args.client_cores, turns, grow)
+            st = _stub_stats(url)
+        true_step = float(st["mean_step_ms"] or "nan")
+        got[prompt] = r
+        print(f"  {_shape(prompt, turns, grow)}: per-stream {r['stream_tok_s']:7.1f} tok/s "
+              f"(client TPOT {r['tpot_ms']:.3f} ms, server step {true_step:.3f} ms, "
+              f"{(r['tpot_ms'] - true_step) / true_step:+.1%})  achieved {r['tok_per_s']:>8,.0f} "
+              f"tok/s  client CPU {r['cpu_s'] / args.duration:.0%} of a core  "
+              f"lag P99 {r['lag_p99_ms']:6.2f} ms  requests {r['requests']} (ok {r['ok']})")
+    a, b = got[100], got[100_000]
+    print(f"  100K-124K vs 100-token prompts: per-stream rate "
+          f"{b['stream_tok_s'] / a['stream_tok_s']:.3f}x, achieved tok/s "
+          f"{b['tok_per_s'] / a['tok_per_s']:.3f}x (goal: within 10%)")
+
+
+def _section_scaling(args: argparse.Namespace, tmp: Path) -> None:
+    counts = [int(w) for w in args.workers.split(",")]
+    users = args.scale_users
+    print(f"\nscaling: {users} users, 100-token prompts, stub on core {args.scale_server_core} "
+          f"(back-to-back steps, shared with the client there):")
+    base = None
+    with _stub(args.scale_server_core, args.write_mode) as url:
+        for w in counts:
+            cores = args.client_cores if w == 1 else args.scale_cores
+            r = _one(tmp, url, users, 100, 256, args.duration, args.warmup, w, cores)
+            base = base or r["tok_per_s"]
+            print(f"  workers {w} on cores {cores:<5}: {r['tok_per_s']:>9,.0f} tok/s "
+                  f"({r['tok_per_s'] / base:.2f}x)  {r['tok_per_cpu_s']:>9,.0f} "
+                  f"tok/client-CPU-s  lag P99 {r['lag_p99_ms']:6.2f} ms  peak RSS "
+                  f"{r['rss_mib']:4.0f} MiB  requests {r['requests']} (ok {r['ok']})")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="short runs")
+    ap.add_argument("--sections", default="micro,saturated,paced,scaling")
+    ap.add_argument("--duration", type=float, default=None, help="measured seconds per case")
+    ap.add_argument("--server-core", default="0")
+    ap.add_argument("--client-cores", default="1", help="taskset list for the client")
+    ap.add_argument("--write-mode", choices=("batch", "token"), default="batch")
+    ap.add_argument("--paced-step-ms", type=float, default=5.0)
+    ap.add_argument("--paced-users", type=int, default=64)
+    ap.add_argument("--workers", default="1,2", help="worker counts for the scaling section")
+    ap.add_argument("--scale-cores", default="0,1", help="client cores for workers > 1")
+    ap.add_argument("--scale-server-core", default="0")
+    ap.add_argument("--scale-users", type=int, default=256)
+    args = ap.parse_args()
+    args.duration = args.duration or (4.0 if args.quick else 10.0)
+    args.warmup = 2.0
+    sections = args.sections.split(",")
+    unknown = set(sections) - {"micro", "saturated", "paced", "scaling"}
+    if unknown:
+        ap.error(f"unknown section(s): {', '.join(sorted(unknown))}")
+    with tempfile.TemporaryDirectory() as d:
+        if "micro" in sections:
+            _section_micro(args)
+        if "saturated" in sections:
+            _section_saturated(args, Path(d))
+        if "paced" in sections:
+            _section_paced(args, Path(d))
+        if "scaling" in sections:
+            _section_scaling(args, Path(d))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import aiohttp
 import orjson
 
+from replay._connector import StreamingConnector
 from replay._sse import DEFAULT_MAX_LINE_BYTES, SSEError, SSEParser
 
 __all__ = ["StreamOutcome", "Timeouts", "make_session", "stream_request"]
@@ -79,7 +80,7 @@ def make_session(
 ) -> aiohttp.ClientSession:
     """One session per run: a connector sized for the run's lanes (``0`` = no cap)
     instead of aiohttp's silent 100, and no session-wide total timeout."""
-    connector = aiohttp.TCPConnector(
+    connector = StreamingConnector(
         limit=max(0, connections), limit_per_host=0, force_close=False,
         enable_cleanup_closed=False, ttl_dns_cache=None,
     )
