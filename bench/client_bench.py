@@ -23,9 +23,9 @@ Sections (``--sections``, comma list):
   must not slow the stream (vLLM issue #39963: the throughput of ``vllm bench
   serve`` collapses at 50K+ contexts from client-side limits).
 - ``scaling``: the same load with ``--workers 1`` on one core and ``--workers N``
-  on ``--scale-cores`` (the stub shares the first of them: it is ~3% busy), so
-  achieved tokens/s shows how far worker processes scale when the server is not
-  the bottleneck.
+  on ``--scale-cores`` (the stub shares the first of them: it is ~3% busy), in
+  A B B A order ``--scale-repeats`` times, so achieved tokens/s shows how far
+  worker processes scale when the server is not the bottleneck.
 
 The client is ``agentreplay run`` in its own process (``taskset``), so its CPU is
 user+sys of every client process (the workers too), sampled with psutil over the
@@ -383,18 +383,25 @@ def _section_paced(args: argparse.Namespace, tmp: Path) -> None:
 def _section_scaling(args: argparse.Namespace, tmp: Path) -> None:
     counts = [int(w) for w in args.workers.split(",")]
     users = args.scale_users
+    # A B B A (repeated): drift on a shared machine hits both alike
+    order = (counts + counts[::-1]) * args.scale_repeats
     print(f"\nscaling: {users} users, 100-token prompts, stub on core {args.scale_server_core} "
-          f"(back-to-back steps, shared with the client there):")
-    base = None
+          f"(back-to-back steps, shared with the client there); runs in the order "
+          f"{' '.join(map(str, order))}:")
+    rates: dict[int, list[float]] = {w: [] for w in counts}
     with _stub(args.scale_server_core, args.write_mode) as url:
-        for w in counts:
+        for w in order:
             cores = args.client_cores if w == 1 else args.scale_cores
             r = _one(tmp, url, users, 100, 256, args.duration, args.warmup, w, cores)
-            base = base or r["tok_per_s"]
-            print(f"  workers {w} on cores {cores:<5}: {r['tok_per_s']:>9,.0f} tok/s "
-                  f"({r['tok_per_s'] / base:.2f}x)  {r['tok_per_cpu_s']:>9,.0f} "
-                  f"tok/client-CPU-s  lag P99 {r['lag_p99_ms']:6.2f} ms  peak RSS "
-                  f"{r['rss_mib']:4.0f} MiB  requests {r['requests']} (ok {r['ok']})")
+            rates[w].append(r["tok_per_s"])
+            print(f"  workers {w} on cores {cores:<5}: {r['tok_per_s']:>9,.0f} tok/s  "
+                  f"{r['tok_per_cpu_s']:>9,.0f} tok/client-CPU-s  lag P99 "
+                  f"{r['lag_p99_ms']:6.2f} ms  peak RSS {r['rss_mib']:4.0f} MiB  "
+                  f"requests {r['requests']} (ok {r['ok']})")
+    base = float(np.mean(rates[counts[0]]))
+    for w in counts[1:]:
+        print(f"  workers {w} vs {counts[0]}: {float(np.mean(rates[w])) / base:.2f}x achieved "
+              f"tok/s (mean of {len(rates[w])} runs each)")
 
 
 def main() -> None:
@@ -411,6 +418,7 @@ def main() -> None:
     ap.add_argument("--scale-cores", default="0,1", help="client cores for workers > 1")
     ap.add_argument("--scale-server-core", default="0")
     ap.add_argument("--scale-users", type=int, default=256)
+    ap.add_argument("--scale-repeats", type=int, default=2)
     args = ap.parse_args()
     args.duration = args.duration or (4.0 if args.quick else 10.0)
     args.warmup = 2.0
