@@ -255,11 +255,12 @@ def _stub(core: str, write_mode: str, step_ms: float = 0.0) -> Iterator[str]:
         proc.wait(10)
 
 
-def _stub_stats(url: str, reset: bool = False) -> dict[str, object]:
-    if reset:
-        req = urllib.request.Request(f"{url}/stats/reset", data=b"", method="POST")
-        urllib.request.urlopen(req, timeout=5).read()
-        return {}
+def _stub_reset(url: str) -> None:
+    req = urllib.request.Request(f"{url}/stats/reset", data=b"", method="POST")
+    urllib.request.urlopen(req, timeout=5).read()
+
+
+def _stub_stats(url: str) -> dict[str, object]:
     return orjson.loads(urllib.request.urlopen(f"{url}/stats", timeout=5).read())
 
 
@@ -335,7 +336,7 @@ def _section_micro(args: argparse.Namespace) -> None:
           f"at 100,000 is {short / long:.0%} of that at 100")
 
 
-def _section_saturated(args: argparse.Namespace, tmp: Path) -> dict[str, float]:
+def _section_saturated(args: argparse.Namespace, tmp: Path) -> None:
     cases = [(64, 100, 256, 1, 1, 0), (256, 100, 256, 1, 1, 0), (1000, 100, 256, 1, 1, 0),
              (64, 100_000, 256, 1, 1, 0), (64, 100_000, 256, 1, 20, GROW)]
     print(f"\nsaturated: bench/_stub_server.py steps back to back ({args.write_mode} writes, "
@@ -352,7 +353,6 @@ def _section_saturated(args: argparse.Namespace, tmp: Path) -> dict[str, float]:
     short, hist = rates["64-100-1"], rates["64-100000-20"]
     print(f"  100K-124K history prompts: {hist / short:.0%} of the 100-token tokens per "
           f"client CPU-second at 64 users")
-    return rates
 
 
 def _section_paced(args: argparse.Namespace, tmp: Path) -> None:
@@ -363,7 +363,7 @@ def _section_paced(args: argparse.Namespace, tmp: Path) -> None:
     got = {}
     for prompt, turns, grow in ((100, 1, 0), (100_000, 20, GROW)):
         with _stub(args.server_core, args.write_mode, step) as url:
-            _stub_stats(url, reset=True)
+            _stub_reset(url)
             r = _one(tmp, url, users, prompt, 256, args.duration, args.warmup, 1,
                      args.client_cores, turns, grow)
             st = _stub_stats(url)

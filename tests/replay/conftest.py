@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
 from traces._io import write_workload
 from traces._models import Request, Session, Subagent, WorkloadHeader
@@ -67,3 +70,17 @@ def make_workload(
 @pytest.fixture
 def workload(tmp_path: Path) -> Path:
     return make_workload(tmp_path / "wl.jsonl")
+
+
+@asynccontextmanager
+async def serve_app(app: web.Application) -> AsyncIterator[str]:
+    """Serve ``app`` on a free loopback port; yields its base URL."""
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()

@@ -11,6 +11,7 @@ import pytest
 from aiohttp import web
 
 from replay._client import StreamOutcome, Timeouts, make_session, stream_request
+from tests.replay.conftest import serve_app
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -137,15 +138,8 @@ async def _with_server(fn: Callable[[str], Awaitable[None]]) -> None:
     app = web.Application()
     for path, handler in ROUTES.items():
         app.router.add_post(path, handler)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        await fn(f"http://127.0.0.1:{port}")
-    finally:
-        await runner.cleanup()
+    async with serve_app(app) as base:
+        await fn(base)
 
 
 def _run(path: str, timeouts: Timeouts | None = None, max_line: int = 1 << 20) -> StreamOutcome:

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from replay import _connector
 from replay._client import StreamOutcome, Timeouts, make_session, stream_request
+from tests.replay.conftest import serve_app
 
 EVENTS = 3000
 
@@ -34,15 +35,8 @@ async def _many(request: web.Request) -> web.StreamResponse:
 async def _with_server(fn: Callable[[str], Awaitable[None]]) -> None:
     app = web.Application()
     app.router.add_post("/v1/completions", _many)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        await fn(f"http://127.0.0.1:{port}/v1/completions")
-    finally:
-        await runner.cleanup()
+    async with serve_app(app) as base:
+        await fn(f"{base}/v1/completions")
 
 
 def test_the_installed_aiohttp_gets_the_fast_path() -> None:

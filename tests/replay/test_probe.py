@@ -15,7 +15,7 @@ from replay._config import RunConfig
 from replay._probe import connect_url, find_key, public_target
 from replay._run import run_load
 from replay.errors import ConfigError
-from tests.replay.conftest import make_workload
+from tests.replay.conftest import make_workload, serve_app
 
 SEEN: list[dict[str, object]] = []
 
@@ -45,15 +45,8 @@ async def _with_bare(fn: Callable[[str], Awaitable[None]]) -> None:
     app = web.Application()
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/completions", completions)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        await fn(f"http://127.0.0.1:{port}")
-    finally:
-        await runner.cleanup()
+    async with serve_app(app) as base:
+        await fn(base)
 
 
 def test_no_vocab_anywhere_fails_fast(tmp_path: Path) -> None:
