@@ -1,7 +1,7 @@
 """Reading results: schema, metrics, comparison, capacity, reports. Pure computation."""
 
 from analysis._capacity import CapacityRow, capacity_table, meets_tier
-from analysis._compare import HEADLINE, Comparison, Level, Ratio, compare_runs
+from analysis._comparison import HEADLINE, Comparison, Level, Ratio, compare_runs
 from analysis._errors import FairnessError, ResultError
 from analysis._export import CSV_COLUMNS, requests_csv
 from analysis._fairness import (

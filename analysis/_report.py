@@ -18,7 +18,7 @@ import jinja2
 import numpy as np
 import orjson
 
-from analysis._compare import HEADLINE, Comparison, Ratio
+from analysis._comparison import HEADLINE, Comparison, Ratio
 from analysis._fairness import FairnessVerdict
 from analysis._metrics import RunSummary
 from analysis._read import RunData

@@ -1,15 +1,15 @@
 """Everything that touches a server or a clock: client, lanes, runs, probes, CLI."""
 
-from replay._client import StreamOutcome, Timeouts, make_session, stream_request
-from replay._config import RunConfig
-from replay._live import LiveStats, LiveView
-from replay._metrics import MetricsPoller, parse_prometheus
-from replay._probe import ServerFacts, probe_server
-from replay._prompts import BodySpec, PrefixCacheModel, build_body
-from replay._run import run_load, run_load_sync
-from replay._sse import SSEError, SSEEvent, SSEParser
 from replay._version import __version__
+from replay.client._bodies import BodySpec, PrefixCacheModel, build_body
+from replay.client._poller import MetricsPoller, parse_prometheus
+from replay.client._probe import ServerFacts, probe_server
+from replay.client._sse import SSEError, SSEEvent, SSEParser
+from replay.client._stream import StreamOutcome, Timeouts, make_session, stream_request
 from replay.errors import ConfigError, TargetError, UserError
+from replay.load._live import LiveStats, LiveView
+from replay.load._phases import run_load, run_load_sync
+from replay.load._settings import RunConfig
 
 __all__ = [
     "BodySpec",

@@ -27,8 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from replay.errors import ConfigError
 from replay.sim._engine import Engine, SimRequest, StepResult
 from replay.sim._faults import FaultKind, FaultSpec
-from replay.sim._metrics import ITL_BUCKETS, TTFT_BUCKETS, Histogram, render_metrics
 from replay.sim._profile import Backend, SimProfile, load_profile
+from replay.sim._prometheus import ITL_BUCKETS, TTFT_BUCKETS, Histogram, render_metrics
 from replay.sim._protocol import ChatRequest, CompletionRequest, error_body, usage
 from replay.sim._tokenizer import SimTokenizer
 from replay.sim._truth import TruthRecord

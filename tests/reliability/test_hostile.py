@@ -16,9 +16,9 @@ import pytest
 from aiohttp import web
 
 from analysis import read_run
-from replay._client import StreamOutcome, Timeouts, make_session, stream_request
-from replay._metrics import MetricsPoller
-from replay._run import run_load
+from replay.client._poller import MetricsPoller
+from replay.client._stream import StreamOutcome, Timeouts, make_session, stream_request
+from replay.load._phases import run_load
 from tests.reliability.conftest import cfg, manifest, records
 from tests.replay.conftest import make_workload
 

@@ -10,7 +10,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from replay._client import StreamOutcome, Timeouts, make_session, stream_request
+from replay.client._stream import StreamOutcome, Timeouts, make_session, stream_request
 from tests.replay.conftest import serve_app
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -264,7 +264,7 @@ def test_every_aiohttp_client_error_is_mapped() -> None:
     """No aiohttp exception falls through to the catch-all ``internal`` kind."""
     import aiohttp
 
-    from replay._client import _classify
+    from replay.client._stream import _classify
 
     kinds = {}
     for cls in _subclasses(aiohttp.ClientError) | {aiohttp.ClientError}:

@@ -10,8 +10,8 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from replay import _connector
-from replay._client import StreamOutcome, Timeouts, make_session, stream_request
+from replay.client import _connector
+from replay.client._stream import StreamOutcome, Timeouts, make_session, stream_request
 from tests.replay.conftest import serve_app
 
 EVENTS = 3000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from replay._metrics import parse_prometheus
+from replay.client._poller import parse_prometheus
 
 TEXT = """# HELP vllm:prefix_cache_hits_total Prefix cache hits, in tokens.
 # TYPE vllm:prefix_cache_hits_total counter

@@ -11,10 +11,10 @@ import pytest
 from aiohttp import web
 
 from analysis._schema import RunManifest
-from replay._config import RunConfig
-from replay._probe import connect_url, find_key, public_target
-from replay._run import run_load
+from replay.client._probe import connect_url, find_key, public_target
 from replay.errors import ConfigError
+from replay.load._phases import run_load
+from replay.load._settings import RunConfig
 from tests.replay.conftest import make_workload, serve_app
 
 SEEN: list[dict[str, object]] = []

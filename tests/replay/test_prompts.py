@@ -7,7 +7,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replay._prompts import BodySpec, ChainEncoder, PrefixCacheModel, build_body, chat_text
+from replay.client._bodies import BodySpec, ChainEncoder, PrefixCacheModel, build_body, chat_text
 
 
 def test_completions_body_forces_output_and_streams() -> None:

@@ -12,10 +12,10 @@ import orjson
 import pytest
 
 from analysis._schema import MetricSample, RequestRecord, RunManifest
-from replay._config import RunConfig
-from replay._lanes import open_plan
-from replay._run import run_load, run_load_sync
 from replay.errors import ConfigError, TargetError
+from replay.load._lanes import open_plan
+from replay.load._phases import run_load, run_load_sync
+from replay.load._settings import RunConfig
 from replay.sim import SimConfig, SimServer, SimServerProcess, TruthRecord, load_profile
 from tests.replay.conftest import make_workload
 

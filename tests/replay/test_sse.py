@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from replay._sse import SSEError, SSEParser
+from replay.client._sse import SSEError, SSEParser
 
 STREAM = (
     b": keep-alive comment\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from replay._sse import SSEError, SSEParser
+from replay.client._sse import SSEError, SSEParser
 from traces._materialise import Vocab, block_tokens, build_prompt
 from traces._models import Request
 

@@ -15,10 +15,10 @@ import orjson
 import pytest
 
 from analysis._schema import RequestRecord, RunManifest
-from replay._config import RunConfig
-from replay._run import run_load_sync
-from replay._workers import split_users
 from replay.errors import ConfigError
+from replay.load._phases import run_load_sync
+from replay.load._settings import RunConfig
+from replay.load._workers import split_users
 from replay.sim import SimServerProcess, load_profile
 from tests.replay.conftest import make_workload
 
@@ -110,7 +110,7 @@ def test_ray_replays_the_same_requests(sim: tuple[str, Path], single: Counter,
 def test_ray_missing_is_a_user_error(monkeypatch: pytest.MonkeyPatch) -> None:
     import builtins
 
-    from replay import _ray
+    from replay.load import _ray
 
     real = builtins.__import__
 

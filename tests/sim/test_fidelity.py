@@ -32,7 +32,7 @@ MESSAGES = [{"role": "system", "content": "You are terse."},
 # Keys the simulator adds on purpose (documented in replay/sim/_server.py server_info).
 SIM_ONLY_INFO = {"simulated", "sim_profile", "time_scale",
                  "vllm_config.model_config.hf_config.vocab_size", "vllm_config.device_config.gpu"}
-# Every /server_info path the client (replay/_probe.py) and analysis/_fairness.py read.
+# Every /server_info path the client (replay/client/_probe.py) and analysis/_fairness.py read.
 READ_PATHS = [
     "vllm_config.model_config.max_model_len", "vllm_config.model_config.served_model_name",
     "vllm_config.model_config.dtype", "vllm_config.parallel_config.tensor_parallel_size",

@@ -17,8 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from replay._launch import LaunchedArm, group_members, launch_arm, plan_arms, resolve_vllm_launcher
-from replay._launch_process import port_is_free
+from replay.launch._launcher import (
+    LaunchedArm,
+    group_members,
+    launch_arm,
+    plan_arms,
+    resolve_vllm_launcher,
+)
+from replay.launch._vllm_process import port_is_free
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_SERVER = Path(__file__).with_name("fake_vllm_server.py")

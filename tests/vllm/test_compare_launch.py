@@ -16,7 +16,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from replay._launch import LaunchedArm, group_members, launch_arm, plan_arms, resolve_vllm_launcher
+from replay.launch._launcher import (
+    LaunchedArm,
+    group_members,
+    launch_arm,
+    plan_arms,
+    resolve_vllm_launcher,
+)
 from tests.vllm.conftest import CPU_ENV, SERVED_NAME, STARTUP_TIMEOUT_S, free_port
 from traces import Request, Session, WorkloadHeader, write_workload
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from replay._launch import (
+from replay.errors import TargetError
+from replay.launch._launcher import (
     LaunchMode,
     fetch_server_info,
     group_members,
@@ -21,7 +22,6 @@ from replay._launch import (
     launch_arms,
     plan_arms,
 )
-from replay.errors import TargetError
 from tests.vllm.conftest import fake_launcher, free_port, free_port_run
 
 
@@ -142,11 +142,13 @@ def _leftover_fakes() -> list[int]:
 
 
 def test_cli_launch_serves_until_ctrl_c_then_stops(tmp_path: Path, monkeypatch, capsys) -> None:
-    import replay._launch
-    import replay.cli._launch as cli_launch
+    import replay.cli._cmd_launch as cli_launch
+    import replay.launch._launcher
     from replay.cli import main
 
-    monkeypatch.setattr(replay._launch, "resolve_vllm_launcher", lambda py: fake_launcher())
+    monkeypatch.setattr(
+        replay.launch._launcher, "resolve_vllm_launcher", lambda py: fake_launcher()
+    )
     seen: list[dict] = []
 
     def ctrl_c() -> None:  # the serve loop's first tick: look, then "press" ^C
@@ -169,7 +171,7 @@ def test_cli_launch_serves_until_ctrl_c_then_stops(tmp_path: Path, monkeypatch, 
 
 
 def test_second_ctrl_c_while_stopping_kills_at_once(tmp_path: Path, monkeypatch) -> None:
-    from replay._launch_process import ServerProcess
+    from replay.launch._vllm_process import ServerProcess
 
     real_stop = ServerProcess.stop
     graces: list[float] = []

@@ -7,7 +7,9 @@ import shlex
 
 import pytest
 
-from replay._launch import (
+from replay.cli import main
+from replay.errors import ConfigError
+from replay.launch._launcher import (
     API_SERVER_MODULE,
     LaunchMode,
     build_command,
@@ -16,8 +18,6 @@ from replay._launch import (
     plan_arms,
     resolve_vllm_launcher,
 )
-from replay.cli import main
-from replay.errors import ConfigError
 
 PY = ("/opt/venv/bin/python", "-m", API_SERVER_MODULE)
 BACKENDS = ["auto", "latency_specialized"]

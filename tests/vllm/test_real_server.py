@@ -11,7 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from replay._launch import (
+from replay.errors import TargetError
+from replay.launch._launcher import (
     LaunchedArm,
     check_server_info,
     fetch_server_info,
@@ -19,7 +20,6 @@ from replay._launch import (
     plan_arms,
     resolve_vllm_launcher,
 )
-from replay.errors import TargetError
 from tests.vllm.conftest import CPU_ARGS, CPU_ENV, MAX_MODEL_LEN, SERVED_NAME, free_port
 
 pytestmark = pytest.mark.vllm

@@ -20,10 +20,10 @@ import numpy as np
 import orjson
 import pytest
 
-from replay._config import RunConfig
-from replay._launch import LaunchedArm
-from replay._metrics import parse_prometheus
-from replay._run import run_load_sync
+from replay.client._poller import parse_prometheus
+from replay.launch._launcher import LaunchedArm
+from replay.load._phases import run_load_sync
+from replay.load._settings import RunConfig
 from traces import Request, Session, Vocab, WorkloadHeader, build_prompt, write_workload
 
 pytestmark = pytest.mark.vllm

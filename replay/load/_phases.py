@@ -28,9 +28,13 @@ import aiohttp
 import numpy as np
 
 from analysis._schema import ClockInfo, HostInfo, RunManifest, WorkloadRef
-from replay._client import Timeouts, make_session
-from replay._config import RunConfig
-from replay._lanes import (
+from replay._version import __version__
+from replay.client._bodies import BodySpec, PrefixCacheModel
+from replay.client._poller import MetricsPoller
+from replay.client._probe import ServerFacts, connect_url, probe_server, public_target
+from replay.client._stream import Timeouts, make_session
+from replay.errors import ConfigError, TargetError
+from replay.load._lanes import (
     LaneContext,
     PromptBuilder,
     closed_user,
@@ -38,13 +42,9 @@ from replay._lanes import (
     open_plan,
     timestamp_session,
 )
-from replay._live import LiveStats, LiveView
-from replay._metrics import MetricsPoller
-from replay._probe import ServerFacts, connect_url, probe_server, public_target
-from replay._prompts import BodySpec, PrefixCacheModel
-from replay._records import RunWriter, close_manifest, iso_utc
-from replay._version import __version__
-from replay.errors import ConfigError, TargetError
+from replay.load._live import LiveStats, LiveView
+from replay.load._settings import RunConfig
+from replay.load._writer import RunWriter, close_manifest, iso_utc
 from traces._io import iter_sessions, read_header
 from traces._models import Request, Session, WorkloadHeader
 
@@ -180,7 +180,7 @@ async def run_load(
         ctx = make_context(config, session, root, headers, facts.model, build,
                            header.block_size, facts.block_size, t0_ns, on_record, run_id[:8])
         if config.workers > 1 or config.ray is not None:
-            from replay._workers import run_workers
+            from replay.load._workers import run_workers
 
             manifest.workers = config.workers
             await run_workers(config, path, manifest, writer, stats, session, root, headers,

@@ -1,6 +1,6 @@
 """``--ray ADDRESS|auto|local``: the run's workers as Ray actors (``agentreplay[ray]``).
 
-Each actor runs :func:`replay._workers.run_plan` on its own event loop and keeps
+Each actor runs :func:`replay.load._workers.run_plan` on its own event loop and keeps
 finished records (serialised) until the driver takes them, every ``_POLL_S``;
 the driver writes them into the one run directory. Actors may run on other
 hosts, so each gets the run's origin on the wall clock corrected by its
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from replay.errors import ConfigError
 
 if TYPE_CHECKING:
-    from replay._workers import WorkerPlan, _Tally
+    from replay.load._workers import WorkerPlan, _Tally
 
 __all__ = ["RayPool"]
 
@@ -47,7 +47,7 @@ class _Actor:
         return time.time_ns()
 
     async def run(self, plan: WorkerPlan) -> dict[str, object]:
-        from replay._workers import run_plan
+        from replay.load._workers import run_plan
 
         self.stop = asyncio.Event()
 
@@ -68,7 +68,7 @@ class _Actor:
 
 
 class RayPool:
-    """Ray actors driven like :class:`replay._workers._LocalPool`."""
+    """Ray actors driven like :class:`replay.load._workers._LocalPool`."""
 
     def __init__(self, ray: Any, actors: list[Any], plans: Sequence[WorkerPlan],
                  tally: _Tally) -> None:

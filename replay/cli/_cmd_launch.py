@@ -63,7 +63,7 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from replay._launch import (
+    from replay.launch._launcher import (
         DEFAULT_STARTUP_TIMEOUT_S,
         LaunchMode,
         format_command,

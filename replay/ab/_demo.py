@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from replay._compare import CompareOptions, CompareResult, Live, compare_arms
+from replay.ab._driver import CompareOptions, CompareResult, Live, compare_arms
 
 __all__ = ["DEMO_PROFILE", "DemoSettings", "demo_settings", "run_demo"]
 

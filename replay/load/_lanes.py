@@ -26,8 +26,8 @@ from typing import Any
 import aiohttp
 import numpy as np
 
-from replay._client import StreamOutcome, Timeouts, stream_request
-from replay._prompts import BodySpec, ChainEncoder, PrefixCacheModel
+from replay.client._bodies import BodySpec, ChainEncoder, PrefixCacheModel
+from replay.client._stream import StreamOutcome, Timeouts, stream_request
 from traces._models import Request, Session, iter_block_ids
 
 __all__ = [

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from replay._launch_process import ServerProcess, group_members, port_is_free
-from replay._launch_spec import (
+from replay.errors import TargetError
+from replay.launch._spec import (
     API_SERVER_MODULE,
     LaunchMode,
     VllmArmSpec,
@@ -35,7 +35,7 @@ from replay._launch_spec import (
     plan_arms,
     resolve_vllm_launcher,
 )
-from replay.errors import TargetError
+from replay.launch._vllm_process import ServerProcess, group_members, port_is_free
 
 __all__ = [
     "API_SERVER_MODULE",

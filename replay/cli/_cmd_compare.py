@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from replay._compare import CompareResult
+    from replay.ab._driver import CompareResult
 
 __all__ = ["register"]
 
@@ -91,7 +91,7 @@ def _levels(text: str) -> tuple[int, ...]:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from replay._compare import CompareOptions, compare_arms, compare_launched
+    from replay.ab._driver import CompareOptions, compare_arms, compare_launched
     from replay.errors import ConfigError
 
     if args.repeats < 1:
@@ -146,6 +146,6 @@ def _print(result: CompareResult) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from replay._demo import run_demo
+    from replay.ab._demo import run_demo
 
     return _print(run_demo(args.out, quick=args.quick, live=_live(args)))

@@ -57,9 +57,9 @@ def _main(args: argparse.Namespace) -> int:
 
     from pydantic import ValidationError
 
-    from replay._config import RunConfig
-    from replay._run import event_loop_factory, run_load
     from replay.errors import ConfigError
+    from replay.load._phases import event_loop_factory, run_load
+    from replay.load._settings import RunConfig
 
     try:
         config = RunConfig(

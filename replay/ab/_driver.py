@@ -1,7 +1,7 @@
 """An A/B comparison end to end: fairness preflight, interleaved runs, resume, report.
 
 :func:`compare_arms` drives servers that are already up (one URL per arm);
-:func:`compare_launched` starts vLLM arms itself with :mod:`replay._launch`
+:func:`compare_launched` starts vLLM arms itself with :mod:`replay.launch._launcher`
 (sequential or side by side) and always stops them. Both write into one
 directory::
 
@@ -32,12 +32,12 @@ import orjson
 
 from analysis._fairness import FairnessVerdict, judge_fairness
 from analysis._schema import ClockInfo, LoadSettings, RunManifest, WorkloadRef
-from replay._client import make_session
-from replay._config import RunConfig
-from replay._plan import PlannedRun, is_run_complete, plan_runs, plan_runs_by_arm
-from replay._probe import ServerFacts, connect_url, probe_server
-from replay._run import run_load_sync
+from replay.ab._order import PlannedRun, is_run_complete, plan_runs, plan_runs_by_arm
+from replay.client._probe import ServerFacts, connect_url, probe_server
+from replay.client._stream import make_session
 from replay.errors import ConfigError
+from replay.load._phases import run_load_sync
+from replay.load._settings import RunConfig
 from traces._io import read_header
 
 __all__ = ["CompareOptions", "CompareResult", "compare_arms", "compare_launched",
@@ -306,7 +306,7 @@ def compare_launched(model: str, arms: Sequence[str], workload: str | os.PathLik
     each arm is checked against the first one launched before its load (fairness
     preflight). Side by side: all at once on disjoint GPUs, ``plan_runs`` order.
     """
-    from replay._launch import (
+    from replay.launch._launcher import (
         DEFAULT_STARTUP_TIMEOUT_S,
         LaunchMode,
         arm_log_path,

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 import aiohttp
 import orjson
 
-from replay._connector import StreamingConnector
-from replay._sse import DEFAULT_MAX_LINE_BYTES, SSEError, SSEParser
+from replay.client._connector import StreamingConnector
+from replay.client._sse import DEFAULT_MAX_LINE_BYTES, SSEError, SSEParser
 
 __all__ = ["StreamOutcome", "Timeouts", "make_session", "stream_request"]
 

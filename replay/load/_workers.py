@@ -1,6 +1,6 @@
 """Scale-out: one run's users split across worker processes (``--workers N``).
 
-The driver (the process that ran :func:`replay._run.run_load`) probes the server,
+The driver (the process that ran :func:`replay.load._phases.run_load`) probes the server,
 writes the manifest and owns the run directory; each worker runs its share of
 the users on its own event loop and sends finished records back, already
 serialised, in small batches (every ``_FLUSH_S``). The driver appends them to
@@ -13,7 +13,7 @@ one-process run. Each worker has its own prefix-cache model, so the expected
 reuse of the *shared* prefix is counted once per worker instead of once per run.
 
 Clocks: local workers share the host's monotonic clock, so they use the
-driver's origin as is. Ray workers (:mod:`replay._ray`) may sit on other hosts:
+driver's origin as is. Ray workers (:mod:`replay.load._ray`) may sit on other hosts:
 their origin is the driver's wall-clock origin corrected by the skew measured
 with a round trip, and durations stay local (monotonic). A worker that dies is
 reported in the manifest's warnings with the users it carried.
@@ -35,18 +35,18 @@ from typing import TYPE_CHECKING, Any, Literal
 import orjson
 
 from analysis._schema import ClockInfo
-from replay._client import make_session
-from replay._config import RunConfig
-from replay._live import LiveStats, LiveView
-from replay._metrics import MetricsPoller
-from replay._records import close_manifest, iso_utc
+from replay.client._poller import MetricsPoller
+from replay.client._stream import make_session
 from replay.errors import ConfigError
+from replay.load._live import LiveStats, LiveView
+from replay.load._settings import RunConfig
+from replay.load._writer import close_manifest, iso_utc
 from traces._io import iter_sessions
 
 if TYPE_CHECKING:
     from analysis._schema import RunManifest
-    from replay._probe import ServerFacts
-    from replay._records import RunWriter
+    from replay.client._probe import ServerFacts
+    from replay.load._writer import RunWriter
 
 __all__ = ["WorkerPlan", "run_plan", "run_workers", "split_users"]
 
@@ -99,7 +99,13 @@ def _origin(plan: WorkerPlan) -> int:
 async def run_plan(plan: WorkerPlan, emit: Emit, stop: asyncio.Event) -> dict[str, object]:
     """Run one worker's users through warmup, window and drain; records go to ``emit``.
     Returns ``{"interrupted": bool, "crash": str | None, "records": int}``."""
-    from replay._run import _default_builder, _start_lanes, _stop_all, _wait_phases, make_context
+    from replay.load._phases import (
+        _default_builder,
+        _start_lanes,
+        _stop_all,
+        _wait_phases,
+        make_context,
+    )
 
     config = RunConfig.model_validate_json(plan.config_json)
     sessions = list(iter_sessions(plan.workload))
@@ -150,8 +156,8 @@ async def run_plan(plan: WorkerPlan, emit: Emit, stop: asyncio.Event) -> dict[st
 def _process_main(plan: WorkerPlan, conn: Connection, control: Connection) -> None:
     """Entry point of a worker process: says ``READY`` once imported, waits for the
     driver's ``go`` (the run's origin), runs; the driver handles Ctrl-C and sends ``stop``."""
-    import replay._run  # noqa: F401  (the import cost is paid before the origin is set)
-    from replay._run import event_loop_factory
+    import replay.load._phases  # noqa: F401  (the import cost is paid before the origin is set)
+    from replay.load._phases import event_loop_factory
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn.send_bytes(b"READY")
@@ -344,7 +350,7 @@ async def run_workers(
     ]
     tally = _Tally(writer, stats, busy=[0] * len(plans), lanes=[0] * len(plans))
     if config.ray is not None:
-        from replay._ray import RayPool
+        from replay.load._ray import RayPool
 
         pool: Any = await RayPool.create(config.ray, plans, tally)
     else:

@@ -1,0 +1,1 @@
+"""A/B comparisons: run order, preflight, resumable state, the demo."""

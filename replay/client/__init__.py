@@ -1,0 +1,1 @@
+"""One request: HTTP session and connector, request bodies, SSE parsing, server probes."""

@@ -1,0 +1,1 @@
+"""Starting and watching vLLM servers: specs, processes, health."""

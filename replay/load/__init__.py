@@ -1,0 +1,1 @@
+"""One run: settings, user lanes, run phases, executors, records writer, live view."""
