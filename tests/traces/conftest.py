@@ -1,4 +1,4 @@
-"""Shared fixtures: where the real traces live, small workloads to corrupt."""
+"""Shared fixtures: where the trace samples live (tests/fixtures/traces, in the repo)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-SHARED_TRACES = Path(__file__).parents[2].parent / "shared" / "traces"
+SAMPLE_TRACES = Path(__file__).parents[1] / "fixtures" / "traces"
 
 
 @pytest.fixture(scope="session")
-def shared_traces() -> Path:
-    if not SHARED_TRACES.is_dir():
-        pytest.fail(f"real traces missing at {SHARED_TRACES}: shared/ sits beside the checkout")
-    return SHARED_TRACES
+def sample_traces() -> Path:
+    if not SAMPLE_TRACES.is_dir():
+        pytest.fail(f"trace samples missing at {SAMPLE_TRACES}")
+    return SAMPLE_TRACES

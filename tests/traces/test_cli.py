@@ -33,13 +33,13 @@ def test_generate_validate_inspect(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "prefix reuse" in capsys.readouterr().out
 
 
-def test_import_each_format(shared_traces: Path, tmp_path: Path,
+def test_import_each_format(sample_traces: Path, tmp_path: Path,
                             capsys: pytest.CaptureFixture[str]) -> None:
     cases = {
-        "weka": shared_traces / "weka",
-        "mooncake": shared_traces / "mooncake" / "synthetic_trace.jsonl",
-        "azure": shared_traces / "azure" / "AzureLLMInferenceTrace_code.csv",
-        "tracelab": shared_traces / "tracelab" / "round_trace.jsonl",
+        "weka": sample_traces / "weka",
+        "mooncake": sample_traces / "mooncake" / "synthetic_trace.jsonl",
+        "azure": sample_traces / "azure" / "AzureLLMInferenceTrace_code.csv",
+        "tracelab": sample_traces / "tracelab" / "round_trace.jsonl",
     }
     for fmt, path in cases.items():
         out = tmp_path / f"{fmt}.jsonl"

@@ -93,25 +93,25 @@ def _consume(load: Callable[[Path], Any], path: Path) -> None:
         pass
 
 
-def _small_weka(shared_traces: Path) -> dict[str, Any]:
-    return json.loads((shared_traces / "weka" / "trace_0103.json").read_text())
+def _small_weka(sample_traces: Path) -> dict[str, Any]:
+    return json.loads((sample_traces / "weka" / "trace_0103.json").read_text())
 
 
-def _weka_with_subagent(shared_traces: Path) -> dict[str, Any]:
-    obj = json.loads((shared_traces / "weka" / "trace_0277.json").read_text())
+def _weka_with_subagent(sample_traces: Path) -> dict[str, Any]:
+    obj = json.loads((sample_traces / "weka" / "trace_0277.json").read_text())
     obj["requests"] = obj["requests"][:2]  # one request and its subagent
     obj["requests"][1]["requests"] = obj["requests"][1]["requests"][:2]
     return obj
 
 
 @pytest.fixture(scope="module")
-def samples(shared_traces: Path) -> dict[str, Any]:
-    mooncake = (shared_traces / "mooncake" / "conversation_trace.jsonl").read_text()
-    azure = (shared_traces / "azure" / "AzureLLMInferenceTrace_code.csv").read_text()
-    tracelab = (shared_traces / "tracelab" / "round_trace.jsonl").read_text()
+def samples(sample_traces: Path) -> dict[str, Any]:
+    mooncake = (sample_traces / "mooncake" / "conversation_trace.jsonl").read_text()
+    azure = (sample_traces / "azure" / "AzureLLMInferenceTrace_code.csv").read_text()
+    tracelab = (sample_traces / "tracelab" / "round_trace.jsonl").read_text()
     return {
-        "weka": _small_weka(shared_traces),
-        "weka_sub": _weka_with_subagent(shared_traces),
+        "weka": _small_weka(sample_traces),
+        "weka_sub": _weka_with_subagent(sample_traces),
         "mooncake": [json.loads(x) for x in mooncake.splitlines()[:4]],
         "azure": "\n".join(azure.splitlines()[:5]) + "\n",
         "tracelab": [json.loads(x) for x in tracelab.splitlines()[:3]],

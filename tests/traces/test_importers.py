@@ -1,4 +1,4 @@
-"""Importers against the real traces in shared/traces: counts match the files.
+"""Importers against the real trace samples (tests/fixtures/traces): counts match the files.
 
 The expected counts are computed here with plain json/csv parsing, independently
 of the importers.
@@ -62,9 +62,9 @@ def _weka_truth(files: list[Path]) -> tuple[int, int, int, int, int]:
     return len(files), n_req, prompt, output, subagents
 
 
-def test_weka_counts_match(shared_traces: Path, tmp_path: Path) -> None:
-    files = sorted((shared_traces / "weka").glob("*.json"))
-    imported = import_weka(shared_traces / "weka")
+def test_weka_counts_match(sample_traces: Path, tmp_path: Path) -> None:
+    files = sorted((sample_traces / "weka").glob("*.json"))
+    imported = import_weka(sample_traces / "weka")
     sessions = list(imported.sessions)
     reqs = _all_requests(sessions)
     n_sub = sum(len(r.subagents) for r in reqs)
@@ -80,9 +80,9 @@ def test_weka_counts_match(shared_traces: Path, tmp_path: Path) -> None:
     assert list(iter_sessions(tmp_path / "w.jsonl")) == sessions
 
 
-def test_weka_local_ids_become_global_per_session(shared_traces: Path) -> None:
-    files = sorted((shared_traces / "weka").glob("*.json"))
-    sessions = list(import_weka(shared_traces / "weka").sessions)
+def test_weka_local_ids_become_global_per_session(sample_traces: Path) -> None:
+    files = sorted((sample_traces / "weka").glob("*.json"))
+    sessions = list(import_weka(sample_traces / "weka").sessions)
     ids_per_session = []
     for s, f in zip(sessions, files, strict=True):
         raw = json.loads(f.read_text())
@@ -107,17 +107,17 @@ def test_weka_local_ids_become_global_per_session(shared_traces: Path) -> None:
             assert not a & b  # session-local scope: no accidental sharing
 
 
-def test_weka_max_context_compacts_and_counts(shared_traces: Path) -> None:
-    limit = 131_072
-    imported = import_weka(shared_traces / "weka", max_context=limit)
+def test_weka_max_context_compacts_and_counts(sample_traces: Path) -> None:
+    limit = 65_536
+    imported = import_weka(sample_traces / "weka", max_context=limit)
     sessions = list(imported.sessions)
     reqs = _all_requests(sessions)
-    _, n_req, _, _, _ = _weka_truth(sorted((shared_traces / "weka").glob("*.json")))
+    _, n_req, _, _, _ = _weka_truth(sorted((sample_traces / "weka").glob("*.json")))
     assert len(reqs) == n_req  # nothing dropped
     assert all(r.prompt_tokens + r.output_tokens <= limit for r in reqs)
     params = imported.header().params
     over = 0
-    for f in sorted((shared_traces / "weka").glob("*.json")):
+    for f in sorted((sample_traces / "weka").glob("*.json")):
         def walk(rs: list[dict]) -> int:
             return sum(walk(r["requests"]) if r.get("type") == "subagent"
                        else r["in"] + r["out"] > limit for r in rs)
@@ -131,8 +131,8 @@ def test_weka_max_context_compacts_and_counts(shared_traces: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["conversation_trace.jsonl", "synthetic_trace.jsonl"])
-def test_mooncake_counts_and_arrivals(shared_traces: Path, name: str) -> None:
-    path = shared_traces / "mooncake" / name
+def test_mooncake_counts_and_arrivals(sample_traces: Path, name: str) -> None:
+    path = sample_traces / "mooncake" / name
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     imported = import_mooncake(path)
     sessions = list(imported.sessions)
@@ -151,8 +151,8 @@ def test_mooncake_counts_and_arrivals(shared_traces: Path, name: str) -> None:
 
 @pytest.mark.parametrize("name", ["AzureLLMInferenceTrace_code.csv",
                                   "AzureLLMInferenceTrace_conv.csv"])
-def test_azure_counts_and_unique_blocks(shared_traces: Path, name: str) -> None:
-    path = shared_traces / "azure" / name
+def test_azure_counts_and_unique_blocks(sample_traces: Path, name: str) -> None:
+    path = sample_traces / "azure" / name
     with open(path, newline="") as fh:
         rows = list(csv.DictReader(fh))
     imported = import_azure(path)
@@ -168,8 +168,8 @@ def test_azure_counts_and_unique_blocks(shared_traces: Path, name: str) -> None:
     assert imported.header().arrival == "timestamps"
 
 
-def test_tracelab_sessions_and_prefixes(shared_traces: Path) -> None:
-    path = shared_traces / "tracelab" / "round_trace.jsonl"
+def test_tracelab_sessions_and_prefixes(sample_traces: Path) -> None:
+    path = sample_traces / "tracelab" / "round_trace.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     sessions = list(import_tracelab(path).sessions)
     by_session = Counter(r["session_id"] for r in rows)
