@@ -1,1 +1,46 @@
-"""Starting and watching vLLM servers: specs, processes, health."""
+"""Starting and watching vLLM servers: specs, processes, health.
+
+Other packages import these names from ``replay.launch``, never its private modules.
+"""
+
+from replay.launch._launcher import (
+    API_SERVER_MODULE,
+    DEFAULT_STARTUP_TIMEOUT_S,
+    LaunchedArm,
+    LaunchMode,
+    VllmArmSpec,
+    arm_log_path,
+    build_command,
+    build_env,
+    check_server_info,
+    fetch_server_info,
+    format_command,
+    group_members,
+    launch_arm,
+    launch_arms,
+    plan_arms,
+    resolve_vllm_launcher,
+)
+from replay.launch._vllm_process import ServerProcess, log_tail, port_is_free
+
+__all__ = [
+    "API_SERVER_MODULE",
+    "DEFAULT_STARTUP_TIMEOUT_S",
+    "LaunchMode",
+    "LaunchedArm",
+    "ServerProcess",
+    "VllmArmSpec",
+    "arm_log_path",
+    "build_command",
+    "build_env",
+    "check_server_info",
+    "fetch_server_info",
+    "format_command",
+    "group_members",
+    "launch_arm",
+    "launch_arms",
+    "log_tail",
+    "plan_arms",
+    "port_is_free",
+    "resolve_vllm_launcher",
+]

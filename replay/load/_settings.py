@@ -1,18 +1,85 @@
-"""The run configuration: one validated model that the CLI and compare/demo fill in."""
+"""The run settings: one validated model that the CLI and compare/demo fill in.
+
+Every knob has one name from flag to settings to manifest (``--think-scale`` is
+``think_scale``). :data:`FLAGS` maps each settings field to the flag a user
+types, and :func:`validated` turns a pydantic error into one line naming that
+flag (a :class:`~replay.errors.ConfigError`, exit 2), so no settings model
+ever surfaces as a traceback.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from analysis._schema import LoadSettings
+from analysis import LoadSettings
+from replay.errors import ConfigError
 
-__all__ = ["RunConfig"]
+__all__ = ["FLAGS", "RunConfig", "RunSettings", "flag_of", "settings_error", "validated"]
+
+FLAGS: dict[str, str] = {
+    "target": "--target",
+    "users": "--users",
+    "levels": "--users",
+    "duration_s": "--duration",
+    "warmup_s": "--warmup",
+    "drain_s": "--drain",
+    "api": "--api",
+    "model": "--model",
+    "api_key_env": "--api-key-env",
+    "seed": "--seed",
+    "vocab_size": "--vocab-size",
+    "server_block_size": "--server-block-size",
+    "think_time_cap_s": "--think-time-cap",
+    "think_scale": "--think-scale",
+    "rate": "--rate",
+    "rates": "--rate",
+    "label": "--label",
+    "carry_output": "--no-carry-output",
+    "metrics_interval_s": "--metrics-interval",
+    "workers": "--workers",
+    "ray": "--ray",
+    "repeats": "--repeats",
+    "allow_unfair": "--allow-unfair",
+}
+"""Settings field -> the command-line flag that sets it (the one place they are paired)."""
 
 
-class RunConfig(BaseModel):
+def flag_of(field: str) -> str:
+    """The flag a user types for a settings field (the field name when it has none)."""
+    return FLAGS.get(field, field)
+
+
+def settings_error(exc: ValidationError) -> ConfigError:
+    """The first validation error as one line naming the flag, e.g.
+    ``--warmup: must be >= 0 (got -1.0)``."""
+    err = exc.errors()[0]
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    loc = [str(x) for x in err["loc"] if not isinstance(x, int)]
+    if not loc:
+        return ConfigError(msg)
+    shown = msg.replace("Input should be", "must be").replace("greater than or equal to", ">=")
+    shown = shown.replace("greater than", ">").replace("less than or equal to", "<=")
+    got = err.get("input")
+    tail = f" (got {got!r})" if got is not None and not isinstance(got, dict) else ""
+    return ConfigError(f"{flag_of(loc[0])}: {shown}{tail}")
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validated(model: type[M], values: Mapping[str, Any]) -> M:
+    """``model(**values)``, with a validation error reported as :func:`settings_error`."""
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        raise settings_error(exc) from None
+
+
+class RunSettings(BaseModel):
     """Everything that decides how a run loads the server.
 
     Load shape (users, duration, warmup, drain, seed, arrival, think time) goes
@@ -35,7 +102,8 @@ class RunConfig(BaseModel):
     vocab_size: int | None = Field(default=None, ge=2)
     server_block_size: int | None = Field(default=None, ge=1)
     think_time_cap_s: float | None = Field(default=None, ge=0)
-    think_time_scale: float = Field(default=1.0, ge=0)
+    think_scale: float = Field(default=1.0, ge=0)
+    """Multiplies every think time of the workload (then ``think_time_cap_s`` caps it)."""
     rate: float | None = Field(default=None, gt=0)
     """Open-loop session arrivals per second (Poisson, seeded); None = closed loop."""
     warmup_start: Literal["midway", "start"] = "midway"
@@ -52,8 +120,8 @@ class RunConfig(BaseModel):
     workers: int = Field(default=1, ge=1, le=1024)
     """Processes (or Ray actors) the users are split across, each with its own loop."""
     ray: str | None = None
-    """Ray cluster address (``auto`` or ``host:port``); None runs workers as local
-    processes."""
+    """Ray cluster address (``auto``, ``host:port`` or ``local``); None runs workers as
+    local processes."""
 
     @field_validator("target")
     @classmethod
@@ -64,19 +132,32 @@ class RunConfig(BaseModel):
         return value.strip()
 
     @model_validator(mode="after")
-    def _users_or_rate(self) -> RunConfig:
+    def _users_or_rate(self) -> RunSettings:
         if self.rate is None and self.users < 1:
-            raise ValueError("users must be at least 1 for closed-loop runs (or give a rate)")
+            raise ValueError("--users must be at least 1 for closed-loop runs (or give --rate)")
         if (self.workers > 1 or self.ray is not None) and self.rate is not None:
-            raise ValueError("workers and ray split closed-loop users; they do not combine "
-                             "with an open-loop rate")
+            raise ValueError("--workers and --ray split closed-loop users; they do not combine "
+                             "with an open-loop --rate")
         return self
 
+    @property
+    def split(self) -> bool:
+        """True when the users run in worker processes or Ray actors."""
+        return self.workers > 1 or self.ray is not None
+
     def load_settings(self, arrival: Literal["closed", "open", "timestamps"]) -> LoadSettings:
-        """The part of the config two comparable runs must share."""
-        return LoadSettings(
+        """The part of the settings two comparable runs must share."""
+        fields = LoadSettings.model_fields
+        scale = "think_scale" if "think_scale" in fields else "think_time_scale"
+        values: dict[str, Any] = dict(
             users=self.users, duration_s=self.duration_s, warmup_s=self.warmup_s,
             drain_s=self.drain_s, seed=self.seed, api=self.api, arrival=arrival,
             rate=self.rate, think_time_cap_s=self.think_time_cap_s,
-            think_time_scale=self.think_time_scale, warmup_start=self.warmup_start,
+            warmup_start=self.warmup_start,
         )
+        values[scale] = self.think_scale
+        return LoadSettings(**values)
+
+
+RunConfig = RunSettings
+"""The former name of :class:`RunSettings` (same class)."""
