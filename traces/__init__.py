@@ -5,7 +5,7 @@ from traces._errors import TraceError
 from traces._fingerprint import Fingerprinter, canonical_session_json
 from traces._generate import DEFAULT_MAX_CONTEXT, generate
 from traces._import_azure import import_azure
-from traces._import_common import Counters, ImportedTrace
+from traces._import_common import MAX_REQUEST_TOKENS, Counters, ImportedTrace
 from traces._import_mooncake import MOONCAKE_BLOCK_SIZE, import_mooncake
 from traces._import_tracelab import import_tracelab
 from traces._import_weka import import_weka
@@ -24,6 +24,7 @@ from traces._io import (
     validate_workload,
     write_workload,
 )
+from traces._lines import MAX_LINE_BYTES
 from traces._materialise import Vocab, block_tokens, build_prompt
 from traces._models import (
     FORMAT_VERSION,
@@ -46,6 +47,8 @@ __all__ = [
     "IMPORTERS",
     "ImportedTrace",
     "LogNormal",
+    "MAX_LINE_BYTES",
+    "MAX_REQUEST_TOKENS",
     "MOONCAKE_BLOCK_SIZE",
     "PROFILES",
     "Profile",

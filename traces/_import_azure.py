@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from traces._errors import TraceError
-from traces._import_common import ChainEncoder, Counters, IdSpace, ImportedTrace
+from traces._import_common import (
+    MAX_REQUEST_TOKENS,
+    ChainEncoder,
+    Counters,
+    IdSpace,
+    ImportedTrace,
+)
+from traces._lines import bounded_text_lines
 from traces._models import Session, WorkloadHeader
 
 __all__ = ["import_azure"]
@@ -31,6 +38,9 @@ def _int(value: str | None, name: str, file: str, line: int, minimum: int) -> in
             from None
     if n < minimum:
         raise TraceError(f"must be >= {minimum}, got {n}", file=file, line=line, field=name)
+    if n > MAX_REQUEST_TOKENS:
+        raise TraceError(f"more than {MAX_REQUEST_TOKENS:,} tokens in one request",
+                         file=file, line=line, field=name)
     return n
 
 
@@ -69,8 +79,8 @@ def import_azure(path: str | os.PathLike[str], *, max_context: int | None = None
         name = str(file)
         ids = IdSpace()
         t0: datetime | None = None
-        with open(file, newline="", encoding="utf-8", errors="replace") as fh:
-            reader = csv.reader(_checked(fh, name))
+        with open(file, "rb") as fh:
+            reader = csv.reader(_checked(bounded_text_lines(fh, name), name))
             rows = _rows(reader, name)
             header = next(rows, None)
             if header is None:

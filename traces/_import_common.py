@@ -10,12 +10,27 @@ lands in the header's params, so nothing is dropped silently.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+import orjson
+
 from traces._models import Request, RequestKind, Session, Subagent, WorkloadHeader
 
-__all__ = ["ChainEncoder", "Counters", "IdSpace", "ImportedTrace", "common_prefix"]
+__all__ = [
+    "MAX_REQUEST_TOKENS",
+    "ChainEncoder",
+    "Counters",
+    "Duplicates",
+    "IdSpace",
+    "ImportedTrace",
+    "common_prefix",
+]
+
+MAX_REQUEST_TOKENS = 10_000_000
+"""Largest prompt or output of one request an importer accepts (bounds memory:
+ids are materialised per block)."""
 
 
 @dataclass
@@ -27,6 +42,8 @@ class Counters:
     sessions_compacted: int = 0
     outputs_capped: int = 0
     zero_outputs_raised: int = 0
+    duplicate_sessions: int = 0
+    """Sessions whose content repeats an earlier one (dropped with ``dedupe``)."""
 
     def as_params(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -49,6 +66,26 @@ class ImportedTrace:
     def header(self) -> WorkloadHeader:
         params = {**self._base.params, **self.counters.as_params()}
         return self._base.model_copy(update={"params": params})
+
+
+class Duplicates:
+    """Spots sessions whose content repeats an earlier one (by a content hash).
+
+    ``repeat`` counts every repeat; the caller drops it when ``dedupe`` is set.
+    """
+
+    def __init__(self, counters: Counters, dedupe: bool) -> None:
+        self.counters, self.dedupe = counters, dedupe
+        self._seen: set[bytes] = set()
+
+    def repeat(self, content: object) -> bool:
+        """True if this content (any JSON-ready value) was seen before."""
+        digest = hashlib.sha256(orjson.dumps(content, option=orjson.OPT_SORT_KEYS)).digest()
+        if digest in self._seen:
+            self.counters.duplicate_sessions += 1
+            return True
+        self._seen.add(digest)
+        return False
 
 
 class IdSpace:

@@ -16,7 +16,8 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from traces._errors import TraceError
-from traces._import_common import ChainEncoder, Counters, ImportedTrace
+from traces._import_common import MAX_REQUEST_TOKENS, ChainEncoder, Counters, ImportedTrace
+from traces._lines import bounded_lines
 from traces._models import Session, WorkloadHeader
 
 __all__ = ["MOONCAKE_BLOCK_SIZE", "import_mooncake"]
@@ -48,8 +49,7 @@ def import_mooncake(path: str | os.PathLike[str], *, max_context: int | None = N
         name = str(file)
         lineno = count = 0
         with open(file, "rb") as fh:
-            for raw in fh:
-                lineno += 1
+            for lineno, raw in bounded_lines(fh, name):
                 if not raw.strip():
                     continue
                 try:
@@ -66,6 +66,11 @@ def import_mooncake(path: str | os.PathLike[str], *, max_context: int | None = N
                     field = ".".join(str(p) for p in err.get("loc", ())) or None
                     raise TraceError(err.get("msg", "invalid value"), file=name, line=lineno,
                                      field=field) from None
+                for fname, value in (("input_length", rec.input_length),
+                                     ("output_length", rec.output_length)):
+                    if value > MAX_REQUEST_TOKENS:
+                        raise TraceError(f"more than {MAX_REQUEST_TOKENS:,} tokens in one "
+                                         "request", file=name, line=lineno, field=fname)
                 want = -(-rec.input_length // block_size)
                 if len(rec.hash_ids) != want:
                     raise TraceError(

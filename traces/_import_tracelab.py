@@ -20,7 +20,15 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from traces._errors import TraceError
-from traces._import_common import ChainEncoder, Counters, IdSpace, ImportedTrace
+from traces._import_common import (
+    MAX_REQUEST_TOKENS,
+    ChainEncoder,
+    Counters,
+    Duplicates,
+    IdSpace,
+    ImportedTrace,
+)
+from traces._lines import bounded_lines
 from traces._models import Request, RequestKind, Session, WorkloadHeader
 
 __all__ = ["import_tracelab"]
@@ -58,7 +66,7 @@ def _read(file: Path) -> list[tuple[int, _Round]]:
     name = str(file)
     rows: list[tuple[int, _Round]] = []
     with open(file, "rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
+        for lineno, raw in bounded_lines(fh, name):
             if not raw.strip():
                 continue
             try:
@@ -74,6 +82,10 @@ def _read(file: Path) -> list[tuple[int, _Round]]:
                 field = ".".join(str(p) for p in err.get("loc", ())) or None
                 raise TraceError(err.get("msg", "invalid value"), file=name, line=lineno,
                                  field=field) from None
+            for fname in ("input_tokens_total", "output_tokens"):
+                if getattr(rnd, fname) > MAX_REQUEST_TOKENS:
+                    raise TraceError(f"more than {MAX_REQUEST_TOKENS:,} tokens in one request",
+                                     file=name, line=lineno, field=fname)
             if rnd.prefix_tokens > rnd.input_tokens_total:
                 raise TraceError(
                     f"prefix_tokens {rnd.prefix_tokens} exceeds input_tokens_total "
@@ -103,18 +115,23 @@ def _gap(later: datetime | None, earlier: datetime | None) -> float:
 
 
 def import_tracelab(path: str | os.PathLike[str], *, max_context: int | None = None,
-                    block_size: int = 64) -> ImportedTrace:
-    """Sessions rebuilt from a TraceLab ``round_trace.jsonl``."""
+                    block_size: int = 64, dedupe: bool = False) -> ImportedTrace:
+    """Sessions rebuilt from a TraceLab ``round_trace.jsonl``.
+
+    A session whose rounds (all fields but ``session_id``) repeat an earlier
+    session's is counted in ``duplicate_sessions``; ``dedupe`` drops it.
+    """
     file = Path(path)
     if not file.is_file():
         raise TraceError("no such file", file=str(file))
     base = WorkloadHeader(
         source="tracelab", block_size=block_size, arrival="closed", max_context=max_context,
-        params={"path": file.name},
+        params={"path": file.name, "dedupe": dedupe},
     )
 
     def sessions(counters: Counters) -> Iterator[Session]:
         name = str(file)
+        seen = Duplicates(counters, dedupe)
         groups: dict[str, list[tuple[int, _Round]]] = {}
         for lineno, rnd in _read(file):
             groups.setdefault(rnd.session_id, []).append((lineno, rnd))
@@ -128,6 +145,9 @@ def import_tracelab(path: str | os.PathLike[str], *, max_context: int | None = N
         heads: dict[str, dict[int, int]] = {}
         for (sid, group), start in zip(groups.items(), starts, strict=True):
             group.sort(key=lambda x: x[1].round_index)
+            content = [r.model_dump(mode="json", exclude={"session_id"}) for _, r in group]
+            if seen.repeat(content) and dedupe:
+                continue
             for (la, a), (lb, b) in zip(group, group[1:], strict=False):
                 if a.round_index == b.round_index:
                     raise TraceError(f"round_index {b.round_index} repeats line {la}",

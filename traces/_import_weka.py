@@ -3,8 +3,12 @@
 Format (``shared/traces/SOURCES.md``): ``{id, block_size, hash_id_scope,
 system_tokens, tool_tokens, requests: [...]}``; a request carries ``in``,
 ``out``, ``hash_ids`` (one per *full* 64-token block), ``think_time``, ``t``,
-``input_types``; a ``"subagent"`` entry nests its own ``requests`` and runs
-after the preceding request (the parent waits for it).
+``input_types``; a ``"subagent"`` entry nests its own ``requests``. Its ``t``
+is when it *finished*: spawn = ``t - duration_ms/1000``, shortly after the
+preceding request's response ended (``t + api_time``); that gap becomes the
+subagent's first think time. Subagents after one request run concurrently; the
+parent's next pause is its ``t`` minus the last blocking subagent's ``t``.
+``duration_ms: null`` marks a background subagent the parent did not wait for.
 
 Ids are local to a session, so each session (with its subagents) gets its own
 namespace of global ids. A partial last block gets a fresh id (its content is
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +28,14 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from traces._errors import TraceError
-from traces._import_common import ChainEncoder, Counters, IdSpace, ImportedTrace
+from traces._import_common import (
+    MAX_REQUEST_TOKENS,
+    ChainEncoder,
+    Counters,
+    Duplicates,
+    IdSpace,
+    ImportedTrace,
+)
 from traces._models import Request, RequestKind, Session, Subagent, WorkloadHeader
 
 __all__ = ["import_weka"]
@@ -41,6 +53,7 @@ class _WekaRequest(_Loose):
     hash_ids: list[int]
     input_types: list[str] = []
     think_time: float = Field(default=0.0, ge=0.0)
+    api_time: float | None = Field(default=None, ge=0.0)
 
 
 class _WekaSubagent(_Loose):
@@ -94,42 +107,70 @@ class _Ctx:
                 from None
 
 
-def _chain(ctx: _Ctx, raw: list[dict[str, Any]], shared_tokens: int, where: str
-           ) -> tuple[tuple[Request, ...], int]:
-    """Encode one chain (a session's or a subagent's requests); returns compactions too."""
+@dataclass
+class _Pending:
+    """A parent request with the subagents spawned after its response."""
+
+    req: _WekaRequest
+    subs: list[Subagent] = field(default_factory=list)
+    blocking_end: float | None = None
+    """Latest finish time (``t``) of the blocking subagents spawned after it."""
+
+
+def _subagent(ctx: _Ctx, parent: _Pending, obj: object, field_name: str
+              ) -> tuple[Subagent, int]:
+    """One subagent entry: its ``t`` is when it finished; spawn = t - duration."""
+    sub = ctx.validate(_WekaSubagent, obj, field_name)
+    background = sub.duration_ms is None
+    delay = 0.0
+    if not background and parent.req.api_time is not None:
+        spawn = sub.t - sub.duration_ms / 1000.0
+        delay = max(0.0, spawn - (parent.req.t + parent.req.api_time))
+    reqs, compactions = _chain(ctx, sub.requests, sub.system_tokens + sub.tool_tokens,
+                               f"{field_name}.requests", first_think=delay)
+    if not background:
+        end = parent.blocking_end
+        parent.blocking_end = sub.t if end is None else max(end, sub.t)
+    return Subagent(id=sub.agent_id, type=sub.subagent_type, requests=reqs,
+                    background=background), compactions
+
+
+def _chain(ctx: _Ctx, raw: list[dict[str, Any]], shared_tokens: int, where: str,
+           first_think: float = 0.0) -> tuple[tuple[Request, ...], int]:
+    """Encode one chain (a session's or a subagent's requests); returns compactions too.
+
+    After blocking subagents, the parent's next pause is ``next.t`` minus the
+    last one's finish ``t`` (its ``think_time`` spans the subagents' run).
+    """
     bs = ctx.block_size
     enc = ChainEncoder(bs, ctx.max_context, ctx.counters, shared_tokens // bs)
-    pending: list[tuple[int, _WekaRequest, list[Subagent], float | None]] = []
+    pending: list[_Pending] = []
     compactions = 0
     for i, obj in enumerate(raw):
-        field = f"{where}.{i}"
+        field_name = f"{where}.{i}"
         if isinstance(obj, dict) and obj.get("type") == "subagent":
-            sub = ctx.validate(_WekaSubagent, obj, field)
             if not pending:
-                raise ctx.error("a subagent before the first request of its chain", field)
-            reqs, sub_comp = _chain(
-                ctx, sub.requests, sub.system_tokens + sub.tool_tokens, f"{field}.requests"
-            )
+                raise ctx.error("a subagent before the first request of its chain", field_name)
+            sub, sub_comp = _subagent(ctx, pending[-1], obj, field_name)
             compactions += sub_comp
-            pending[-1][2].append(Subagent(id=sub.agent_id, type=sub.subagent_type,
-                                           requests=reqs))
-            if sub.duration_ms is not None:
-                end = sub.t + sub.duration_ms / 1000.0
-                prev_end = pending[-1][3]
-                idx, r, subs, _ = pending[-1]
-                pending[-1] = (idx, r, subs, end if prev_end is None else max(prev_end, end))
+            pending[-1].subs.append(sub)
             continue
-        req = ctx.validate(_WekaRequest, obj, field)
+        req = ctx.validate(_WekaRequest, obj, field_name)
+        if req.prompt > MAX_REQUEST_TOKENS or req.output > MAX_REQUEST_TOKENS:
+            name = "in" if req.prompt > MAX_REQUEST_TOKENS else "out"
+            raise ctx.error(f"more than {MAX_REQUEST_TOKENS:,} tokens in one request",
+                            f"{field_name}.{name}")
         n_full = req.prompt // bs
         if len(req.hash_ids) not in (n_full, -(-req.prompt // bs)):
             raise ctx.error(
                 f"{len(req.hash_ids)} hash_ids but in={req.prompt} tokens makes "
-                f"{n_full} full blocks of {bs}", f"{field}.hash_ids",
+                f"{n_full} full blocks of {bs}", f"{field_name}.hash_ids",
             )
-        pending.append((i, req, [], None))
+        pending.append(_Pending(req))
     out: list[Request] = []
-    prev_sub_end: float | None = None
-    for _, req, subs, sub_end in pending:
+    prev_end: float | None = None
+    for p in pending:
+        req = p.req
         full = [ctx.remap(h) for h in req.hash_ids]
         if len(full) * bs < req.prompt:
             full.extend(ctx.ids.fresh())  # the partial last block: new content
@@ -137,12 +178,15 @@ def _chain(ctx: _Ctx, raw: list[dict[str, Any]], shared_tokens: int, where: str
         if output < 1:
             output = 1
             ctx.counters.zero_outputs_raised += 1
-        think = req.think_time
-        if prev_sub_end is not None and out:
-            think = max(0.0, req.t - prev_sub_end)
+        if not out:
+            think = first_think
+        elif prev_end is not None:
+            think = max(0.0, req.t - prev_end)
+        else:
+            think = req.think_time
         out.append(enc.encode(full, req.prompt, output, think_time_s=round(think, 3),
-                              kind=_kind(req), subagents=tuple(subs)))
-        prev_sub_end = sub_end
+                              kind=_kind(req), subagents=tuple(p.subs)))
+        prev_end = p.blocking_end
     return tuple(out), compactions + enc.compactions
 
 
@@ -157,11 +201,19 @@ def _files(path: Path) -> list[Path]:
     return [path]
 
 
+MAX_SESSION_FILE_BYTES = 512 << 20
+"""A WEKA session file is one JSON document; larger ones are refused unread."""
+
+
 def _load(file: Path) -> tuple[list[Any], int | None]:
     try:
-        data = file.read_bytes()
+        with open(file, "rb") as fh:
+            data = fh.read(MAX_SESSION_FILE_BYTES + 1)
     except OSError as exc:
         raise TraceError(f"cannot read ({exc.strerror})", file=str(file)) from None
+    if len(data) > MAX_SESSION_FILE_BYTES:
+        raise TraceError(f"larger than {MAX_SESSION_FILE_BYTES >> 20} MiB: not a session file",
+                         file=str(file))
     if not data.strip():
         raise TraceError("empty file", file=str(file), line=1)
     try:
@@ -175,9 +227,13 @@ def _load(file: Path) -> tuple[list[Any], int | None]:
     return [obj], line
 
 
-def import_weka(path: str | os.PathLike[str], *, max_context: int | None = None
-                ) -> ImportedTrace:
-    """Stream the sessions of a WEKA session file or a folder of them."""
+def import_weka(path: str | os.PathLike[str], *, max_context: int | None = None,
+                dedupe: bool = False) -> ImportedTrace:
+    """Stream the sessions of a WEKA session file or a folder of them.
+
+    Sessions whose content (everything but the id) repeats an earlier one are
+    counted in ``duplicate_sessions``; ``dedupe`` drops them, else they are kept.
+    """
     root = Path(path)
     files = _files(root)
     first, _ = _load(files[0])
@@ -187,11 +243,13 @@ def import_weka(path: str | os.PathLike[str], *, max_context: int | None = None
                          field="block_size")
     base = WorkloadHeader(
         source="weka", block_size=block_size, arrival="closed", max_context=max_context,
-        params={"path": root.name, "files": len(files), "hash_id_scope": "session"},
+        params={"path": root.name, "files": len(files), "hash_id_scope": "session",
+                "dedupe": dedupe},
     )
 
     def sessions(counters: Counters) -> Iterator[Session]:
         ids = IdSpace()
+        seen = Duplicates(counters, dedupe)
         for file in files:
             objs, line = _load(file)
             for k, obj in enumerate(objs):
@@ -200,6 +258,9 @@ def import_weka(path: str | os.PathLike[str], *, max_context: int | None = None
                 ctx = _Ctx(str(file), line, ids.namespace(), ids, block_size, max_context,
                            counters)
                 meta = ctx.validate(_WekaSession, obj, top)
+                content = {k: v for k, v in obj.items() if k != "id"}
+                if seen.repeat(content) and dedupe:
+                    continue
                 if meta.block_size != block_size:
                     raise ctx.error(f"block_size {meta.block_size} differs from the first "
                                     f"file's {block_size}", "block_size")

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from traces._checks import check_session
 from traces._errors import TraceError
 from traces._fingerprint import Fingerprinter, canonical_session_json
+from traces._lines import bounded_lines, read_line
 from traces._models import FORMAT_VERSION, Session, Workload, WorkloadHeader
 
 __all__ = [
@@ -88,7 +89,7 @@ def read_header(path: PathLike) -> WorkloadHeader:
     """The header line of a workload file (checked, not the body)."""
     fh, name = _open(path)
     with fh:
-        first = fh.readline()
+        first = read_line(fh, name, 1)
     if not first.strip():
         raise TraceError("empty file (no header line)", file=name, line=1, field="header")
     return _parse_header(first, name)
@@ -103,14 +104,12 @@ def iter_sessions(path: PathLike) -> Iterator[Session]:
     """
     fh, name = _open(path)
     with fh:
-        first = fh.readline()
+        first = read_line(fh, name, 1)
         if not first.strip():
             raise TraceError("empty file (no header line)", file=name, line=1, field="header")
         header = _parse_header(first, name)
         fp = Fingerprinter(header.block_size, header.arrival)
-        lineno = 1
-        for raw in fh:
-            lineno += 1
+        for lineno, raw in bounded_lines(fh, name, 2):
             if not raw.strip():
                 continue
             obj = _parse_object(raw, name, lineno)

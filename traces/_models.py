@@ -36,13 +36,18 @@ class _Strict(BaseModel):
 class Subagent(_Strict):
     """A nested agent spawned after its parent request's response ends.
 
-    The parent's next request becomes due only when every subagent spawned by the
-    previous request has finished (plus the next request's think time).
+    All subagents of one request are spawned together and run concurrently; each
+    starts after its first request's ``think_time_s`` (the spawn delay). The
+    parent's next request becomes due when every *blocking* subagent of the
+    previous request has finished, plus the next request's think time. A
+    ``background`` subagent runs alongside without delaying its parent.
     """
 
     id: str
     type: str = "subagent"
     requests: tuple[Request, ...] = Field(min_length=1)
+    background: bool = False
+    """True: the parent does not wait for it (WEKA ``duration_ms: null``)."""
 
 
 class Request(_Strict):
