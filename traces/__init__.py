@@ -14,6 +14,7 @@ from traces._inspect import (
     Distribution,
     WorkloadStats,
     format_stats,
+    header_rows,
     inspect_sessions,
     stats_rows,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "expected_blocks",
     "format_stats",
     "generate",
+    "header_rows",
     "import_azure",
     "import_mooncake",
     "import_tracelab",

@@ -15,9 +15,16 @@ from collections.abc import Iterable
 import numpy as np
 from pydantic import BaseModel
 
-from traces._models import Request, Session
+from traces._models import Request, Session, WorkloadHeader
 
-__all__ = ["Distribution", "WorkloadStats", "format_stats", "inspect_sessions", "stats_rows"]
+__all__ = [
+    "Distribution",
+    "WorkloadStats",
+    "format_stats",
+    "header_rows",
+    "inspect_sessions",
+    "stats_rows",
+]
 
 _MASK = (1 << 64) - 1
 
@@ -285,6 +292,29 @@ def stats_rows(stats: WorkloadStats) -> list[tuple[str, str, str, str]]:
         ("compactions (sessions compacted)", f"{stats.compactions} ({stats.sessions_compacted})"),
     ]
     rows.extend((name, value, "", "") for name, value in singles)
+    return rows
+
+
+def header_rows(header: WorkloadHeader) -> list[tuple[str, str]]:
+    """(measure, value) rows for what the generator or importer changed or found.
+
+    Read from the header's params, so they say what happened before any cap or
+    scale was applied (the sessions alone cannot tell).
+    """
+    p = header.params
+    rows: list[tuple[str, str]] = []
+    if header.max_context is not None:
+        rows.append(("max context (tokens)", f"{header.max_context:,}"))
+    if "token_scale" in p:
+        rows.append(("token scale (sizes x, to fit the context)", f"{p['token_scale']:g}"))
+    for key, name in (("truncated_requests", "requests truncated by the cap"),
+                      ("compactions", "compactions forced by the cap"),
+                      ("outputs_capped", "outputs capped")):
+        if key in p:
+            rows.append((name, f"{p[key]:,}"))
+    if "duplicate_sessions" in p:
+        what = "dropped" if p.get("dedupe") else "kept"
+        rows.append(("duplicate sessions", f"{p['duplicate_sessions']:,} ({what})"))
     return rows
 
 

@@ -39,6 +39,9 @@ def register(subparsers: Any) -> None:
     imp.add_argument("-o", "--output", required=True)
     imp.add_argument("--max-context", type=int, default=None,
                      help="compact requests that would not fit (counted in the header)")
+    imp.add_argument("--dedupe", action="store_true",
+                     help="drop sessions whose content repeats an earlier one "
+                          "(default: keep them; they are counted either way)")
     imp.set_defaults(func=_import)
 
     ins = sub.add_parser("inspect", help="statistics of a workload file")
@@ -85,21 +88,35 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+_SESSION_FORMATS = ("tracelab", "weka")
+
+
 def _import(args: argparse.Namespace) -> int:
+    from replay.errors import ConfigError
     from traces import IMPORTERS, write_workload
 
     _positive(args.max_context, "--max-context")
-    imported = IMPORTERS[args.format](args.path, max_context=args.max_context)
+    options: dict[str, Any] = {"max_context": args.max_context}
+    if args.format in _SESSION_FORMATS:
+        options["dedupe"] = args.dedupe
+    elif args.dedupe:
+        raise ConfigError(f"--dedupe: {args.format} traces have no sessions to deduplicate")
+    imported = IMPORTERS[args.format](args.path, **options)
     written = write_workload(args.output, imported.header, imported.sessions)
-    changed = {k: v for k, v in imported.counters.as_params().items() if v}
+    counts = imported.counters.as_params()
+    dupes = counts.pop("duplicate_sessions")
+    changed = {k: v for k, v in counts.items() if v}
     note = f"; changed to fit: {changed}" if changed else ""
     print(f"wrote {written.sessions} sessions to {args.output} "
           f"(fingerprint {written.fingerprint[:16]}){note}")
+    if dupes:
+        what = "dropped (--dedupe)" if args.dedupe else "kept (--dedupe drops them)"
+        print(f"{dupes} duplicate session(s) (same content as an earlier one): {what}")
     return 0
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from traces import inspect_sessions, iter_sessions, read_header, stats_rows
+    from traces import header_rows, inspect_sessions, iter_sessions, read_header, stats_rows
 
     header = read_header(args.file)
     stats = inspect_sessions(iter_sessions(args.file))
@@ -119,6 +136,8 @@ def _inspect(args: argparse.Namespace) -> int:
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for row in stats_rows(stats):
         table.add_row(*row)
+    for name, value in header_rows(header):
+        table.add_row(name, value, "", "")
     Console().print(table)
     return 0
 

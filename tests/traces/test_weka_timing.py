@@ -110,3 +110,26 @@ def test_duplicates_counted_kept_or_dropped(sample_traces: Path, tmp_path: Path)
     ids = [s.id for s in dropped.sessions]
     assert len(ids) == 2
     assert dropped.header().params["duplicate_sessions"] == 2
+
+
+def test_cli_import_reports_duplicates(sample_traces: Path, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from replay.cli import main
+    from traces import read_header
+
+    src = tmp_path / "in"
+    src.mkdir()
+    shutil.copy(sample_traces / "weka" / "trace_0103.json", src / "a.json")
+    shutil.copy(sample_traces / "weka" / "trace_0103.json", src / "b.json")
+    out = tmp_path / "w.jsonl"
+    assert main(["traces", "import", "--format", "weka", str(src), "-o", str(out)]) == 0
+    assert "1 duplicate session(s)" in capsys.readouterr().out
+    assert read_header(out).sessions == 2
+    assert main(["traces", "inspect", str(out)]) == 0
+    assert "duplicate sessions" in capsys.readouterr().out
+    assert main(["traces", "import", "--format", "weka", str(src), "-o", str(out),
+                 "--dedupe"]) == 0
+    assert "dropped" in capsys.readouterr().out
+    assert read_header(out).sessions == 1
+    assert main(["traces", "import", "--format", "azure", str(src / "a.json"), "-o",
+                 str(out), "--dedupe"]) == 2
