@@ -37,6 +37,7 @@ from traces._models import (
     iter_block_ids,
 )
 from traces._profiles import PROFILES, AgentType, LogNormal, Profile
+from traces._retime import count_arrivals, retime
 
 __all__ = [
     "AgentType",
@@ -65,6 +66,7 @@ __all__ = [
     "build_prompt",
     "canonical_session_json",
     "check_session",
+    "count_arrivals",
     "expected_blocks",
     "format_stats",
     "generate",
@@ -78,6 +80,7 @@ __all__ = [
     "iter_sessions",
     "read_header",
     "read_workload",
+    "retime",
     "stats_rows",
     "validate_workload",
     "write_workload",
