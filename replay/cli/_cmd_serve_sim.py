@@ -24,8 +24,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--time-scale", type=float, default=1.0,
                    help="run X times faster than real time")
+    p.add_argument("--slowdown", type=float, default=1.0,
+                   help="every engine step really takes F times its modelled time, while "
+                        "reporting the modelled time (a deliberately late simulator; "
+                        "default 1.0)")
     p.add_argument("--faults", default=None, help="KIND=VALUE,... e.g. error_rate=0.1")
-    p.add_argument("--truth", default=None, help="write the truth log (JSONL) here")
+    p.add_argument("--truth", default=None,
+                   help="write the truth log (JSONL) here; the per-step log goes beside it "
+                        "(X.jsonl -> X.steps.jsonl)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--split-tokens", action="store_true",
                    help="one token per SSE event and one event per write")
@@ -38,12 +44,14 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.time_scale <= 0:
         raise ConfigError("--time-scale must be > 0")
+    if not args.slowdown >= 1.0:
+        raise ConfigError("--slowdown must be >= 1")
     if not 0 <= args.port <= 65535:
         raise ConfigError("--port must be in 0..65535")
     config = SimConfig(
         profile=args.profile, backend=args.backend, host=args.host, port=args.port,
-        time_scale=args.time_scale, faults=parse_faults(args.faults), truth_path=args.truth,
-        seed=args.seed, split_tokens=args.split_tokens, keep_truth=False,
+        time_scale=args.time_scale, slowdown=args.slowdown, faults=parse_faults(args.faults),
+        truth_path=args.truth, seed=args.seed, split_tokens=args.split_tokens, keep_truth=False,
     )
     config.resolved_profile()  # a bad profile is a user error before anything starts
     try:
@@ -65,6 +73,7 @@ async def _serve(config: Any) -> None:
     async with SimServer(config) as srv:
         p = srv.profile
         print(f"serve-sim: SIMULATED vLLM at {srv.url} profile={p.name} "
-              f"backend={config.backend} model={p.model} time_scale={config.time_scale}",
+              f"backend={config.backend} model={p.model} time_scale={config.time_scale}"
+              + (f" slowdown={config.slowdown}" if config.slowdown != 1.0 else ""),
               file=sys.stderr, flush=True)
         await stop.wait()

@@ -14,10 +14,19 @@ The performance model (``Engine`` over a ``PrefixCache``) is pure and clockless;
 profiles (``list_profiles()``) hold the published step-time figures. Text is
 tokenized by ``SimTokenizer`` (documented there); generated token ``N`` reads
 ``" tN"``. Faults come from ``parse_faults("KIND=VALUE,...")``; the truth log
-(``TruthRecord``) says what the server did for each request.
+(``TruthRecord``) says what the server did for each request, the step log
+(``StepTruth``, ``read_step_log``) what each engine step was modelled to take and
+really took; ``/metrics`` adds their sums as ``vllm_sim:engine_step_*_seconds_total``
+(the simulator's lateness). ``SimConfig.slowdown`` makes it late on purpose.
+
+Modules: ``_config`` (settings, /server_info), ``_server`` (app, routes, truth),
+``_intake`` (request validation), ``_steploop`` (the clock of engine steps),
+``_respond`` (SSE and JSON bodies, faults), ``_engine``/``_cache``/``_profile`` (the
+pure performance model).
 """
 
 from replay.sim._cache import PrefixCache, block_hashes
+from replay.sim._config import SimConfig, server_info, step_log_path
 from replay.sim._engine import Engine, EngineCounters, SimRequest, StepResult
 from replay.sim._faults import FaultKind, FaultSpec, parse_faults
 from replay.sim._process import SimServerProcess, free_port
@@ -29,9 +38,10 @@ from replay.sim._profile import (
     list_profiles,
     load_profile,
 )
-from replay.sim._server import SimConfig, SimServer, server_info
+from replay.sim._server import SimServer
+from replay.sim._steploop import StepLoop
 from replay.sim._tokenizer import SimTokenizer
-from replay.sim._truth import TruthRecord
+from replay.sim._truth import StepTruth, TruthRecord, read_step_log
 
 __all__ = [
     "Backend",
@@ -48,12 +58,16 @@ __all__ = [
     "SimServerProcess",
     "SimTokenizer",
     "SpeculativeSpec",
+    "StepLoop",
     "StepResult",
+    "StepTruth",
     "TruthRecord",
     "block_hashes",
     "free_port",
     "list_profiles",
     "load_profile",
     "parse_faults",
+    "read_step_log",
     "server_info",
+    "step_log_path",
 ]

@@ -34,6 +34,7 @@ class SimServerProcess:
 
     def __init__(self, profile: str = "small", backend: str = "latency_specialized", *,
                  host: str = "127.0.0.1", port: int | None = None, time_scale: float = 1.0,
+                 slowdown: float = 1.0,
                  faults: str | None = None, truth_path: str | None = None, seed: int = 0,
                  split_tokens: bool = False, startup_timeout_s: float = 30.0,
                  extra_args: list[str] | None = None) -> None:
@@ -46,6 +47,8 @@ class SimServerProcess:
             "--backend", backend, "--host", host, "--port", str(self.port),
             "--time-scale", repr(time_scale), "--seed", str(seed),
         ]
+        if slowdown != 1.0:
+            args += ["--slowdown", repr(slowdown)]
         if faults:
             args += ["--faults", faults]
         if truth_path:

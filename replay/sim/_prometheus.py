@@ -1,4 +1,11 @@
-"""``GET /metrics``: Prometheus text with vLLM's metric names and labels."""
+"""``GET /metrics``: Prometheus text with vLLM's metric names and labels.
+
+Beyond vLLM, two ``vllm_sim:`` counters say how late the simulator ran:
+``vllm_sim:engine_step_actual_seconds_total`` (wall time its engine steps really
+took) and ``vllm_sim:engine_step_model_seconds_total`` (what the profile says they
+should take, after ``time_scale``). Over a window, lateness is
+delta(actual) / delta(model) - 1: a starved simulator must not pass for a fast one.
+"""
 
 from __future__ import annotations
 
@@ -53,7 +60,8 @@ def _escape(value: str) -> str:
 
 
 def render_metrics(engine: Engine, model_name: str, ttft: Histogram, itl: Histogram,
-                   created: float | None = None) -> str:
+                   created: float | None = None, *, step_model_s: float = 0.0,
+                   step_actual_s: float = 0.0) -> str:
     """The exposition text; counters are the engine's cumulative totals.
 
     Written as prometheus_client writes vLLM's: a counter's HELP/TYPE name ends in
@@ -71,13 +79,15 @@ def render_metrics(engine: Engine, model_name: str, ttft: Histogram, itl: Histog
         lines.append(f"# TYPE vllm:{name}_created gauge")
         lines.append(f"vllm:{name}_created{{{labels}}} {stamp!r}")
 
-    def metric(name: str, kind: str, doc: str, value: float) -> None:
+    def metric(name: str, kind: str, doc: str, value: float, ns: str = "vllm") -> None:
         full = f"{name}_total" if kind == "counter" else name
-        lines.append(f"# HELP vllm:{full} {doc}")
-        lines.append(f"# TYPE vllm:{full} {kind}")
-        lines.append(f"vllm:{full}{{{labels}}} {float(value)!r}")
+        lines.append(f"# HELP {ns}:{full} {doc}")
+        lines.append(f"# TYPE {ns}:{full} {kind}")
+        lines.append(f"{ns}:{full}{{{labels}}} {float(value)!r}")
         if kind == "counter":
-            created_gauge(name, doc)
+            lines.append(f"# HELP {ns}:{name}_created {doc}")
+            lines.append(f"# TYPE {ns}:{name}_created gauge")
+            lines.append(f"{ns}:{name}_created{{{labels}}} {stamp!r}")
 
     metric("num_requests_running", "gauge", "Number of requests in model execution batches.",
            len(engine.running))
@@ -111,4 +121,10 @@ def render_metrics(engine: Engine, model_name: str, ttft: Histogram, itl: Histog
         lines.append(f"# TYPE vllm:{name} histogram")
         lines.extend(hist.lines(f"vllm:{name}", "0", model))
         created_gauge(name, doc)
+    metric("engine_step_actual_seconds", "counter",
+           "Wall time the simulated engine steps really took (simulator only).",
+           step_actual_s, ns="vllm_sim")
+    metric("engine_step_model_seconds", "counter",
+           "Time the profile says those steps should take (simulator only).",
+           step_model_s, ns="vllm_sim")
     return "\n".join(lines) + "\n"

@@ -415,48 +415,15 @@ BASE_VLLM_CONFIG: dict[str, Any] = {
     "shutdown_timeout": 0,
 }
 
-SYSTEM_ENV_KEYS: tuple[str, ...] = tuple(
-    [
-        "torch_version",
-        "is_debug_build",
-        "cuda_compiled_version",
-        "gcc_version",
-        "clang_version",
-        "cmake_version",
-        "os",
-        "libc_version",
-        "python_version",
-        "python_platform",
-        "is_cuda_available",
-        "cuda_runtime_version",
-        "cuda_module_loading",
-        "nvidia_driver_version",
-        "nvidia_gpu_models",
-        "cudnn_version",
-        "xpu_available",
-        "xpu_runtime_version",
-        "intel_graphics_compiler_version",
-        "intel_gpu_models",
-        "oneapi_compiler_version",
-        "level_zero_loader_version",
-        "level_zero_driver_version",
-        "oneccl_version",
-        "libigdgmm_version",
-        "vllm_xpu_kernels_version",
-        "sycl_version",
-        "pip_version",
-        "pip_packages",
-        "conda_packages",
-        "hip_compiled_version",
-        "hip_runtime_version",
-        "miopen_runtime_version",
-        "caching_allocator_config",
-        "is_xnnpack_available",
-        "cpu_info",
-        "rocm_version",
-        "vllm_version",
-        "vllm_build_flags",
-        "gpu_topo",
-        "env_vars",
-    ]
-)
+SYSTEM_ENV_KEYS: tuple[str, ...] = tuple((
+    "torch_version is_debug_build cuda_compiled_version gcc_version clang_version "
+    "cmake_version os libc_version python_version python_platform is_cuda_available "
+    "cuda_runtime_version cuda_module_loading nvidia_driver_version nvidia_gpu_models "
+    "cudnn_version xpu_available xpu_runtime_version intel_graphics_compiler_version "
+    "intel_gpu_models oneapi_compiler_version level_zero_loader_version "
+    "level_zero_driver_version oneccl_version libigdgmm_version vllm_xpu_kernels_version "
+    "sycl_version pip_version pip_packages conda_packages hip_compiled_version "
+    "hip_runtime_version miopen_runtime_version caching_allocator_config "
+    "is_xnnpack_available cpu_info rocm_version vllm_version vllm_build_flags gpu_topo "
+    "env_vars"
+).split())

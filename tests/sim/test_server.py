@@ -154,14 +154,14 @@ def test_metrics_counters_equal_truth_totals() -> None:
                 assert r.status == 200
             async with s.get(srv.url + "/metrics") as r:
                 text = await r.text()
-            return text, list(srv.truth)
-    text, truth = run(go())
+            return text, list(srv.truth), list(srv.steps)
+    text, truth, steps = run(go())
     samples = {}
     kinds = {}
     for fam in text_string_to_metric_families(text):
         kinds[fam.name] = fam.type
         for smp in fam.samples:
-            assert smp.name.startswith("vllm:")
+            assert smp.name.startswith(("vllm:", "vllm_sim:"))
             if smp.name.endswith(("_total", "_count")) or fam.type == "gauge":
                 assert smp.labels == {"engine": "0", "model_name": "moonshotai/Kimi-K3"}
                 samples[smp.name] = smp.value
@@ -182,6 +182,12 @@ def test_metrics_counters_equal_truth_totals() -> None:
     assert drafts == sum(len(t.emit_ns) - 1 for t in truth)
     assert samples["vllm:spec_decode_num_draft_tokens_total"] == 7 * drafts
     assert 1 + samples["vllm:spec_decode_num_accepted_tokens_total"] / drafts == pytest.approx(6)
+    # the simulator's own lateness counters are the sums of its step log
+    assert samples["vllm_sim:engine_step_model_seconds_total"] == pytest.approx(
+        sum(st.model_s for st in steps), rel=1e-12, abs=1e-12)
+    assert samples["vllm_sim:engine_step_actual_seconds_total"] == pytest.approx(
+        sum(st.actual_s for st in steps), rel=1e-12, abs=1e-12)
+    assert sum(st.emitted_tokens for st in steps) == total("output_tokens")
 
 
 def test_prefix_cache_reported_in_usage_and_reset() -> None:
