@@ -20,6 +20,8 @@ from typing import Literal
 import numpy as np
 import orjson
 
+from replay.client._chat import ChatCodec
+
 __all__ = [
     "BodySpec",
     "CacheMark",
@@ -43,6 +45,9 @@ class BodySpec:
     api: Literal["completions", "chat"] = "completions"
     carry_output: bool = True
     """Ask for ``return_token_ids`` so the next turn resends the server's tokens."""
+    chat: ChatCodec | None = None
+    """Chat mode: words that tokenize exactly, and the template's ids (see
+    :mod:`replay.client._chat`); without it chat text is approximate."""
 
 
 def ids_text(ids: np.ndarray) -> bytes:
@@ -66,7 +71,8 @@ def build_body(spec: BodySpec, prompt: np.ndarray, output_tokens: int,
     if spec.carry_output:
         body["return_token_ids"] = True
     if spec.api == "chat":
-        body["messages"] = [{"role": "user", "content": chat_text(prompt)}]
+        text = spec.chat.text(prompt) if spec.chat is not None else chat_text(prompt)
+        body["messages"] = [{"role": "user", "content": text}]
         return orjson.dumps(body, option=_BODY_OPTS)
     text = ids_text(prompt) if prompt_text is None else prompt_text
     return b"".join((orjson.dumps(body)[:-1], b',"prompt":[', text, b"]}"))
@@ -76,7 +82,11 @@ _WORDS: dict[int, np.ndarray] = {}
 
 
 def chat_text(ids: np.ndarray) -> str:
-    """Deterministic text for token ids: one short word per id (``t<id>``)."""
+    """Deterministic text for token ids: one short word per id (``t<id>``).
+
+    A stand-in for servers without ``/tokenize``: a real tokenizer splits each
+    word into several tokens, so lengths and shared prefixes are NOT exact; chat
+    runs use :class:`~replay.client._chat.ChatCodec` wherever the server has one."""
     arr = np.asarray(ids, dtype=np.int64)
     if arr.size == 0:
         return ""
@@ -144,6 +154,9 @@ class Hashed:
     carry: int
     tail: np.ndarray
     """Tokens after the last full block."""
+    shift: int = 0
+    """Tokens the server puts before the workload's (a chat template's header):
+    the workload's shared prefix ends this much later in ``ids``."""
 
 
 @dataclass(slots=True)
@@ -182,10 +195,12 @@ class PrefixCacheModel:
         self._shared: set[int] = set()
         self._scopes: dict[object, set[int]] = {}
 
-    def hash_prompt(self, prompt: np.ndarray, base: Hashed | None = None) -> Hashed:
+    def hash_prompt(self, prompt: np.ndarray, base: Hashed | None = None,
+                    shift: int = 0) -> Hashed:
         """Keys of the prompt's full blocks, the chain carry and the leftover tail: the
         costly part, done while the lane thinks (before the request is due). Blocks
-        that ``base`` (an earlier prompt) already hashed are not hashed again."""
+        that ``base`` (an earlier prompt) already hashed are not hashed again.
+        ``prompt`` is what the server tokenizes; ``shift`` see :attr:`Hashed.shift`."""
         ids = np.ascontiguousarray(prompt, dtype=np.int32)
         bs = self.block_size
         done, keys, carry = 0, [], 0
@@ -196,7 +211,8 @@ class PrefixCacheModel:
         more, carry = prefix_keys(ids[done * bs:], bs, done, carry)
         if more.size:
             keys = keys + more.tolist()
-        return Hashed(ids=ids, keys=keys, carry=carry, tail=ids[len(keys) * bs:].copy())
+        return Hashed(ids=ids, keys=keys, carry=carry, tail=ids[len(keys) * bs:].copy(),
+                      shift=shift)
 
     def observe(self, prompt: np.ndarray, shared_tokens: int, scope: object,
                 hashed: Hashed | None = None) -> CacheMark:
@@ -205,7 +221,8 @@ class PrefixCacheModel:
         ``hashed`` from :meth:`hash_prompt` to keep the send path cheap."""
         h = hashed if hashed is not None else self.hash_prompt(prompt)
         keys, carry, tail = h.keys, h.carry, h.tail
-        n = int(np.asarray(prompt).size)
+        n = int(h.ids.size)  # what the server receives (a chat template included)
+        shared_tokens += h.shift
         local = self._scopes.setdefault(scope, set())
         shared = self._shared
         lo, hi = 0, len(keys)  # keys[:lo] hit; keys[hi:] miss
@@ -261,6 +278,12 @@ class ChainEncoder:
         """The request body and the prompt's block keys."""
         ids = np.ascontiguousarray(prompt, dtype=np.int32)
         text = None
+        codec = self._spec.chat if self._spec.api == "chat" else None
+        if codec is not None:  # hash what the server tokenizes: template and words
+            body = build_body(self._spec, ids, output_tokens)
+            self._hashed = self._cache.hash_prompt(codec.server_ids(ids), self._hashed,
+                                                   shift=len(codec.prefix_ids))
+            return body, self._hashed
         if self._spec.api != "chat":
             prev = self._ids
             if prev is not None and prev.size and ids.size >= prev.size and np.array_equal(
