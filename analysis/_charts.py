@@ -1,28 +1,33 @@
-"""Charts for the report, rendered by matplotlib (Agg) to inline SVG strings.
+"""The report's detail charts, rendered by matplotlib (Agg) to inline SVG strings.
 
-The SVG is made self-contained: no XML prolog, no DOCTYPE (its DTD address),
-no metadata block (its RDF/Dublin Core addresses); only the ``xmlns``
-namespace strings remain, which browsers never fetch. Text stays text
-(``svg.fonttype = none``) and matplotlib escapes it, so a hostile label cannot
-inject markup.
+Colour = arm, line style and shade = level (numeric order), legends outside
+the data, one unit per quantity (see ``_format.TIME_UNITS``). Shared
+machinery (style, SVG clean-up, legends) is in ``_chart_base``; the decision
+chart is in ``_chart_headline``.
 """
 
 from __future__ import annotations
 
-import io
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from analysis._capacity import CapacityRow  # noqa: E402
-from analysis._metrics import RunSummary, steady_window  # noqa: E402
-from analysis._read import RunData  # noqa: E402
+from analysis._capacity import CapacityRow
+from analysis._chart_base import (
+    ArmLevels,
+    color,
+    figure,
+    legend_outside,
+    level_style,
+    level_styles,
+    numeric_levels,
+    ok_window,
+    render,
+    safe,
+)
+from analysis._format import time_unit
+from analysis._metrics import steady_window
+from analysis._read import RunData
 
 __all__ = [
     "ArmLevels",
@@ -35,99 +40,41 @@ __all__ = [
 
 _MAX_SCATTER = 4000
 _MAX_LINES = 12
-_PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2")
-_STYLE = {
-    "svg.fonttype": "none",
-    "svg.hashsalt": "agentreplay",
-    "font.size": 9,
-    "axes.grid": True,
-    "grid.alpha": 0.3,
-    "figure.dpi": 100,
-}
-
-
-@dataclass(frozen=True)
-class ArmLevels:
-    """One arm's level summaries (sorted by users) and its runs."""
-
-    arm: str
-    summaries: list[RunSummary]
-    runs: list[RunData]
-
-
-def _safe(text: str) -> str:
-    """Literal text for matplotlib: ``$`` would start mathtext."""
-    return text.replace("$", r"\$")
-
-
-def _color(i: int) -> str:
-    return _PALETTE[i % len(_PALETTE)]
-
-
-def _svg(fig: plt.Figure) -> str:
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
-    plt.close(fig)
-    text = buf.getvalue()
-    text = re.sub(r"<\?xml[^>]*\?>\s*", "", text)
-    text = re.sub(r"<!DOCTYPE[^>]*>\s*", "", text)
-    text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
-    return text
-
-
-def _figure(rows: int = 1, height: float = 3.6) -> tuple[plt.Figure, np.ndarray]:
-    with plt.rc_context(_STYLE):
-        fig, axes = plt.subplots(rows, 1, figsize=(8.0, height * rows), squeeze=False)
-    return fig, axes[:, 0]
-
-
-def _render(fig: plt.Figure) -> str:
-    with plt.rc_context(_STYLE):
-        fig.tight_layout()
-        return _svg(fig)
 
 
 def curve_chart(arms: Sequence[ArmLevels], capacity: Sequence[CapacityRow]) -> str:
     """Decode throughput per GPU against P90 interactivity, one line per arm."""
-    fig, (ax,) = _figure(height=4.2)
+    fig, (ax,) = figure(height=4.0)
     per_gpu = all(s.decode_tok_s_per_gpu is not None for a in arms for s in a.summaries)
     for i, a in enumerate(arms):
         pts = [(s.interactivity.p90, s.decode_tok_s_per_gpu if per_gpu else s.decode_tok_s,
-                s.users) for s in a.summaries]
+                s.users) for s in sorted(a.summaries, key=lambda s: s.users)]
         pts = [p for p in pts if p[0] is not None and p[1] is not None]
         if not pts:
             continue
-        x, y, u = zip(*pts, strict=True)
-        ax.plot(x, y, "-o", color=_color(i), label=_safe(a.arm))
+        x, y, _u = zip(*pts, strict=True)
+        ax.plot(x, y, "-o", color=color(i), label=safe(a.arm))
         for xi, yi, ui in pts:
             ax.annotate(f"{ui}u", (xi, yi), textcoords="offset points", xytext=(4, 4),
-                        fontsize=7, color=_color(i))
-    floors = sorted({r.tier.floor_tok_s for r in capacity})
-    for f in floors:
-        ax.axvline(f, color="0.5", linestyle=":", linewidth=0.8)
+                        fontsize=7, color=color(i))
+    for f in sorted({r.tier.floor_tok_s for r in capacity}):
+        ax.axvline(f, color="0.4", linestyle="--", linewidth=0.8)
+        ax.annotate(f"floor {f:g}", xy=(f, 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(2, -2), textcoords="offset points", ha="left", va="top",
+                    fontsize=7, color="0.25", rotation=90)
     ax.set_xlabel("P90 interactivity (tok/s/user, 1 / P90 TPOT): higher is faster per user")
     ax.set_ylabel("decode throughput " + ("per GPU (tok/s/GPU)" if per_gpu else "(tok/s)"))
-    ax.set_title("Throughput vs interactivity (dotted: SLO floors; labels: users)")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend()
-    return _render(fig)
+    ax.set_title("Throughput vs interactivity (dashed: SLO floors; point labels: users)")
+    legend_outside(ax, fontsize=8)
+    return render(fig)
 
 
-def _ok_window(run: RunData) -> np.ndarray:
-    r = run.requests
-    w = steady_window(run)
-    if w is None:
-        return np.zeros(len(r), dtype=bool)
-    return (r.status == "ok") & (r.sent_s >= w[0]) & (r.sent_s < w[1])
-
-
-def _lines(arms: Sequence[ArmLevels]) -> list[tuple[int, str, list[RunData]]]:
-    """(color index, legend, runs) per arm and level, at most _MAX_LINES."""
+def _lines(arms: Sequence[ArmLevels]) -> list[tuple[int, int, str, list[RunData]]]:
+    """(arm index, users, legend, runs) per arm and level in numeric order, at most _MAX_LINES."""
     out = []
     for i, a in enumerate(arms):
-        users = sorted({r.manifest.load.users for r in a.runs})
-        for u in users:
-            out.append((i, f"{a.arm} @ {u} users",
+        for u in sorted({r.manifest.load.users for r in a.runs}):
+            out.append((i, u, f"{a.arm} @ {u} users",
                         [r for r in a.runs if r.manifest.load.users == u]))
     if len(out) > _MAX_LINES:  # keep the extremes and spread the rest
         idx = np.unique(np.linspace(0, len(out) - 1, _MAX_LINES).round().astype(int))
@@ -135,21 +82,25 @@ def _lines(arms: Sequence[ArmLevels]) -> list[tuple[int, str, list[RunData]]]:
     return out
 
 
+def _ttft(r: object, m: np.ndarray) -> np.ndarray:
+    return (r.first_token_s - r.sent_s)[m]  # type: ignore[attr-defined]
+
+
+def _tpot(r: object, m: np.ndarray) -> np.ndarray:
+    mm = m & (r.output_tokens >= 2)  # type: ignore[attr-defined]
+    return ((r.last_token_s - r.first_token_s)[mm]  # type: ignore[attr-defined]
+            / (r.output_tokens[mm] - 1))  # type: ignore[attr-defined]
+
+
 def cdf_chart(arms: Sequence[ArmLevels]) -> str:
     """Empirical CDFs of TPOT and TTFT per arm and level."""
-    fig, (ax1, ax2) = _figure(rows=2, height=3.2)
-    levels = {u for a in arms for u in {r.manifest.load.users for r in a.runs}}
-    styles = {u: s for u, s in zip(sorted(levels), ["-", "--", "-.", ":"] * 10, strict=False)}
-    for ci, legend, runs in _lines(arms):
-        tpot, ttft = [], []
-        for run in runs:
-            r = run.requests
-            m = _ok_window(run)
-            ttft.append((r.first_token_s - r.sent_s)[m])
-            mm = m & (r.output_tokens >= 2)
-            tpot.append((r.last_token_s - r.first_token_s)[mm] / (r.output_tokens[mm] - 1))
-        u = runs[0].manifest.load.users
-        for ax, vals in ((ax1, tpot), (ax2, ttft)):
+    fig, (ax1, ax2) = figure(rows=2, height=3.0)
+    styles = level_styles(numeric_levels(arms))
+    units = {"TPOT": time_unit("tpot"), "TTFT": time_unit("ttft")}
+    for ci, users, legend, runs in _lines(arms):
+        tpot = [_tpot(run.requests, ok_window(run)) for run in runs]
+        ttft = [_ttft(run.requests, ok_window(run)) for run in runs]
+        for ax, vals, name in ((ax1, tpot, "TPOT"), (ax2, ttft, "TTFT")):
             v = np.sort(np.concatenate(vals)) if vals else np.zeros(0)
             v = v[np.isfinite(v)]
             if len(v):
@@ -157,53 +108,56 @@ def cdf_chart(arms: Sequence[ArmLevels]) -> str:
                 if len(v) > 2000:
                     pick = np.linspace(0, len(v) - 1, 2000).astype(int)
                     v, y = v[pick], y[pick]
-                ax.plot(v * 1000.0, y, styles[u], color=_color(ci), label=_safe(legend))
-    ax1.set_xlabel("TPOT (ms per output token)")
-    ax2.set_xlabel("TTFT (ms)")
+                ax.plot(v * units[name][1], y, color=color(ci), label=safe(legend),
+                        **level_style(styles, users))  # type: ignore[arg-type]
+    ax1.set_xlabel(f"TPOT ({units['TPOT'][0]} per output token)")
+    ax2.set_xlabel(f"TTFT ({units['TTFT'][0]})")
     for ax, name in ((ax1, "TPOT"), (ax2, "TTFT")):
         ax.set_ylabel("share of requests")
-        ax.set_title(f"CDF of {name} (ok requests sent in the steady window)")
+        ax.set_title(f"CDF of {name} (ok requests sent in the steady window; dotted: P90)")
         ax.axhline(0.9, color="0.5", linestyle=":", linewidth=0.8)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-    return _render(fig)
+        legend_outside(ax)
+    return render(fig)
 
 
 def ttft_prompt_chart(arms: Sequence[ArmLevels]) -> str:
-    """TTFT against prompt length (a sample of at most a few thousand points per arm)."""
-    fig, (ax,) = _figure(height=3.8)
+    """TTFT against prompt length, per arm and level (a sample of a few thousand points)."""
+    fig, (ax,) = figure(height=3.6)
     rng = np.random.default_rng(0)
-    for i, a in enumerate(arms):
-        xs, ys = [], []
-        for run in a.runs:
-            r = run.requests
-            m = _ok_window(run)
-            xs.append(r.prompt_tokens[m])
-            ys.append((r.first_token_s - r.sent_s)[m])
-        x = np.concatenate(xs) if xs else np.zeros(0)
-        y = np.concatenate(ys) if ys else np.zeros(0)
-        if len(x) > _MAX_SCATTER:
-            pick = rng.choice(len(x), _MAX_SCATTER, replace=False)
+    unit, scale = time_unit("ttft")
+    levels = numeric_levels(arms)
+    shades = {u: 0.8 - 0.55 * k / max(len(levels) - 1, 1) for k, u in enumerate(levels)}
+    markers = ("o", "s", "^", "D", "v", "P")
+    for ci, users, legend, runs in _lines(arms):
+        x = np.concatenate([run.requests.prompt_tokens[ok_window(run)] for run in runs])
+        y = np.concatenate([_ttft(run.requests, ok_window(run)) for run in runs])
+        if len(x) > _MAX_SCATTER // 4:
+            pick = rng.choice(len(x), _MAX_SCATTER // 4, replace=False)
             x, y = x[pick], y[pick]
         if len(x):
-            ax.scatter(x, y, s=5, alpha=0.4, color=_color(i), label=_safe(a.arm))
+            k = levels.index(users) if users in levels else 0
+            ax.scatter(x, y * scale, s=7, alpha=shades.get(users, 0.5), color=color(ci),
+                       marker=markers[k % len(markers)], label=safe(legend), linewidths=0)
     ax.set_xlabel("prompt tokens")
-    ax.set_ylabel("TTFT (s)")
-    ax.set_title("TTFT vs prompt length (all levels)")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend()
-    return _render(fig)
+    ax.set_ylabel(f"TTFT ({unit})")
+    ax.set_title("TTFT vs prompt length (colour: arm; marker: users)")
+    legend_outside(ax)
+    return render(fig)
 
 
 def timeseries_chart(arms: Sequence[ArmLevels]) -> str:
     """Output tokens/s received, KV cache usage and prefix hit rate over each run."""
-    fig, (ax1, ax2, ax3) = _figure(rows=3, height=2.6)
-    runs = [(i, a.arm, run) for i, a in enumerate(arms) for run in a.runs]
+    fig, (ax1, ax2, ax3) = figure(rows=3, height=2.4)
+    styles = level_styles(numeric_levels(arms))
+    runs = [(i, a.arm, run) for i, a in enumerate(arms)
+            for run in sorted(a.runs, key=lambda r: r.manifest.load.users)]
     if len(runs) > _MAX_LINES:
         idx = np.unique(np.linspace(0, len(runs) - 1, _MAX_LINES).round().astype(int))
         runs = [runs[j] for j in idx]
     for i, arm, run in runs:
-        legend = _safe(f"{arm} @ {run.manifest.load.users}u ({run.manifest.run_id})")
+        users = run.manifest.load.users
+        legend = safe(f"{arm} @ {users} users ({run.manifest.run_id})")
+        style = {"color": color(i), "linewidth": 0.9, **level_style(styles, users)}
         r = run.requests
         t = r.chunk_times_s
         if len(t):
@@ -211,22 +165,22 @@ def timeseries_chart(arms: Sequence[ArmLevels]) -> str:
             width = max(span / 120.0, 1e-3)
             bins = np.arange(0.0, span + width, width)
             h, e = np.histogram(t, bins=bins, weights=r.chunk_tokens)
-            ax1.plot(e[:-1], h / width, color=_color(i), linewidth=0.8, label=legend)
+            ax1.plot(e[:-1], h / width, label=legend, **style)  # type: ignore[arg-type]
         w = steady_window(run)
         if w is not None:
             for ax in (ax1, ax2, ax3):
-                ax.axvspan(w[0], w[1], color=_color(i), alpha=0.03)
+                ax.axvspan(w[0], w[1], color=color(i), alpha=0.03)
         ms = run.metrics
         kv = ms.get("kv_cache_usage_perc")
         if kv is not None:
             scale = 100.0 if np.nanmax(kv, initial=0.0) <= 1.0 else 1.0
-            ax2.plot(ms.t_s, kv * scale, color=_color(i), linewidth=0.8, label=legend)
+            ax2.plot(ms.t_s, kv * scale, label=legend, **style)  # type: ignore[arg-type]
         hits, queries = ms.get("prefix_cache_hits_total"), ms.get("prefix_cache_queries_total")
         if hits is not None and queries is not None and len(ms.t_s) > 1:
             dh, dq = np.diff(hits), np.diff(queries)
             with np.errstate(divide="ignore", invalid="ignore"):
                 rate = np.where(dq > 0, dh / dq * 100.0, np.nan)
-            ax3.plot(ms.t_s[1:], rate, color=_color(i), linewidth=0.8, label=legend)
+            ax3.plot(ms.t_s[1:], rate, label=legend, **style)  # type: ignore[arg-type]
     ax1.set_ylabel("output tok/s")
     ax1.set_title("Output tokens received per second (shaded: steady window)")
     ax2.set_ylabel("KV cache usage (%)")
@@ -234,31 +188,30 @@ def timeseries_chart(arms: Sequence[ArmLevels]) -> str:
     ax3.set_ylabel("prefix hit rate (%)")
     ax3.set_title("Prefix cache hits / queries between scrapes (server /metrics)")
     ax3.set_xlabel("seconds since run start")
-    for ax in (ax1, ax2, ax3):
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=6)
-    return _render(fig)
+    legend_outside(ax1, fontsize=6)
+    return render(fig)
 
 
 def turn_chart(arms: Sequence[ArmLevels], max_turn: int = 60) -> str:
-    """Median TTFT and TPOT by turn index within a session, per arm (all levels)."""
-    fig, (ax1, ax2) = _figure(rows=2, height=2.8)
-    for i, a in enumerate(arms):
+    """Median TTFT and TPOT by turn index within a session, per arm and level."""
+    fig, (ax1, ax2) = figure(rows=2, height=2.8)
+    styles = level_styles(numeric_levels(arms))
+    u_ttft, s_ttft = time_unit("ttft")
+    u_tpot, s_tpot = time_unit("tpot")
+    for ci, users, legend, runs in _lines(arms):
         turns, ttft, tpot = [], [], []
-        for run in a.runs:
+        for run in runs:
             r = run.requests
-            m = _ok_window(run) & (r.turn <= max_turn)
+            m = ok_window(run) & (r.turn <= max_turn)
             turns.append(r.turn[m])
-            ttft.append((r.first_token_s - r.sent_s)[m])
+            ttft.append(_ttft(r, m))
             with np.errstate(divide="ignore", invalid="ignore"):
                 tpot.append(np.where(r.output_tokens[m] >= 2,
                                      (r.last_token_s - r.first_token_s)[m]
                                      / (r.output_tokens[m] - 1), np.nan))
-        if not turns:
-            continue
         tu = np.concatenate(turns)
-        for ax, vals, scale in ((ax1, np.concatenate(ttft), 1.0),
-                                (ax2, np.concatenate(tpot), 1000.0)):
+        for ax, vals, scale in ((ax1, np.concatenate(ttft), s_ttft),
+                                (ax2, np.concatenate(tpot), s_tpot)):
             xs, ys = [], []
             for t in np.unique(tu):
                 v = vals[(tu == t) & np.isfinite(vals)]
@@ -266,12 +219,11 @@ def turn_chart(arms: Sequence[ArmLevels], max_turn: int = 60) -> str:
                     xs.append(int(t))
                     ys.append(float(np.median(v)) * scale)
             if xs:
-                ax.plot(xs, ys, "-o", markersize=2, color=_color(i), label=_safe(a.arm))
-    ax1.set_ylabel("median TTFT (s)")
-    ax1.set_title("Latency by turn index (longer histories later in a session)")
-    ax2.set_ylabel("median TPOT (ms)")
+                ax.plot(xs, ys, marker="o", markersize=2, color=color(ci), label=safe(legend),
+                        **level_style(styles, users))  # type: ignore[arg-type]
+    ax1.set_ylabel(f"median TTFT ({u_ttft})")
+    ax1.set_title("Latency by turn index, per arm and level (longer histories later)")
+    ax2.set_ylabel(f"median TPOT ({u_tpot})")
     ax2.set_xlabel("turn index within the session")
-    for ax in (ax1, ax2):
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-    return _render(fig)
+    legend_outside(ax1)
+    return render(fig)

@@ -75,12 +75,13 @@ def test_hostile_strings_are_escaped(report: tuple[str, Path]) -> None:
 
 def test_sections_and_fairness_wording(report: tuple[str, Path]) -> None:
     html, _ = report
-    for section in ("verdict", "fairness", "setup", "metrics", "capacity", "charts",
-                    "methodology", "data"):
-        assert f'<section id="{section}">' in html
+    order = [html.index(f'<section id="{s}">') for s in (
+        "decision", "capacity", "headline", "fairness", "metrics", "charts", "setup",
+        "methodology", "data")]
+    assert order == sorted(order)  # decision first, capacity before the per-level detail
     assert "same GPU count" in html
     assert "SIMULATED" in html
-    assert html.count("<svg") == 5
+    assert html.count("<svg") == 6  # the headline chart and five detail charts
     assert "1 / P90(TPOT)" in html  # methodology table
     assert "UNFAIR" not in html
 
@@ -89,7 +90,7 @@ def test_unfair_override_warns_in_every_section(tmp_path: Path) -> None:
     runs = read_runs([_make_comparison(tmp_path, unfair=True)])
     html = render_report(compare_runs(runs, allow_unfair=True), runs, charts=False)
     sections = html.count("<section ")
-    assert sections == 8
+    assert sections == 9
     assert html.count('class="banner unfair"') >= sections + 1
     assert "scheduler_config.max_num_seqs" in html
 
@@ -98,7 +99,11 @@ def test_single_run_report(tmp_path: Path) -> None:
     root = _make_comparison(tmp_path, simulated=False)
     runs = read_runs([root / "auto-2"])
     html = render_report(compare_runs(runs), runs, charts=False)
-    assert "Single arm" in html and "SIMULATED" not in html
+    assert "SIMULATED" not in html
+    assert '<section id="fairness">' not in html and "Fair comparison" not in html
+    assert "vary across levels" not in html and "The load varies" not in html
+    title = re.search(r"<h1>(.*?)</h1>", html, re.S)
+    assert title is not None and "run report: auto" in title.group(1)
 
 
 def test_requests_csv(tmp_path: Path) -> None:

@@ -1,0 +1,155 @@
+"""What every report chart shares: style, colours, level styles, legends, SVG output.
+
+The SVG is made self-contained: no XML prolog, no DOCTYPE (its DTD address),
+no metadata block (its RDF/Dublin Core addresses); only the ``xmlns``
+namespace strings remain, which browsers never fetch. Text stays text
+(``svg.fonttype = none``) and matplotlib escapes it, so a hostile label cannot
+inject markup.
+
+Readability rules held here: one colour per arm, one line style (and shade)
+per level in numeric order, legends outside the plotting area. Each plotting
+area and legend carries an SVG id (``ar-plot-N``, ``ar-legend-N``) so a test
+can check in a browser that no legend covers data.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from analysis._metrics import RunSummary, steady_window  # noqa: E402
+from analysis._read import RunData  # noqa: E402
+
+__all__ = [
+    "ArmLevels",
+    "color",
+    "figure",
+    "legend_outside",
+    "legends_outside_axes",
+    "level_style",
+    "level_styles",
+    "numeric_levels",
+    "ok_window",
+    "render",
+    "safe",
+]
+
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2")
+_LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)))
+STYLE = {
+    "svg.fonttype": "none",
+    "svg.hashsalt": "agentreplay",
+    "font.size": 9,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "figure.dpi": 100,
+}
+_ids = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class ArmLevels:
+    """One arm's level summaries (sorted by users) and its runs."""
+
+    arm: str
+    summaries: list[RunSummary]
+    runs: list[RunData]
+
+
+def safe(text: str) -> str:
+    """Literal text for matplotlib: ``$`` would start mathtext."""
+    return text.replace("$", r"\$")
+
+
+def color(i: int) -> str:
+    return PALETTE[i % len(PALETTE)]
+
+
+def level_styles(levels: Iterable[int]) -> dict[int, tuple[object, float]]:
+    """(line style, alpha) per level in numeric order: the smallest level solid and darkest."""
+    ordered = sorted(set(levels))
+    n = max(len(ordered), 1)
+    return {u: (_LINESTYLES[k % len(_LINESTYLES)], 1.0 - 0.45 * k / max(n - 1, 1))
+            for k, u in enumerate(ordered)}
+
+
+def level_style(styles: dict[int, tuple[object, float]], users: int) -> dict[str, object]:
+    ls, alpha = styles.get(users, ("-", 1.0))
+    return {"linestyle": ls, "alpha": alpha}
+
+
+def figure(rows: int = 1, height: float = 3.6, width: float = 9.0) -> tuple[Figure, list[Axes]]:
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(rows, 1, figsize=(width, height * rows), squeeze=False)
+    return fig, list(axes[:, 0])
+
+
+def legend_outside(ax: Axes, *, fontsize: float = 7, title: str | None = None) -> None:
+    """A legend to the right of the plotting area (never over the data), if any entries."""
+    if not ax.get_legend_handles_labels()[0]:
+        return
+    leg = ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
+                    fontsize=fontsize, title=title, title_fontsize=fontsize, frameon=False)
+    leg.set_gid(f"ar-legend-{next(_ids)}")
+
+
+def _tag_axes(fig: Figure) -> None:
+    for ax in fig.axes:
+        ax.patch.set_gid(f"ar-plot-{next(_ids)}")
+
+
+def _svg(fig: Figure) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+    text = buf.getvalue()
+    text = re.sub(r"<\?xml[^>]*\?>\s*", "", text)
+    text = re.sub(r"<!DOCTYPE[^>]*>\s*", "", text)
+    text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
+    return text
+
+
+def render(fig: Figure) -> str:
+    """The figure as an inline SVG string (the figure is closed)."""
+    with plt.rc_context(STYLE):
+        _tag_axes(fig)
+        fig.tight_layout()
+        return _svg(fig)
+
+
+def legends_outside_axes(fig: Figure) -> bool:
+    """Whether every legend's box lies outside every plotting area (for tests)."""
+    fig.canvas.draw()
+    boxes = [ax.get_window_extent() for ax in fig.axes]
+    for ax in fig.axes:
+        leg = ax.get_legend()
+        if leg is None:
+            continue
+        lb = leg.get_window_extent()
+        if any(lb.overlaps(b) for b in boxes):
+            return False
+    return True
+
+
+def ok_window(run: RunData) -> np.ndarray:
+    """Requests with status ok that were sent inside the steady window."""
+    r = run.requests
+    w = steady_window(run)
+    if w is None:
+        return np.zeros(len(r), dtype=bool)
+    return (r.status == "ok") & (r.sent_s >= w[0]) & (r.sent_s < w[1])
+
+
+def numeric_levels(arms: Sequence[ArmLevels]) -> list[int]:
+    return sorted({r.manifest.load.users for a in arms for r in a.runs})

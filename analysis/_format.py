@@ -1,0 +1,77 @@
+"""Number formatting for reports: one unit per quantity, n/a for missing values.
+
+A quantity keeps its unit everywhere in a report (tables and charts alike):
+TTFT, E2E and session latency in seconds, TPOT, ITL and schedule lag in
+milliseconds, so that two cells of one quantity never need a unit conversion
+to be compared.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["TIME_UNITS", "fmt", "fmt_ci", "fmt_num", "fmt_share", "fmt_time", "time_unit"]
+
+TIME_UNITS: dict[str, tuple[str, float]] = {
+    "ttft": ("s", 1.0),
+    "ttft_due": ("s", 1.0),
+    "e2e": ("s", 1.0),
+    "session_latency": ("s", 1.0),
+    "window": ("s", 1.0),
+    "tpot": ("ms", 1000.0),
+    "itl": ("ms", 1000.0),
+    "schedule_lag": ("ms", 1000.0),
+}
+"""Quantity -> (unit, multiplier from seconds)."""
+
+
+def time_unit(quantity: str) -> tuple[str, float]:
+    """The display unit of a time quantity (seconds for any quantity not listed)."""
+    return TIME_UNITS.get(quantity, ("s", 1.0))
+
+
+def _missing(v: float | None) -> bool:
+    return v is None or not math.isfinite(v)
+
+
+def fmt_time(v: float | None, quantity: str = "ttft") -> str:
+    """Seconds shown in the quantity's fixed unit, three significant digits."""
+    if v is None or _missing(v):
+        return "n/a"
+    unit, mult = time_unit(quantity)
+    x = v * mult
+    if abs(x) >= 100:
+        return f"{x:,.0f} {unit}"
+    return f"{x:.3g} {unit}"
+
+
+def fmt_num(v: float | None, digits: int = 1) -> str:
+    if v is None or _missing(v):
+        return "n/a"
+    return f"{v:,.{digits}f}"
+
+
+def fmt_share(v: float | None) -> str:
+    if v is None or _missing(v):
+        return "n/a"
+    return f"{v * 100.0:.1f}%"
+
+
+def fmt(v: float | None, unit: str, quantity: str = "") -> str:
+    """A value in a report cell; ``unit`` as a Distribution names it."""
+    if unit == "s":
+        return fmt_time(v, quantity)
+    if unit == "share":
+        return fmt_share(v)
+    if unit == "count":
+        return "n/a" if v is None else f"{int(v):,}"
+    if unit == "x":
+        return "n/a" if v is None or _missing(v) else f"{v:.2f}x"
+    return fmt_num(v, 1)
+
+
+def fmt_ci(ci: tuple[float, float] | None, unit: str, quantity: str = "") -> str:
+    """``[lo – hi]`` in the value's unit; empty when there is no interval."""
+    if ci is None:
+        return ""
+    return f"[{fmt(ci[0], unit, quantity)} \u2013 {fmt(ci[1], unit, quantity)}]"
