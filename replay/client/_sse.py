@@ -6,6 +6,9 @@ in ``\\n``, ``\\r\\n`` or ``\\r``. Comment lines (``:``) are dropped, multi-line
 ``data`` fields are joined with ``\\n``, and a line longer than ``max_line_bytes``
 raises :class:`SSEError` with kind ``line_too_long`` instead of buffering without
 bound (vLLM's first chunk can echo a 100K-token prompt, so the default is large).
+Lines that are no SSE field at all (a bare JSON object, compressed bytes) are
+ignored as the spec says, but the first one is kept in ``junk`` so the client
+can call a stream that never finished ``malformed`` rather than cut off.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ class SSEEvent:
 class SSEParser:
     """Incremental SSE framing per the WHATWG rules (fields data, event, id, retry)."""
 
-    __slots__ = ("_buf", "_cr", "_data", "_event", "_id", "_pending_cr", "max_line_bytes")
+    __slots__ = ("_buf", "_cr", "_data", "_event", "_id", "_pending_cr", "junk",
+                 "max_line_bytes")
 
     def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
         if max_line_bytes < 1:
@@ -49,6 +53,8 @@ class SSEParser:
         self._id: str | None = None
         self._pending_cr = False
         self._cr = False
+        self.junk: bytes | None = None
+        """The first line (cut to 80 bytes) that was not a known SSE field or comment."""
         # once a "\r" is seen, this stream always takes the general path
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
@@ -189,6 +195,8 @@ class SSEParser:
         elif name == b"id":
             if b"\x00" not in value:
                 self._id = value.decode("utf-8", "replace")
+        elif name != b"retry" and self.junk is None:
+            self.junk = line[:80]
         # 'retry' and unknown fields are ignored.
         return None
 

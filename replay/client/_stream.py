@@ -8,13 +8,16 @@ and an error kind. Failures never escape as exceptions, except cancellation,
 which is recorded in the outcome (status ``cancelled``) and then re-raised so
 task cancellation keeps working.
 
-Token counting per chunk: ``len(token_ids)`` when the server returns token ids
-(``return_token_ids``), else the delta of ``usage.completion_tokens`` when usage
-comes with every chunk (``continuous_usage_stats``), else 1 per chunk with text.
-The server's final ``usage.completion_tokens`` is the count of record.
+Nothing the server sends is trusted: redirects are refused (error kind
+``redirect``, naming where it pointed), the body must not be compressed
+(``Accept-Encoding: identity`` is sent; a compressed or non-SSE body is
+``malformed``), reading stops at ``[DONE]`` (a server that then keeps the
+connection open costs a short grace, not a failure), and ``usage`` is the count
+of record only when it is possible (else ``bad_usage``; see ``_usage``). Tokens
+per chunk follow one rule per stream (:class:`replay.client._usage.TokenCounter`).
 
 All aiohttp and asyncio exceptions are translated to error kinds in one place,
-:func:`_classify`.
+``_failures.classify``.
 """
 
 from __future__ import annotations
@@ -27,12 +30,18 @@ import aiohttp
 import orjson
 
 from replay.client._connector import StreamingConnector
-from replay.client._sse import DEFAULT_MAX_LINE_BYTES, SSEError, SSEParser
+from replay.client._failures import RedirectRefused, classify, describe, error_text, http_failure
+from replay.client._sse import DEFAULT_MAX_LINE_BYTES, SSEParser
+from replay.client._usage import TokenCounter, clean_usage, usage_problem
 
 __all__ = ["StreamOutcome", "Timeouts", "make_session", "stream_request"]
 
 _ERROR_BODY_LIMIT = 64 * 1024
 _ECHO_MIN = 4096
+_AFTER_DONE = "after_done"
+_AFTER_DONE_S = 1.0
+"""How long the end of the HTTP body may lag ``[DONE]`` before the client closes."""
+_AFTER_DONE_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +50,9 @@ class Timeouts:
 
     connect_s: float | None = 30.0
     first_token_s: float | None = 600.0
+    """Request sent to first output token (``--ttft-timeout``)."""
     itl_s: float | None = 120.0
+    """Longest gap between output tokens (``--itl-timeout``)."""
     total_s: float | None = 3600.0
 
 
@@ -87,10 +98,23 @@ def make_session(
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_s, connect=None)
     trace = aiohttp.TraceConfig()
     trace.on_request_headers_sent.append(_headers_sent)
+    trace.on_request_redirect.append(_refuse_redirect)
     return aiohttp.ClientSession(
         connector=connector, timeout=timeout, read_bufsize=read_bufsize,
         auto_decompress=False, skip_auto_headers=("User-Agent",), trace_configs=[trace],
+        headers={"Accept-Encoding": "identity"},
     )
+
+
+async def _refuse_redirect(
+    session: aiohttp.ClientSession, ctx: object, params: aiohttp.TraceRequestRedirectParams,
+) -> None:
+    """Session-wide guard: any request of this session (probes, /metrics) that would
+    follow a redirect fails instead, naming the location."""
+    resp = params.response
+    where = resp.headers.get("Location", "(no Location header)")
+    raise RedirectRefused(resp.request_info, (), status=resp.status, headers=resp.headers,
+                          message=f"redirect to {where[:200]} refused")
 
 
 async def _headers_sent(
@@ -130,7 +154,7 @@ async def stream_request(
     try:
         async with asyncio.timeout_at(state.when) as timer:
             state.timer = timer
-            async with session.post(url, data=body, headers=headers,
+            async with session.post(url, data=body, headers=headers, allow_redirects=False,
                                     trace_request_ctx=out) as resp:
                 out.http_status = resp.status
                 if resp.status != 200:
@@ -140,22 +164,37 @@ async def stream_request(
                                keep_output_ids, max_tokens)
     except asyncio.CancelledError:
         if state.expired():
-            out.fail("timeout", state.kind, f"no data before the {state.kind[8:]} limit")
+            _timed_out(out, state)
         else:
             out.fail("cancelled", "cancelled", "request cancelled")
             raise
     except TimeoutError as exc:
         if state.expired() or not isinstance(exc, aiohttp.ClientError):
-            out.fail("timeout", state.kind, f"no data before the {state.kind[8:]} limit")
+            _timed_out(out, state)
         else:
-            status, kind = _classify(exc, got_response=out.http_status is not None)
-            out.fail(status, kind, _describe(exc))
+            status, kind = classify(exc, got_response=out.http_status is not None)
+            out.fail(status, kind, describe(exc))
     except Exception as exc:  # every failure becomes data
-        status, kind = _classify(exc, got_response=out.http_status is not None)
-        out.fail(status, kind, _describe(exc))
+        status, kind = classify(exc, got_response=out.http_status is not None)
+        out.fail(status, kind, describe(exc))
     finally:
         _stamp(out)
     return out
+
+
+async def _read_error(resp: aiohttp.ClientResponse, out: StreamOutcome) -> None:
+    try:
+        raw = await resp.content.read(_ERROR_BODY_LIMIT)
+    except Exception:
+        raw = b""
+    kind, message = http_failure(resp.status, resp.headers, resp.reason, raw)
+    out.fail("error", kind, message)
+
+
+def _timed_out(out: StreamOutcome, state: _TimerState) -> None:
+    """A deadline passed; after ``[DONE]`` that only ends the wait for the body's end."""
+    if not out.done:
+        out.fail("timeout", state.kind, f"no data before the {state.kind[8:]} limit")
 
 
 class _TimerState:
@@ -180,43 +219,52 @@ class _TimerState:
         return self.timer is not None and self.timer.expired()
 
 
-async def _read_error(resp: aiohttp.ClientResponse, out: StreamOutcome) -> None:
-    try:
-        raw = await resp.content.read(_ERROR_BODY_LIMIT)
-    except Exception:
-        raw = b""
-    message = _error_message(raw) or resp.reason or ""
-    retry = resp.headers.get("Retry-After")
-    if retry is not None:
-        message = f"{message} (Retry-After: {retry})"
-    out.fail("error", f"http_{resp.status}", message)
-
-
 async def _consume(
     resp: aiohttp.ClientResponse, out: StreamOutcome, state: _TimerState, timeouts: Timeouts,
     total_at: float | None, loop: asyncio.AbstractEventLoop, max_line_bytes: int,
     keep_output_ids: bool, max_tokens: int | None,
 ) -> None:
+    encoding = resp.headers.get("Content-Encoding")
+    if encoding and encoding.strip().lower() != "identity":
+        out.fail("error", "malformed",
+                 f"body is {encoding[:40]}-encoded although identity was asked for")
+        return
+    counter = TokenCounter()
+    try:
+        await _read_events(resp, out, counter, state, timeouts.itl_s, total_at, loop,
+                           max_line_bytes, keep_output_ids, max_tokens)
+    finally:
+        _check_usage(out, counter, max_tokens)
+    if out.done:
+        try:
+            await _settle(resp, state, loop, total_at, timeouts.itl_s)
+        except Exception:  # noqa: S110 - what follows [DONE] cannot undo a complete answer
+            pass
+
+
+async def _read_events(
+    resp: aiohttp.ClientResponse, out: StreamOutcome, counter: TokenCounter,
+    state: _TimerState, itl: float | None, total_at: float | None,
+    loop: asyncio.AbstractEventLoop, max_line_bytes: int, keep_output_ids: bool,
+    max_tokens: int | None,
+) -> None:
+    """Parse events into ``out`` until ``[DONE]``, a failure or the end of the body."""
     parser = SSEParser(max_line_bytes)
     feed = parser.feed_payloads
-    streamed = 0
+    count = counter.count
     now_ns = time.monotonic_ns
     loads = orjson.loads
-    prev_usage_tokens = 0
-    itl = timeouts.itl_s
     chunk_ns = out.chunk_ns
     chunk_tokens = out.chunk_tokens
     output_ids = out.output_ids
     limit = max_tokens if max_tokens is not None else -1
     async for data in resp.content.iter_any():
         t = now_ns()
-        seen = streamed
+        seen = counter.streamed
         for payload in feed(data):
             if payload == b"[DONE]":
                 out.done = True
-                continue
-            if out.done:
-                continue
+                break
             if len(payload) > _ECHO_MIN and b'"prompt_token_ids"' in payload:
                 payload = _drop_prompt_ids(payload)
             try:
@@ -229,15 +277,20 @@ async def _consume(
                 return
             if "error" in obj or obj.get("object") == "error":
                 err = obj.get("error")
-                out.fail("error", "stream_error", _error_text(err if err is not None else obj))
+                out.fail("error", "stream_error", error_text(err if err is not None else obj))
                 continue
             usage = obj.get("usage")
+            usage_tokens = None
             if usage is not None:
-                usage = _clean_usage(usage)
+                usage = clean_usage(usage)
                 if usage is None:
                     out.fail("error", "malformed", f"usage is not token counts: {payload[:80]!r}")
                     return
-            n = 0
+                out.usage = usage
+                ct = usage.get("completion_tokens")
+                usage_tokens = ct if type(ct) is int else None
+            n_ids = 0
+            has_text = False
             choices = obj.get("choices")
             if choices:
                 choice = choices[0] if type(choices) is list else None
@@ -251,33 +304,64 @@ async def _consume(
                         out.fail("error", "malformed", f"token_ids is not a list of integers: "
                                  f"{payload[:80]!r}")
                         return
-                    n = len(ids)
+                    n_ids = len(ids)
                     if keep_output_ids:
                         output_ids.extend(ids)
-                elif usage is not None and usage.get("completion_tokens") is not None:
-                    n = int(usage["completion_tokens"]) - prev_usage_tokens  # type: ignore[call-overload]
-                elif choice.get("text") or (choice.get("delta") or {}).get("content"):
-                    n = 1
-            if usage is not None:
-                out.usage = usage
-                ct = usage.get("completion_tokens")
-                if ct is not None:
-                    prev_usage_tokens = int(ct)  # type: ignore[call-overload]
+                delta = choice.get("delta")
+                has_text = bool(choice.get("text")) or (
+                    type(delta) is dict and bool(delta.get("content")))
+            n = count(n_ids, usage_tokens, bool(choices), has_text)
             if n > 0:
                 chunk_ns.append(t)
                 chunk_tokens.append(n)
-                streamed += n
-                if streamed > limit >= 0:
+                if counter.streamed > limit >= 0:
                     out.fail("error", "too_many_tokens",
                              f"server streamed more than the {max_tokens} tokens asked for")
                     return
-        if itl is not None and streamed > seen:
+        if out.done:
+            break
+        if itl is not None and counter.streamed > seen:
             state.set(loop.time() + itl, "timeout_itl", total_at)
-    for ev in parser.close():
-        if ev.data == b"[DONE]":
-            out.done = True
+    else:
+        for ev in parser.close():
+            if ev.data == b"[DONE]":
+                out.done = True
     if not out.done:
-        out.fail("error", "disconnect", "stream ended without [DONE]")
+        if parser.junk is not None:
+            out.fail("error", "malformed", f"stream ended without [DONE]; it held lines that "
+                     f"are not SSE fields, e.g. {parser.junk!r}")
+        else:
+            out.fail("error", "disconnect", "stream ended without [DONE]")
+
+
+def _check_usage(out: StreamOutcome, counter: TokenCounter, max_tokens: int | None) -> None:
+    """Impossible usage is never kept as truth; on a complete answer it is the failure
+    (an earlier failure, a cut stream or a timeout, keeps its own kind)."""
+    if out.usage is None:
+        return
+    problem = usage_problem(out.usage, counter, max_tokens)
+    if problem is not None:
+        out.usage = None
+        if out.done:
+            out.fail("error", "bad_usage", problem)
+
+
+async def _settle(resp: aiohttp.ClientResponse, state: _TimerState,
+                  loop: asyncio.AbstractEventLoop, total_at: float | None,
+                  itl_s: float | None) -> None:
+    """After ``[DONE]``: let the HTTP body end so the connection can be reused, but
+    wait only a moment; a server that keeps it open is closed on, not waited for."""
+    content = resp.content
+    if content.at_eof():
+        return
+    grace = _AFTER_DONE_S if itl_s is None else min(itl_s, _AFTER_DONE_S)
+    state.set(loop.time() + grace, _AFTER_DONE, total_at)
+    budget = _AFTER_DONE_BYTES
+    while budget > 0:
+        more = await content.readany()
+        if not more:
+            return
+        budget -= len(more)
 
 
 def _stamp(out: StreamOutcome) -> None:
@@ -286,29 +370,6 @@ def _stamp(out: StreamOutcome) -> None:
         if out.first_ns is None:
             out.first_ns = out.chunk_ns[0]
         out.last_ns = out.chunk_ns[-1]
-
-
-def _count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _clean_usage(usage: object) -> dict[str, object] | None:
-    """``usage`` if its token counts are non-negative integers (or absent), else None:
-    a hostile server's junk must become a ``malformed`` record, not a crash later."""
-    if not isinstance(usage, dict):
-        return None
-    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        value = usage.get(key)
-        if value is not None and not _count(value):
-            return None
-    details = usage.get("prompt_tokens_details")
-    if details is not None:
-        if not isinstance(details, dict):
-            return None
-        cached = details.get("cached_tokens")
-        if cached is not None and not _count(cached):
-            return None
-    return usage
 
 
 def _drop_prompt_ids(payload: bytes) -> bytes:
@@ -325,60 +386,3 @@ def _drop_prompt_ids(payload: bytes) -> bytes:
     return payload[:start] + b"null" + payload[end + 1 :]
 
 
-def _classify(exc: BaseException, *, got_response: bool) -> tuple[str, str]:
-    """The one place that maps aiohttp/asyncio/parser exceptions to (status, kind)."""
-    if isinstance(exc, SSEError):
-        return "error", exc.kind
-    if isinstance(exc, aiohttp.ConnectionTimeoutError):
-        return "timeout", "timeout_connect"
-    if isinstance(exc, aiohttp.ServerTimeoutError):
-        return "timeout", "timeout_itl" if got_response else "timeout_first_token"
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return "error", "connect"
-    if isinstance(exc, aiohttp.ClientResponseError):
-        status = getattr(exc, "status", None)
-        return "error", f"http_{status}" if status else "client_error"
-    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
-        return "error", "disconnect"
-    if isinstance(exc, aiohttp.http_exceptions.HttpProcessingError):
-        return "error", "malformed"
-    if isinstance(exc, aiohttp.ClientOSError | ConnectionError):
-        return "error", "disconnect" if got_response else "connect"
-    if isinstance(exc, aiohttp.ClientError):
-        return "error", "client_error"
-    if isinstance(exc, TimeoutError):
-        return "timeout", "timeout_total"
-    if isinstance(exc, OSError):
-        return "error", "connect" if not got_response else "disconnect"
-    if isinstance(exc, ValueError | UnicodeDecodeError):
-        return "error", "malformed"
-    return "error", "internal"
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _error_text(err: object) -> str:
-    if isinstance(err, dict):
-        msg = err.get("message")
-        code = err.get("code")
-        if msg is not None:
-            return f"{msg} (code {code})" if code is not None else str(msg)
-    return str(err)
-
-
-def _error_message(raw: bytes) -> str:
-    if not raw:
-        return ""
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return raw[:300].decode("utf-8", "replace")
-    if isinstance(obj, dict):
-        if "error" in obj:
-            return _error_text(obj["error"])
-        if "message" in obj:
-            return str(obj["message"])
-    return str(obj)[:300]

@@ -16,10 +16,12 @@ import pytest
 from aiohttp import web
 
 from analysis import read_run
+from replay.client._failures import RedirectRefused
 from replay.client._poller import MetricsPoller
 from replay.client._stream import StreamOutcome, Timeouts, make_session, stream_request
 from replay.load._phases import run_load
 from tests.reliability.conftest import cfg, manifest, records
+from tests.reliability.hostile_server import EXPECTED, hostile_server
 from tests.replay.conftest import make_workload
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -167,7 +169,7 @@ def test_invalid_utf8_event_is_malformed() -> None:
 
 @pytest.mark.parametrize("usage", [
     "lots", [1, 2], {"completion_tokens": "two"}, {"completion_tokens": [2]},
-    {"completion_tokens": -3}, {"prompt_tokens": {"x": 1}, "completion_tokens": 2},
+    {"completion_tokens": 2.0}, {"prompt_tokens": {"x": 1}, "completion_tokens": 2},
     {"completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": "many"}},
     {"completion_tokens": True},
 ])
@@ -176,6 +178,20 @@ def test_non_numeric_usage_is_malformed(usage: object) -> None:
     assert (out.status, out.error_kind) == ("error", "malformed"), out
     assert out.usage is None or all(isinstance(v, int) for k, v in out.usage.items()
                                     if k != "prompt_tokens_details")
+
+
+@pytest.mark.parametrize("usage", [
+    {"completion_tokens": -3}, {"completion_tokens": 2, "prompt_tokens": -1},
+    {"completion_tokens": 10**15}, {"completion_tokens": 17},
+    {"completion_tokens": 3}, {"completion_tokens": 1},
+    {"prompt_tokens": 4, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 5}},
+])
+def test_impossible_usage_is_bad_usage_and_not_kept(usage: object) -> None:
+    """Counts that cannot be true (2 token ids arrived, 16 asked for) are a server
+    error and never the count of record."""
+    out, _ = asyncio.run(_one(_usage_junk(usage), _SHORT))
+    assert (out.status, out.error_kind) == ("error", "bad_usage"), out
+    assert out.usage is None and out.streamed_tokens == 2
 
 
 def test_valid_usage_is_kept() -> None:
@@ -275,3 +291,64 @@ def test_whole_run_against_a_hostile_server(tmp_path: Path, name: str) -> None:
     assert any(r.error_kind == want for r in recs)
     assert manifest(run).complete
     read_run(run)  # the analysis reads what was written
+
+
+_MODES_T = Timeouts(connect_s=2.0, first_token_s=0.5, itl_s=0.5, total_s=10.0)
+
+
+async def _against(mode: str, asked: int = 4) -> tuple[StreamOutcome, list[str], list[str]]:
+    async with hostile_server(mode) as srv, make_session(4) as session:
+        out = StreamOutcome()
+        await stream_request(session, f"{srv.url}/v1/completions",
+                             orjson.dumps({"max_tokens": asked}), {"X-Request-Id": "r1"},
+                             _MODES_T, out, max_tokens=asked)
+        return out, srv.seen, srv.elsewhere_seen
+
+
+@pytest.mark.parametrize("mode", sorted(EXPECTED))
+def test_each_misbehaviour_is_recorded_as_its_kind(mode: str) -> None:
+    out, seen, elsewhere = asyncio.run(_against(mode))
+    assert (out.status, out.error_kind) == EXPECTED[mode], out
+    assert seen == ["r1"] and elsewhere == []  # asked once, never anywhere else
+    if out.status == "ok":
+        assert out.done and out.streamed_tokens == 4 and out.chunk_tokens == [1, 1, 1, 1]
+        assert out.usage is not None and out.usage["completion_tokens"] == 4
+    else:
+        assert out.error_message
+
+
+def test_redirect_names_the_location_and_is_not_followed() -> None:
+    async def go() -> tuple[StreamOutcome, str, list[str]]:
+        async with hostile_server("redirect") as srv, make_session(4) as session:
+            out = StreamOutcome()
+            await stream_request(session, f"{srv.url}/v1/completions", b"{}", {}, _MODES_T,
+                                 out)
+            # any other request of the session (probes, /metrics) is refused too
+            with pytest.raises(RedirectRefused):
+                async with session.post(f"{srv.url}/v1/completions", data=b"{}"):
+                    pass
+            return out, srv.url, srv.elsewhere_seen
+
+    out, url, elsewhere = asyncio.run(go())
+    assert out.http_status == 307 and out.error_kind == "redirect"
+    assert out.error_message is not None and "/v1/completions" in out.error_message
+    assert url not in out.error_message  # it names where it pointed, not where we were
+    assert elsewhere == []
+
+
+def test_client_asks_for_an_uncompressed_body() -> None:
+    got: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        got.append(request.headers.get("Accept-Encoding", ""))
+        resp = await _open(request)
+        await resp.write(_chunk(ids=[1]) + b"data: [DONE]\n\n")
+        return resp
+
+    out, _ = asyncio.run(_one(handler, _SHORT))
+    assert out.status == "ok" and got == ["identity"]
+
+
+def test_usage_on_the_last_choice_chunk_is_not_counted_twice() -> None:
+    out, _, _ = asyncio.run(_against("double_count", asked=9))
+    assert out.status == "ok" and out.streamed_tokens == 9 and len(out.output_ids) == 9

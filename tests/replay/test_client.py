@@ -264,7 +264,7 @@ def test_every_aiohttp_client_error_is_mapped() -> None:
     """No aiohttp exception falls through to the catch-all ``internal`` kind."""
     import aiohttp
 
-    from replay.client._stream import _classify
+    from replay.client._failures import classify as _classify
 
     kinds = {}
     for cls in _subclasses(aiohttp.ClientError) | {aiohttp.ClientError}:

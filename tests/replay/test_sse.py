@@ -73,3 +73,28 @@ def test_line_at_limit_passes() -> None:
     p = SSEParser(max_line_bytes=106)
     events = p.feed(b"data: " + b"y" * 100 + b"\n\n")
     assert [e.data for e in events] == [b"y" * 100]
+
+
+def test_first_line_that_is_no_sse_field_is_kept_as_junk() -> None:
+    p = SSEParser()
+    _events(p, [STREAM])
+    assert p.junk == b"unknown: x"  # retry, comments, data, event and id are fields
+
+
+def test_bare_json_lines_are_junk_not_events() -> None:
+    for feed in ("feed", "feed_payloads"):
+        p = SSEParser()
+        got = getattr(p, feed)(b'{"choices": [{"text": "a"}]}\n\n[DONE]\n\n')
+        assert got == [] and p.close() == []
+        assert p.junk == b'{"choices": [{"text": "a"}]}', feed
+
+
+@pytest.mark.parametrize("name", ["completions_stream.txt", "completions_stream_token_ids.txt",
+                                  "chat_stream.txt"])
+def test_real_vllm_streams_have_no_junk(name: str) -> None:
+    from pathlib import Path
+
+    raw = (Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / name).read_bytes()
+    p = SSEParser()
+    payloads = p.feed_payloads(raw)
+    assert payloads[-1] == b"[DONE]" and p.junk is None
