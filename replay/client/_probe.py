@@ -2,15 +2,24 @@
 
 ``/v1/models`` must answer (else the server is unreachable or not OpenAI
 compatible); ``/server_info?config_format=json`` is optional (vLLM exposes it in
-dev mode, the simulator always). The vocabulary size and the KV block size come
-from there when present, else from the user's options; the vocabulary is never
-assumed.
+dev mode, the simulator always). The KV block size comes from there when
+present, else from the user's options.
+
+The vocabulary (the token ids a prompt may hold) is never assumed. ``--vocab-size``
+overrides; else, in order: ``vocab_size`` in ``/server_info`` (the simulator
+reports it; vLLM 0.32 does not), the model's own files when ``/server_info``
+names a directory this machine can read (a server on the same host), and last
+the server's own check: vLLM answers HTTP 400 "Token id N is out of vocabulary"
+to a one-token prompt ``[N]`` past the end, so a search over N with one-token,
+one-output requests (about 2 log2(V) of them) finds the first id it rejects.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import aiohttp
@@ -19,7 +28,7 @@ import orjson
 from replay.errors import ConfigError, TargetError
 
 __all__ = ["ServerFacts", "base_url", "connect_url", "find_key", "probe_server",
-           "public_target"]
+           "public_target", "search_vocab_size"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +111,87 @@ async def _get_json(
             return resp.status, None
 
 
+def _vocab_from_files(model_config: object) -> int | None:
+    """Vocabulary from the model directory /server_info names, when it is readable here:
+    the larger of config.json's vocab_size and tokenizer.json's largest id + 1 (vLLM's
+    own bound)."""
+    if not isinstance(model_config, dict):
+        return None
+    sizes: list[int] = []
+    for key in ("model", "tokenizer"):
+        where = model_config.get(key)
+        if not isinstance(where, str) or not where:
+            continue
+        base = Path(where)
+        for name in ("config.json", "tokenizer.json"):
+            try:
+                data = json.loads((base / name).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if not isinstance(data, dict):
+                continue
+            if name == "config.json":
+                text = data.get("text_config") if isinstance(data.get("text_config"), dict) \
+                    else data
+                if isinstance(text.get("vocab_size"), int):
+                    sizes.append(int(text["vocab_size"]))
+                continue
+            model = data.get("model")
+            vocab = model.get("vocab") if isinstance(model, dict) else None
+            ids = list(vocab.values()) if isinstance(vocab, dict) else []
+            added = data.get("added_tokens")
+            ids += [t.get("id") for t in added if isinstance(t, dict)] \
+                if isinstance(added, list) else []
+            ints = [i for i in ids if isinstance(i, int)]
+            if ints:
+                sizes.append(max(ints) + 1)
+    return max(sizes) if sizes else None
+
+
+_VOCAB_SEARCH_MAX = 1 << 24
+
+
+async def _accepts_id(session: aiohttp.ClientSession, root: str, headers: dict[str, str],
+                      model: str, token_id: int, shown: str) -> bool:
+    body = orjson.dumps({"model": model, "prompt": [token_id], "max_tokens": 1,
+                         "temperature": 0.0})
+    timeout = aiohttp.ClientTimeout(total=120, sock_connect=10)
+    try:
+        async with session.post(f"{root}/v1/completions", data=body, timeout=timeout,
+                                headers={**headers, "Content-Type": "application/json"}) as r:
+            raw = await r.read()
+            status = r.status
+    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        raise TargetError(f"cannot reach {shown}: {type(exc).__name__}: {exc}") from None
+    if status == 200:
+        return True
+    if status == 400 and b"vocabulary" in raw:
+        return False
+    raise ConfigError(
+        f"{shown} does not expose its vocabulary size and answered HTTP {status} to a "
+        f"one-token prompt [{token_id}]; pass --vocab-size")
+
+
+async def search_vocab_size(session: aiohttp.ClientSession, root: str,
+                            headers: dict[str, str], model: str, shown: str) -> int:
+    """The first token id the server rejects in a prompt (= its vocabulary size)."""
+    if not await _accepts_id(session, root, headers, model, 0, shown):
+        raise ConfigError(f"{shown} rejects token id 0; pass --vocab-size")
+    good, bad = 0, 1024
+    while await _accepts_id(session, root, headers, model, bad, shown):
+        good, bad = bad, bad * 2
+        if bad > _VOCAB_SEARCH_MAX:
+            raise ConfigError(f"{shown} accepts token ids past {_VOCAB_SEARCH_MAX}; "
+                              "pass --vocab-size")
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if await _accepts_id(session, root, headers, model, mid, shown):
+            good = mid
+        else:
+            bad = mid
+    return bad
+
+
 async def probe_server(
     session: aiohttp.ClientSession, target: str, headers: dict[str, str], *,
     model: str | None, vocab_size: int | None, block_size: int | None,
@@ -140,17 +230,14 @@ async def probe_server(
         config = None
     if max_len is None and isinstance(config, dict):
         max_len = find_key(config.get("model_config"), "max_model_len")
-    vocab = None
-    if isinstance(config, dict):
+    vocab = vocab_size
+    if vocab is None and isinstance(config, dict):
         found = find_key(config.get("model_config"), "vocab_size")
         vocab = int(found) if isinstance(found, int | float) else None
+        if vocab is None:
+            vocab = _vocab_from_files(config.get("model_config"))
     if vocab is None:
-        vocab = vocab_size
-    if vocab is None:
-        raise ConfigError(
-            f"{shown} does not expose its vocabulary size (/server_info model_config); "
-            "pass --vocab-size"
-        )
+        vocab = await search_vocab_size(session, root, headers, str(chosen["id"]), shown)
     bs = None
     if isinstance(config, dict):
         found = find_key(config.get("cache_config"), "block_size")
