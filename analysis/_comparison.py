@@ -1,9 +1,12 @@
-"""A/B(/C...) comparison: arms by label, levels by users, repeats pooled.
+"""A/B(/C...) comparison: arms by label, levels by load, repeats pooled.
 
 Every headline metric gets a ratio other/baseline at each level with a 95%
-bootstrap interval (users resampled independently in each arm, the ratio taken
-replicate by replicate). The fairness verdict comes first: an unfair set of
-runs raises before any number is computed unless explicitly overridden.
+bootstrap interval (users resampled independently in each arm, runs first when
+repeats are pooled, the ratio taken replicate by replicate). The fairness
+verdict comes first: an unfair set of runs raises before any number is computed
+unless explicitly overridden. A difference is *established* only when its
+interval excludes 1, each arm has enough users and requests (``Rules``), and no
+run of the level is invalid; otherwise the ratio says why not.
 """
 
 from __future__ import annotations
@@ -17,10 +20,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from analysis._capacity import CapacityRow, capacity_table
 from analysis._errors import ResultError
 from analysis._fairness import FairnessVerdict, judge_fairness
-from analysis._metrics import RunSummary, Samples, measure, pool, summarize
+from analysis._levels import LoadLevel, level_of
+from analysis._manifest_parts import Validity
+from analysis._measure import measure
 from analysis._read import RunData
+from analysis._rules import DEFAULT_RULES, Rules
+from analysis._samples import Samples, pool
 from analysis._slo import DEFAULT_TIERS, SloTier
 from analysis._stats import BOOTSTRAP_REPS, bootstrap_quantiles, bootstrap_sums, metric_rng
+from analysis._summary import RunSummary, clusters_of, summarize
+from analysis._validity import assess_comparison, assess_run, merge_validity
+from analysis._verdict import verdict_sentence
 
 __all__ = ["Comparison", "HEADLINE", "Level", "Ratio", "compare_runs"]
 
@@ -45,10 +55,13 @@ _Reps = Callable[[Samples, np.random.Generator], np.ndarray | None]
 def _quantile_reps(name: str, pct: float, invert: bool = False) -> _Reps:
     def reps(s: Samples, rng: np.random.Generator) -> np.ndarray | None:
         v, g = s.values[name], s.groups[name]
+        if name in s.censored and len(s.censored[name]):
+            v = np.concatenate([v, s.censored[name]])
+            g = np.concatenate([g, s.censored_groups[name]])
         if len(v) == 0 or len(np.unique(g)) < 2:
             return None
         r = bootstrap_quantiles(v, g, [pct], reps=BOOTSTRAP_REPS, rng=rng,
-                                weights=s.weights.get(name))[:, 0]
+                                weights=s.weights.get(name), clusters=clusters_of(s))[:, 0]
         if invert:
             with np.errstate(divide="ignore"):
                 return 1.0 / r
@@ -61,7 +74,8 @@ def _rate_reps(attr: str, per_gpu: bool = False) -> _Reps:
         tokens = getattr(s, attr)
         if s.window_s is None or s.window_s <= 0 or len(tokens) < 2:
             return None
-        r = bootstrap_sums(tokens, reps=BOOTSTRAP_REPS, rng=rng) / s.window_s
+        r = bootstrap_sums(tokens, reps=BOOTSTRAP_REPS, rng=rng,
+                           clusters=clusters_of(s)) / s.window_s
         if per_gpu:
             return r / s.gpu_count if s.gpu_count else None
         return r
@@ -112,13 +126,29 @@ class Ratio(_Model):
     """Whether the other arm is better (direction-aware); None when unknown."""
     sure: bool = False
     """Whether the 95% interval of the ratio excludes 1."""
+    established: bool = False
+    """``sure`` and the evidence rules hold (units, requests, validity)."""
+    not_established: str | None = None
+    """Why a difference whose interval excludes 1 is still not established."""
 
 
 class Level(_Model):
     users: int
+    """Users of a closed-loop level (0 for open loop and timestamp replay)."""
+    load: LoadLevel
     arms: dict[str, RunSummary]
     ratios: dict[str, list[Ratio]] = Field(default_factory=dict)
     """Per non-baseline arm label, the ratios against the baseline."""
+    validity: Validity = Field(default_factory=Validity)
+    """The level's runs' verdicts merged, plus client imbalance between arms."""
+    evidence: dict[str, str | None] = Field(default_factory=dict)
+    """Per non-baseline arm: None when a difference could be established, else why not."""
+    single_run: bool = True
+    """One run per arm: intervals do not cover drift between runs."""
+
+    @property
+    def label(self) -> str:
+        return self.load.label
 
 
 class Comparison(_Model):
@@ -133,16 +163,20 @@ class Comparison(_Model):
     incomplete: bool
     reasons: list[str] = Field(default_factory=list)
     simulated: bool
+    validity: Validity = Field(default_factory=Validity)
+    rules: Rules = DEFAULT_RULES
+    run_validity: dict[str, Validity] = Field(default_factory=dict)
+    """Per run id."""
 
 
 def _ratio(metric: _Metric, a: RunSummary, b: RunSummary, sa: Samples, sb: Samples,
-           seed: int, users: int, arm: str) -> Ratio:
+           seed: int, level: str, arm: str, evidence: str | None) -> Ratio:
     pa, pb = metric.point(a), metric.point(b)
     ratio = pb / pa if pa and pb is not None and pa > 0 else None
     ci = None
     if ratio is not None:
-        rng_a = metric_rng(seed, f"{metric.key}/{users}/{a.label}")
-        rng_b = metric_rng(seed, f"{metric.key}/{users}/{arm}")
+        rng_a = metric_rng(seed, f"{metric.key}/{level}/{a.label}")
+        rng_b = metric_rng(seed, f"{metric.key}/{level}/{arm}")
         ra, rb = metric.replicates(sa, rng_a), metric.replicates(sb, rng_b)
         if ra is not None and rb is not None:
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -155,7 +189,26 @@ def _ratio(metric: _Metric, a: RunSummary, b: RunSummary, sa: Samples, sb: Sampl
     sure = ci is not None and (ci[0] > 1 or ci[1] < 1)
     return Ratio(metric=metric.key, label=metric.label, unit=metric.unit,
                  higher_is_better=metric.higher_is_better, baseline=pa, other=pb,
-                 ratio=ratio, ci=ci, better=better, sure=sure)
+                 ratio=ratio, ci=ci, better=better, sure=sure,
+                 established=sure and evidence is None,
+                 not_established=evidence if sure else None)
+
+
+def _evidence(sa: Samples, sb: Samples, validity: Validity, rules: Rules) -> str | None:
+    """Why no difference between two arms at a level can be established, or None."""
+    for s in (sa, sb):
+        sent = len(s.req_status)
+        if s.n_users < rules.min_users:
+            runs = f" x {len(s.runs)} runs" if len(s.runs) > 1 else ""
+            return (f"arm {s.label!r} has {s.n_users} user(s) in all{runs}, fewer than "
+                    f"{rules.min_users} independent users per arm")
+        if sent < rules.min_requests:
+            return (f"arm {s.label!r} sent {sent} request(s) in the window, fewer than "
+                    f"{rules.min_requests} per arm")
+    if validity.verdict == "invalid":
+        codes = sorted({r.code for r in validity.reasons if r.severity == "invalid"})
+        return "a run of this level is invalid (" + ", ".join(codes) + ")"
+    return None
 
 
 def _pick_baseline(labels: list[str], baseline: str | None) -> str:
@@ -169,7 +222,7 @@ def _pick_baseline(labels: list[str], baseline: str | None) -> str:
 
 def compare_runs(
     runs: Sequence[RunData], *, allow_unfair: bool = False, baseline: str | None = None,
-    tiers: Sequence[SloTier] = DEFAULT_TIERS, seed: int = 0,
+    tiers: Sequence[SloTier] = DEFAULT_TIERS, seed: int = 0, rules: Rules = DEFAULT_RULES,
 ) -> Comparison:
     """Fairness verdict, then pooled summaries and ratios per level, then capacity."""
     if not runs:
@@ -177,88 +230,60 @@ def compare_runs(
     labels = list(dict.fromkeys(r.manifest.label for r in runs))
     base = _pick_baseline(labels, baseline)
     arms = [base] + [x for x in labels if x != base]
-    ordered = sorted(runs, key=lambda r: (arms.index(r.manifest.label), r.manifest.load.users))
+    ordered = sorted(runs, key=lambda r: (arms.index(r.manifest.label),
+                                          level_of(r.manifest).key()))
     verdict_f = judge_fairness([r.manifest for r in ordered], allow_unfair=allow_unfair,
                                require_config=len(arms) > 1)
     tiers_t = tuple(tiers)
+    mf = rules.max_failure_share
 
-    groups: dict[tuple[int, str], list[Samples]] = {}
+    groups: dict[tuple[tuple[str, float], str], list[Samples]] = {}
+    run_valid: dict[str, Validity] = {}
+    by_level: dict[tuple[str, float], list[str]] = {}
     for r in ordered:
-        groups.setdefault((r.manifest.load.users, r.manifest.label), []).append(measure(r))
+        smp = measure(r)
+        key = level_of(r.manifest).key()
+        groups.setdefault((key, r.manifest.label), []).append(smp)
+        run_valid[r.manifest.run_id] = assess_run(
+            r, rules=rules, summary=summarize(smp, bootstrap=False, tiers=(),
+                                              max_failure_share=mf))
+        by_level.setdefault(key, []).append(r.manifest.run_id)
     levels: list[Level] = []
-    for users in sorted({u for u, _ in groups}):
-        pooled = {arm: pool(groups[(users, arm)]) for arm in arms if (users, arm) in groups}
-        summaries = {arm: summarize(s, seed=seed, tiers=tiers_t) for arm, s in pooled.items()}
+    cap_input: dict[str, list[tuple[RunSummary, Samples]]] = {a: [] for a in arms}
+    for key in sorted(by_level):
+        pooled = {arm: pool(groups[(key, arm)]) for arm in arms if (key, arm) in groups}
+        summaries = {arm: summarize(s, seed=seed, tiers=tiers_t, max_failure_share=mf)
+                     for arm, s in pooled.items()}
+        load = next(iter(pooled.values())).level
+        lv_valid = assess_comparison([(rid, run_valid[rid]) for rid in by_level[key]],
+                                     [(load.label, summaries)], rules=rules)
+        for arm, smp in pooled.items():
+            summaries[arm].validity = merge_validity(
+                [(rid, run_valid[rid]) for rid in smp.runs])
+            cap_input[arm].append((summaries[arm], smp))
         ratios: dict[str, list[Ratio]] = {}
+        evidence: dict[str, str | None] = {}
         if base in pooled:
             for arm in arms[1:]:
                 if arm in pooled:
+                    ev = _evidence(pooled[base], pooled[arm], lv_valid, rules)
+                    evidence[arm] = ev
                     ratios[arm] = [
                         _ratio(m, summaries[base], summaries[arm], pooled[base], pooled[arm],
-                               seed, users, arm) for m in HEADLINE]
-        levels.append(Level(users=users, arms=summaries, ratios=ratios))
-    cap = capacity_table(
-        {arm: [lv.arms[arm] for lv in levels if arm in lv.arms] for arm in arms}, tiers_t)
+                               seed, load.label, arm, ev) for m in HEADLINE]
+        levels.append(Level(
+            users=int(load.value) if load.kind == "users" else 0, load=load, arms=summaries,
+            ratios=ratios, validity=lv_valid, evidence=evidence,
+            single_run=all(len(s.runs) == 1 for s in pooled.values())))
+    cap = capacity_table({a: v for a, v in cap_input.items() if v}, tiers_t,
+                         max_failure_share=mf, seed=seed)
     reasons = [x for r in ordered for x in (f"{r.manifest.run_id}: {y}" for y in r.reasons)]
+    validity = assess_comparison(list(run_valid.items()),
+                                 [(lv.load.label, lv.arms) for lv in levels], rules=rules)
     return Comparison(
         baseline=base, arms=arms, levels=levels, fairness=verdict_f,
-        verdict=verdict_sentence(base, arms, levels, verdict_f), tiers=list(tiers_t),
-        capacity=cap, incomplete=bool(reasons), reasons=reasons,
-        simulated=any(r.manifest.simulated for r in runs),
+        verdict=verdict_sentence(base, arms, levels, verdict_f, validity, cap, mf),
+        tiers=list(tiers_t), capacity=cap, incomplete=bool(reasons), reasons=reasons,
+        simulated=any(r.manifest.simulated for r in runs), validity=validity, rules=rules,
+        run_validity=run_valid,
     )
-
-
-def _fmt_users(users: list[int]) -> str:
-    text = ", ".join(str(u) for u in users)
-    return text + (" user" if users == [1] else " users")
-
-
-def _span(rs: list[float]) -> str:
-    lo, hi = f"{min(rs):.2f}x", f"{max(rs):.2f}x"
-    return lo if lo == hi else f"{lo} to {hi}"
-
-
-def verdict_sentence(
-    base: str, arms: list[str], levels: list[Level], fairness: FairnessVerdict
-) -> str:
-    """One plain sentence per other arm: where it wins, by how much, how sure."""
-    prefix = "" if fairness.fair else "WARNING, UNFAIR COMPARISON: "
-    if len(arms) == 1:
-        parts = []
-        for lv in levels:
-            p90 = lv.arms[base].interactivity.p90
-            parts.append(f"{_fmt_users([lv.users])}: P90 interactivity "
-                         + (f"{p90:.1f} tok/s/user" if p90 is not None else "n/a"))
-        return prefix + f"Single arm {base!r} (no comparison): " + "; ".join(parts) + "."
-    sentences = []
-    for arm in arms[1:]:
-        groups: dict[str, list[tuple[int, float]]] = {
-            "wins": [], "losses": [], "unsure": [], "no_ci": []}
-        for lv in levels:
-            r = next((x for x in lv.ratios.get(arm, []) if x.metric == "interactivity.p90"), None)
-            if r is None or r.ratio is None:
-                continue
-            key = ("no_ci" if r.ci is None else "unsure" if not r.sure
-                   else "wins" if r.better else "losses")
-            groups[key].append((lv.users, r.ratio))
-        if not any(groups.values()):
-            sentences.append(f"{arm} vs {base}: no level has P90 interactivity for both arms.")
-            continue
-        bits = []
-        texts = {
-            "wins": "faster than {b} at {u} (P90 interactivity {s} of {b}; 95% interval "
-                    "excludes 1)",
-            "losses": "slower than {b} at {u} (P90 interactivity {s} of {b}; 95% interval "
-                      "excludes 1)",
-            "unsure": "not distinguishable from {b} at {u} (P90 interactivity {s}; 95% "
-                      "interval includes 1)",
-            "no_ci": "at {u} P90 interactivity {s} of {b}, but with no interval (fewer than "
-                     "two users per arm), so not established",
-        }
-        for key, template in texts.items():
-            g = groups[key]
-            if g:
-                bits.append(template.format(b=base, u=_fmt_users([u for u, _ in g]),
-                                            s=_span([x for _, x in g])))
-        sentences.append(f"{arm} is " + "; ".join(bits) + ".")
-    return prefix + " ".join(sentences)

@@ -1,25 +1,40 @@
-"""The data alongside the report: one CSV row per request, derived times included."""
+"""The data alongside the report: one CSV row per request, derived times included.
+
+Columns: the run and its load level, every scalar field of ``RequestRecord``
+(in the model's order, so a new field appears here by itself), whether the
+request was sent in the window, then the derived values of ``_derived``. Text
+cells a spreadsheet would read as a formula (``=``, ``+``, ``-``, ``@``, tab,
+carriage return first) get a leading apostrophe.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import fields
 
 import numpy as np
 
-from analysis._metrics import steady_window
+from analysis._columns import COLUMN_KIND, FIELDS
+from analysis._derived import Latencies, column_latencies
+from analysis._levels import level_of
 from analysis._read import RunData
+from analysis._window import steady_window
 
-__all__ = ["CSV_COLUMNS", "requests_csv"]
+__all__ = ["CSV_COLUMNS", "neutralise", "requests_csv"]
 
-CSV_COLUMNS = (
-    "run_id", "arm", "level_users", "id", "user", "lane", "session", "session_instance",
-    "turn", "agent", "kind", "phase", "in_window", "status", "error_kind", "http_status",
-    "due_s", "sent_s", "first_token_s", "last_token_s", "ttft_s", "ttft_due_s", "e2e_s",
-    "tpot_s", "prompt_tokens", "prompt_tokens_server", "cached_tokens",
-    "expected_cached_tokens", "output_tokens_asked", "output_tokens", "error_message",
+_DERIVED = tuple(f.name for f in fields(Latencies))
+CSV_COLUMNS: tuple[str, ...] = (
+    ("run_id", "arm", "load_kind", "load", *FIELDS, "in_window")
+    + tuple(f"{name}_s" for name in _DERIVED)
 )
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralise(text: str) -> str:
+    """A cell a spreadsheet shows as text, never evaluates (OWASP CSV injection)."""
+    return "'" + text if text.startswith(_FORMULA_START) else text
 
 
 def _num(a: np.ndarray) -> list[str]:
@@ -30,8 +45,13 @@ def _count(a: np.ndarray) -> list[str]:
     return ["" if x < 0 else str(int(x)) for x in a]
 
 
-def _obj(a: np.ndarray) -> list[str]:
-    return ["" if x is None else str(x) for x in a]
+def _text(a: np.ndarray) -> list[str]:
+    return ["" if x is None else neutralise(str(x)) for x in a]
+
+
+_BY_KIND: dict[str, Callable[[np.ndarray], list[str]]] = {
+    "time": _num, "count": _count, "text": _text, "coded": _text,
+}
 
 
 def requests_csv(runs: Sequence[RunData]) -> str:
@@ -46,23 +66,13 @@ def requests_csv(runs: Sequence[RunData]) -> str:
             continue
         win = steady_window(run)
         in_win = (r.sent_s >= win[0]) & (r.sent_s < win[1]) if win else np.zeros(n, bool)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            tpot = np.where(r.output_tokens >= 2,
-                            (r.last_token_s - r.first_token_s) / (r.output_tokens - 1), np.nan)
+        lat = column_latencies(r)
         m = run.manifest
-        cols = [
-            [m.run_id] * n, [m.label] * n, [str(m.load.users)] * n, _obj(r.id),
-            [str(int(x)) for x in r.user], _obj(r.lane), _obj(r.session),
-            [str(int(x)) for x in r.session_instance], [str(int(x)) for x in r.turn],
-            _obj(r.agent), _obj(r.kind), [str(x) for x in r.phase],
-            ["1" if x else "0" for x in in_win], [str(x) for x in r.status],
-            _obj(r.error_kind), _count(r.http_status), _num(r.due_s), _num(r.sent_s),
-            _num(r.first_token_s), _num(r.last_token_s), _num(r.first_token_s - r.sent_s),
-            _num(r.first_token_s - r.due_s), _num(r.last_token_s - r.sent_s), _num(tpot),
-            [str(int(x)) for x in r.prompt_tokens], _count(r.prompt_tokens_server),
-            _count(r.cached_tokens), _count(r.expected_cached_tokens),
-            [str(int(x)) for x in r.output_tokens_asked],
-            [str(int(x)) for x in r.output_tokens], _obj(r.error_message),
-        ]
+        level = level_of(m)
+        cols = [[neutralise(m.run_id)] * n, [neutralise(m.label)] * n, [level.kind] * n,
+                [f"{level.value:g}"] * n]
+        cols += [_BY_KIND[COLUMN_KIND[name]](getattr(r, name)) for name in FIELDS]
+        cols.append(["1" if x else "0" for x in in_win])
+        cols += [_num(getattr(lat, name)) for name in _DERIVED]
         w.writerows(zip(*cols, strict=True))
     return buf.getvalue()

@@ -183,7 +183,8 @@ def read_manifest(path: Path) -> RunManifest:
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
-        raise ResultError(err["msg"], file=str(file), field=loc) from None
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        raise ResultError(msg, file=str(file), field=loc) from None
 
 
 def read_run(path: str | os.PathLike[str]) -> RunData:

@@ -19,18 +19,17 @@ import numpy as np
 import orjson
 
 from analysis._columns import (
+    CODE_INDEX,
+    CODE_LABELS,
+    CODED,
+    COLUMN_KIND,
     DEFAULTS,
     FIELDS,
     INT,
     KNOWN,
+    NONNEGATIVE,
     NUM,
-    PHASE_ARRAY,
-    PHASE_CODE,
-    PHASES,
     REQUIRED,
-    STATUS_ARRAY,
-    STATUS_CODE,
-    STATUSES,
     RequestColumns,
 )
 from analysis._errors import ResultError
@@ -180,11 +179,11 @@ def _columns_from_batch(batch: list[dict], path: str, first_line: int) -> Reques
                 i = next(i for i, v in enumerate(col) if v is not None and v not in _RANGE)
                 raise fail(i, name, f"out of range (64-bit integer), got {col[i]!r}")
         cols[name] = col
-    for name, allowed_set in (("status", STATUSES), ("phase", PHASES)):
+    for name, allowed_set in CODED.items():
         if not set(cols[name]) <= set(allowed_set):
             i = next(i for i, v in enumerate(cols[name]) if v not in allowed_set)
             raise fail(i, name, f"expected one of {', '.join(allowed_set)}, got {cols[name][i]!r}")
-    for name in ("user", "turn", "prompt_tokens", "output_tokens_asked", "output_tokens"):
+    for name in NONNEGATIVE:
         if batch and min(cols[name]) < 0:
             i = next(i for i, v in enumerate(cols[name]) if v < 0)
             raise fail(i, name, "must be >= 0")
@@ -217,53 +216,28 @@ def _columns_from_batch(batch: list[dict], path: str, first_line: int) -> Reques
         raise fail(i, "chunk_tokens", "must have as many entries as chunk_times_s")
     total = int(n_times.sum())
 
-    def num(name: str) -> np.ndarray:
-        return np.array(cols[name], dtype=np.float64)  # None -> NaN
-
-    def count(name: str) -> np.ndarray:
-        a = np.array(cols[name], dtype=np.float64)
-        return np.where(np.isnan(a), -1, a).astype(np.int64)
-
-    def obj(name: str) -> np.ndarray:
-        arr = np.empty(len(batch), dtype=object)
-        arr[:] = cols[name]
-        return arr
-
-    offsets = np.zeros(len(batch) + 1, dtype=np.int64)
+    out: dict[str, np.ndarray] = {}
+    for name, kind in COLUMN_KIND.items():
+        if kind == "coded":
+            codes = np.fromiter(map(CODE_INDEX[name].__getitem__, cols[name]), dtype=np.intp,
+                                count=n)
+            out[name] = CODE_LABELS[name][codes]
+        elif kind == "text":
+            arr = np.empty(n, dtype=object)
+            arr[:] = cols[name]
+            out[name] = arr
+        elif kind == "count":  # None -> -1
+            a = np.array(cols[name], dtype=np.float64)
+            out[name] = np.where(np.isnan(a), -1, a).astype(np.int64)
+        else:  # time: None -> NaN
+            out[name] = np.array(cols[name], dtype=np.float64)
+    offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(n_times, out=offsets[1:])
     return RequestColumns(
-        id=obj("id"),
-        user=np.array(cols["user"], dtype=np.int64),
-        lane=obj("lane"),
-        session=obj("session"),
-        session_instance=np.array(cols["session_instance"], dtype=np.int64),
-        turn=np.array(cols["turn"], dtype=np.int64),
-        agent=obj("agent"),
-        kind=obj("kind"),
-        phase=PHASE_ARRAY[np.fromiter(map(PHASE_CODE.__getitem__, cols["phase"]),
-                                       dtype=np.intp, count=n)],
-        status=STATUS_ARRAY[np.fromiter(map(STATUS_CODE.__getitem__, cols["status"]),
-                                         dtype=np.intp, count=n)],
-        error_kind=obj("error_kind"),
-        error_message=obj("error_message"),
-        http_status=count("http_status"),
-        due_s=np.array(cols["due_s"], dtype=np.float64),
-        sent_s=np.array(cols["sent_s"], dtype=np.float64),
-        first_token_s=num("first_token_s"),
-        last_token_s=num("last_token_s"),
-        prompt_tokens=np.array(cols["prompt_tokens"], dtype=np.int64),
-        prompt_tokens_server=count("prompt_tokens_server"),
-        output_tokens_asked=np.array(cols["output_tokens_asked"], dtype=np.int64),
-        output_tokens=np.array(cols["output_tokens"], dtype=np.int64),
-        cached_tokens=count("cached_tokens"),
-        expected_cached_tokens=count("expected_cached_tokens"),
-        think_time_s=np.array(cols["think_time_s"], dtype=np.float64),
-        chunk_offsets=offsets,
+        **out, chunk_offsets=offsets,
         chunk_times_s=np.fromiter(flats["chunk_times_s"], dtype=np.float64, count=total),
         chunk_tokens=np.fromiter(flats["chunk_tokens"], dtype=np.int64, count=total),
     )
-
-
 
 
 def _batch_or_locate(batch: list[dict], lines: Sequence[int], path: str) -> RequestColumns:

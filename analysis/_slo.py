@@ -6,7 +6,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from analysis._errors import ResultError
 
-__all__ = ["DEFAULT_TIERS", "SloTier", "parse_tier"]
+__all__ = ["DEFAULT_MAX_FAILURE_SHARE", "DEFAULT_TIERS", "SloTier", "parse_tier"]
+
+DEFAULT_MAX_FAILURE_SHARE = 0.05
+"""A level with more failed or incomplete requests than this fails every tier."""
 
 
 class SloTier(BaseModel):

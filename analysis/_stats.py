@@ -31,6 +31,7 @@ __all__ = [
     "bootstrap_quantiles",
     "bootstrap_sums",
     "distribution",
+    "draw_counts",
     "group_codes",
     "invert_distribution",
     "metric_rng",
@@ -70,6 +71,10 @@ class Distribution(BaseModel):
     p50_ci: tuple[float, float] | None = None
     p90_ci: tuple[float, float] | None = None
     p99_ci: tuple[float, float] | None = None
+    censored: int = 0
+    """Values that are lower bounds (requests cut at the drain's end)."""
+    bounds: list[str] = []
+    """Statistics that are lower bounds because of censored values (``≥``)."""
 
     def value(self, name: str) -> float | None:
         """A statistic by name (``mean``, ``p50``, ``p90``, ``p99``)."""
@@ -100,11 +105,36 @@ def group_codes(*keys: np.ndarray) -> np.ndarray:
     return codes.reshape(-1).astype(np.int64)
 
 
-def _draw_counts(n_groups: int, reps: int, rng: np.random.Generator) -> np.ndarray:
-    """How often each group is drawn in each replicate: (reps, n_groups)."""
+def draw_counts(
+    n_groups: int, reps: int, rng: np.random.Generator, clusters: np.ndarray | None = None
+) -> np.ndarray:
+    """How often each group is drawn in each replicate: (reps, n_groups).
+
+    With ``clusters`` (the cluster of each group, e.g. the run a user belongs
+    to) and more than one cluster, the draw is two-level: clusters with
+    replacement, then groups with replacement within each drawn cluster, so the
+    spread between clusters (drift between runs) is in the replicates."""
+    if clusters is not None and len(np.unique(clusters)) > 1:
+        return _draw_nested(np.asarray(clusters), reps, rng)
     draws = rng.integers(0, n_groups, size=(reps, n_groups))
     draws += np.arange(reps)[:, None] * n_groups
     return np.bincount(draws.ravel(), minlength=reps * n_groups).reshape(reps, n_groups)
+
+
+def _draw_nested(clusters: np.ndarray, reps: int, rng: np.random.Generator) -> np.ndarray:
+    order = np.argsort(clusters, kind="stable")  # groups of one cluster side by side
+    _, cl_code = np.unique(clusters, return_inverse=True)
+    sizes = np.bincount(cl_code.reshape(-1))
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    n_cl, n_groups = len(sizes), len(clusters)
+    out = np.zeros((reps, n_groups), dtype=np.int64)
+    for i in range(reps):
+        picked = np.bincount(rng.integers(0, n_cl, size=n_cl), minlength=n_cl)
+        draws = picked * sizes
+        base = np.repeat(starts, draws)
+        within = np.floor(rng.random(len(base)) * np.repeat(sizes, draws)).astype(np.int64)
+        out[i, order] = np.bincount(base + within, minlength=n_groups)
+    return out
 
 
 def _exact_quantiles(
@@ -189,27 +219,54 @@ def bootstrap_quantiles(
     reps: int = BOOTSTRAP_REPS,
     rng: np.random.Generator,
     weights: np.ndarray | None = None,
+    clusters: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Replicates of the given percentiles, resampling groups: (reps, len(percentiles))."""
+    """Replicates of the given percentiles, resampling groups: (reps, len(percentiles)).
+
+    ``clusters[g]`` is the cluster of group id ``g`` (ids as in ``groups``): see
+    ``draw_counts``; groups without samples are then still drawn (as empty)."""
     values = np.asarray(values, dtype=np.float64)
-    codes = group_codes(np.asarray(groups))
     qs = np.asarray(percentiles, dtype=np.float64) / 100.0
     if len(values) == 0:
         raise ValueError("empty sample")
-    counts = _draw_counts(int(codes.max()) + 1, reps, rng)
+    if clusters is not None:
+        codes = np.asarray(groups, dtype=np.int64)
+        counts = draw_counts(len(clusters), reps, rng, clusters)
+        if np.any(counts[:, np.unique(codes)].sum(axis=1) == 0):
+            counts = _redraw_empty(counts, codes, rng, clusters)
+    else:
+        codes = group_codes(np.asarray(groups))
+        counts = draw_counts(int(codes.max()) + 1, reps, rng)
     if len(values) <= EXACT_LIMIT:
         return _exact_quantiles(values, codes, counts, qs, weights)
     return _hist_quantiles(values, codes, counts, qs, weights)
 
 
+def _redraw_empty(
+    counts: np.ndarray, codes: np.ndarray, rng: np.random.Generator, clusters: np.ndarray
+) -> np.ndarray:
+    """Replace replicates that drew no group holding a sample (possible when
+    some users have none) by fresh ones, so every replicate has a quantile."""
+    present = np.unique(codes)
+    for _ in range(100):
+        empty = np.flatnonzero(counts[:, present].sum(axis=1) == 0)
+        if len(empty) == 0:
+            break
+        counts[empty] = draw_counts(len(clusters), len(empty), rng, clusters)
+    else:  # pragma: no cover - a sample that almost no draw reaches
+        raise ValueError("bootstrap draws keep missing every sample")
+    return counts
+
+
 def bootstrap_sums(
-    per_group: np.ndarray, *, reps: int = BOOTSTRAP_REPS, rng: np.random.Generator
+    per_group: np.ndarray, *, reps: int = BOOTSTRAP_REPS, rng: np.random.Generator,
+    clusters: np.ndarray | None = None,
 ) -> np.ndarray:
     """Replicates of the total of per-group amounts, resampling groups: (reps,)."""
     per_group = np.asarray(per_group, dtype=np.float64)
     if len(per_group) == 0:
         raise ValueError("empty sample")
-    counts = _draw_counts(len(per_group), reps, rng)
+    counts = draw_counts(len(per_group), reps, rng, clusters)
     return counts @ per_group
 
 
@@ -228,9 +285,16 @@ def distribution(
     rng: np.random.Generator | None,
     reps: int = BOOTSTRAP_REPS,
     weights: np.ndarray | None = None,
+    censored: np.ndarray | None = None,
+    clusters: np.ndarray | None = None,
 ) -> Distribution:
     """Summarise a sample (integer ``weights``: repeat counts); ``rng=None`` skips
-    the intervals."""
+    the intervals.
+
+    ``censored`` marks values that are only lower bounds (unweighted samples): a
+    percentile is exact when every such value lies above it, else it is reported
+    as a lower bound (named in ``bounds``). ``clusters`` (cluster of each group
+    id) makes the bootstrap two-level (see ``bootstrap_quantiles``)."""
     values = np.asarray(values, dtype=np.float64)
     groups = np.asarray(groups)
     keep = np.isfinite(values)
@@ -240,6 +304,7 @@ def distribution(
     if not keep.all():  # the big samples arrive filtered already: no copies then
         values, groups = values[keep], groups[keep]
         weights = None if weights is None else weights[keep]
+        censored = None if censored is None else censored[keep]
     del keep
     if len(values) == 0:
         return Distribution(unit=unit, higher_is_better=higher_is_better)
@@ -254,13 +319,30 @@ def distribution(
     cis: list[tuple[float, float] | None] = [None, None, None]
     n_groups = int(group_codes(groups).max()) + 1
     if rng is not None and n_groups >= 2:
-        reps_arr = bootstrap_quantiles(values, groups, pct, reps=reps, rng=rng, weights=weights)
+        reps_arr = bootstrap_quantiles(values, groups, pct, reps=reps, rng=rng, weights=weights,
+                                       clusters=clusters)
         cis = [_interval(reps_arr[:, j]) for j in range(len(pct))]
+    n_cens = int(censored.sum()) if censored is not None else 0
+    bounds = _bound_stats(values, censored, pct) if n_cens else []
     return Distribution(
         unit=unit, higher_is_better=higher_is_better, count=count, groups=n_groups,
         mean=mean, p50=float(point[0]), p90=float(point[1]),
         p99=float(point[2]), p50_ci=cis[0], p90_ci=cis[1], p99_ci=cis[2],
+        censored=n_cens, bounds=bounds,
     )
+
+
+def _bound_stats(values: np.ndarray, censored: np.ndarray, pct: Sequence[float]) -> list[str]:
+    """Statistics that censored values can still move: a percentile is a lower
+    bound when some censored value lies at or below the upper rank it reads."""
+    ordered = np.sort(values)
+    lowest = float(values[censored].min())
+    out = ["mean"]
+    for q, name in zip(pct, ("p50", "p90", "p99"), strict=True):
+        hi = int(np.ceil((len(values) - 1) * q / 100.0))
+        if lowest <= ordered[hi]:
+            out.append(name)
+    return out
 
 
 def weighted_percentile(

@@ -1,8 +1,11 @@
 """Polling the server's ``/metrics`` into ``server_metrics.jsonl``.
 
-The Prometheus text is parsed here, cheaply: keep ``vllm:`` samples, drop
-histogram buckets and ``_created`` stamps, and sum each name over its labels
-(engines, models), so a histogram becomes its ``_sum`` and ``_count``.
+The Prometheus text is parsed here, cheaply: keep ``vllm:`` samples (and the
+simulator's ``vllm_sim:`` ones, e.g. the engine-step lateness counters the
+validity checks read), drop histogram buckets and ``_created`` stamps, and sum
+each name over its labels (engines, models), so a histogram becomes its
+``_sum`` and ``_count``. A compressed answer (sent although the session asks
+for ``identity``) is a failed scrape, not parsed garbage.
 """
 
 from __future__ import annotations
@@ -14,13 +17,17 @@ from collections.abc import Callable
 
 import aiohttp
 
-__all__ = ["DEFAULT_MAX_METRICS_BYTES", "MetricsPoller", "parse_prometheus"]
+__all__ = ["DEFAULT_MAX_METRICS_BYTES", "METRIC_PREFIXES", "MetricsPoller", "parse_prometheus"]
 
 DEFAULT_MAX_METRICS_BYTES = 64 * 1024 * 1024
+METRIC_PREFIXES = ("vllm:", "vllm_sim:")
+"""Sample names kept from ``/metrics``: vLLM's own and the simulator's."""
 
 
-def parse_prometheus(text: str, prefix: str = "vllm:") -> dict[str, float]:
-    """Sum every ``prefix`` sample over its labels; buckets and ``_created`` skipped."""
+def parse_prometheus(text: str,
+                     prefix: str | tuple[str, ...] = METRIC_PREFIXES) -> dict[str, float]:
+    """Sum every sample whose name starts with ``prefix`` (one or several) over its
+    labels; buckets and ``_created`` skipped."""
     values: dict[str, float] = {}
     for line in text.splitlines():
         if not line.startswith(prefix):
@@ -76,7 +83,8 @@ class MetricsPoller:
             timeout = aiohttp.ClientTimeout(total=max(self.interval_s, 5.0))
             async with self._session.get(self._url, headers=self._headers,
                                          timeout=timeout) as resp:
-                if resp.status != 200:
+                encoding = resp.headers.get("Content-Encoding", "identity")
+                if resp.status != 200 or encoding.strip().lower() != "identity":
                     self.failures += 1
                     return None
                 raw = bytearray()

@@ -21,11 +21,12 @@ import asyncio
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import numpy as np
 
+from analysis import Phase, RecordDict, RequestStatus
 from replay.client._bodies import BodySpec, ChainEncoder, PrefixCacheModel
 from replay.client._stream import StreamOutcome, Timeouts, stream_request
 from traces._models import Request, Session, iter_block_ids
@@ -169,13 +170,22 @@ async def _send(
 def _record(
     ctx: LaneContext, rid: str, chain: _Chain, turn: int, req: Request, prompt: np.ndarray,
     expected: int, due_ns: int, think_s: float, out: StreamOutcome,
-) -> dict[str, object]:
+) -> RecordDict:
+    """The request's record (``analysis.RequestRecord``'s fields, every one present).
+
+    A request cut when the drain ended is ``incomplete`` (no error kind); one
+    cut by the user's interrupt is ``cancelled`` / ``cancelled_interrupt``."""
     t0 = ctx.t0_ns
+    end_ns = time.monotonic_ns()
     usage = out.usage or {}
     completion = usage.get("completion_tokens")
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    sent_ns = out.sent_ns or time.monotonic_ns()
+    prompt_server = usage.get("prompt_tokens")
+    sent_ns = out.sent_ns or end_ns
+    status, kind = out.status, out.error_kind
+    if status == "cancelled" and kind != "cancelled_interrupt":
+        status, kind = "incomplete", None
     return {
         "id": rid,
         "user": chain.user,
@@ -185,25 +195,27 @@ def _record(
         "turn": turn,
         "agent": chain.agent,
         "kind": req.kind,
-        "phase": ctx.phase(sent_ns),
+        "phase": cast(Phase, ctx.phase(sent_ns)),
         "worker": ctx.worker,
-        "status": out.status,
-        "error_kind": out.error_kind,
-        "error_message": out.error_message,
+        "status": cast(RequestStatus, status),
+        "error_kind": kind,
+        "error_message": out.error_message if kind is not None else None,
         "http_status": out.http_status,
         "due_s": (due_ns - t0) / _NS,
         "sent_s": (sent_ns - t0) / _NS,
         "first_token_s": (out.first_ns - t0) / _NS if out.first_ns is not None else None,
         "last_token_s": (out.last_ns - t0) / _NS if out.last_ns is not None else None,
+        "end_s": (end_ns - t0) / _NS,
         "chunk_times_s": [(t - t0) / _NS for t in out.chunk_ns],
         "chunk_tokens": out.chunk_tokens,
         "prompt_tokens": int(prompt.size),
-        "prompt_tokens_server": usage.get("prompt_tokens"),
+        "prompt_tokens_server": int(prompt_server) if isinstance(prompt_server, int) else None,
         "output_tokens_asked": req.output_tokens,
-        "output_tokens": int(completion) if completion is not None else out.streamed_tokens,
-        "cached_tokens": cached,
+        "output_tokens": int(completion) if isinstance(completion, int)
+        else out.streamed_tokens,
+        "cached_tokens": int(cached) if isinstance(cached, int) else None,
         "expected_cached_tokens": expected,
-        "think_time_s": think_s,
+        "think_applied_s": think_s,
     }
 
 

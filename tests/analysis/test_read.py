@@ -150,13 +150,13 @@ def test_fast_path_matches_the_strict_reader(tmp_path: Path) -> None:
     records[6].update(status="error", error_kind="http_500", error_message="boom",
                       http_status=500, first_token_s=None, last_token_s=None,
                       chunk_times_s=None, chunk_tokens=None, cached_tokens=None)
-    records[7].update(lane=None, think_time_s=None, prompt_tokens_server=77)
+    records[7].update(lane=None, think_applied_s=None, prompt_tokens_server=77)
     d = make_run(tmp_path, records)
     data = (d / "requests.jsonl").read_bytes()
     fast = arrow_columns(arrow_table(memoryview(data)), len(records))
     assert fast is not None  # the fast path took it
     _same(fast, _strict(d))
-    assert fast.lane[7] == "" and fast.think_time_s[7] == 0.0  # null means the default
+    assert fast.lane[7] == "" and fast.think_applied_s[7] == 0.0  # null means the default
     assert list(fast.phase[4:6]) == ["measure", "warmup"]
     assert fast.agent[5] == "sub0" and fast.agent[4] is None
     assert list(fast.chunk_offsets[5:9]) == [10, 12, 12, 14]  # record 6: none

@@ -236,13 +236,21 @@ async def _bad_utf8_metrics(request: web.Request) -> web.Response:
                         content_type="text/plain")
 
 
+async def _gzip_metrics(request: web.Request) -> web.Response:
+    import gzip
+
+    return web.Response(body=gzip.compress(b"vllm:num_requests_running 2\n"),
+                        headers={"Content-Type": "text/plain", "Content-Encoding": "gzip"})
+
+
 async def _noop(request: web.Request) -> web.StreamResponse:
     raise AssertionError("not used")
 
 
-@pytest.mark.parametrize("mode", ["endless", "bad_utf8"])
+@pytest.mark.parametrize("mode", ["endless", "bad_utf8", "gzip"])
 def test_hostile_metrics_never_stop_the_poller(mode: str) -> None:
-    handler = _endless_metrics if mode == "endless" else _bad_utf8_metrics
+    handler = {"endless": _endless_metrics, "bad_utf8": _bad_utf8_metrics,
+               "gzip": _gzip_metrics}[mode]
 
     async def go() -> tuple[dict[str, float] | None, int, float, int]:
         samples: list[dict[str, float]] = []
@@ -263,6 +271,8 @@ def test_hostile_metrics_never_stop_the_poller(mode: str) -> None:
     if mode == "endless":
         assert got is None and failures == 1 and n == 0
         assert took < 3.0 and peak < 32 << 20  # stopped at the cap, not at the timeout
+    elif mode == "gzip":
+        assert got is None and failures == 1 and n == 0  # not parsed as garbage
     else:
         assert got == {"vllm:num_requests_running": 2.0} and failures == 0 and n == 1
 

@@ -39,3 +39,16 @@ def test_matches_prometheus_client() -> None:
     assert got["vllm:prefix_cache_hits_total"] == 150.0
     assert "process_cpu_seconds_total" not in got
     assert got["vllm:odd"] == 2.0
+
+
+def test_keeps_the_simulators_lateness_counters_beside_vllms() -> None:
+    text = TEXT + ("vllm_sim:engine_step_actual_seconds_total 3.5\n"
+                   "vllm_sim:engine_step_model_seconds_total 3.0\n"
+                   "vllm_simulated_other 1\n")
+    got = parse_prometheus(text)
+    assert got["vllm_sim:engine_step_actual_seconds_total"] == 3.5
+    assert got["vllm_sim:engine_step_model_seconds_total"] == 3.0
+    assert "vllm_simulated_other" not in got
+    assert parse_prometheus(text, prefix="vllm_sim:") == {
+        "vllm_sim:engine_step_actual_seconds_total": 3.5,
+        "vllm_sim:engine_step_model_seconds_total": 3.0}

@@ -1,0 +1,23 @@
+"""One run, analysed: its summary with its validity verdict (what summary.json holds)."""
+
+from __future__ import annotations
+
+from analysis._measure import measure
+from analysis._read import RunData
+from analysis._rules import DEFAULT_RULES, Rules
+from analysis._slo import DEFAULT_TIERS, SloTier
+from analysis._summary import RunSummary, summarize
+from analysis._validity import assess_run
+
+__all__ = ["analyse_run"]
+
+
+def analyse_run(
+    run: RunData, *, seed: int = 0, tiers: tuple[SloTier, ...] = DEFAULT_TIERS,
+    rules: Rules = DEFAULT_RULES,
+) -> RunSummary:
+    """Measure and summarise one run, and stamp its validity."""
+    s = summarize(measure(run), seed=seed, tiers=tiers,
+                  max_failure_share=rules.max_failure_share)
+    s.validity = assess_run(run, rules=rules, summary=s)
+    return s

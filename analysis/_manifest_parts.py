@@ -1,0 +1,57 @@
+"""Blocks of the run manifest that replay measures and analysis judges: the
+client's health, the window's coverage, the server watch and the verdict."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["ClientHealth", "Coverage", "ServerWatch", "Severity", "Validity", "ValidityReason",
+           "Verdict"]
+
+Verdict = Literal["valid", "caveats", "invalid"]
+Severity = Literal["caveat", "invalid"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ClientHealth(_Model):
+    """How well the load generator kept up during the window."""
+
+    loop_lag_p99_s: float | None = None
+    """P99 of how late a 50 ms sleep woke on the event loop."""
+    loop_lag_max_s: float | None = None
+    cpu_share: float | None = None
+    """Client CPU seconds / wall seconds (1.0 = one full core; max over workers)."""
+    schedule_lag_p99_s: float | None = None
+
+
+class Coverage(_Model):
+    """Whether the lanes had work for the whole window."""
+
+    lanes: int = Field(ge=0)
+    lanes_done_before_window_end: int = Field(ge=0)
+
+
+class ServerWatch(_Model):
+    """A launched server process that exited, or a health probe that kept failing."""
+
+    server_died: bool = False
+    detail: str | None = None
+
+
+class ValidityReason(_Model):
+    code: str
+    """Stable identifier, e.g. ``window_empty`` or ``sim_late``."""
+    severity: Severity
+    message: str
+
+
+class Validity(_Model):
+    """Whether a run (or comparison) can carry a verdict, with named reasons."""
+
+    verdict: Verdict = "valid"
+    reasons: list[ValidityReason] = Field(default_factory=list)
