@@ -57,7 +57,7 @@ _BY_KIND: dict[str, Callable[[np.ndarray], list[str]]] = {
 def requests_csv(runs: Sequence[RunData]) -> str:
     """All records of all runs as CSV text (empty cells for missing values)."""
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    w = csv.writer(buf, lineterminator="\r\n")  # RFC 4180: CR and LF in cells get quoted
     w.writerow(CSV_COLUMNS)
     for run in runs:
         r = run.requests
