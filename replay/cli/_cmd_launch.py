@@ -58,8 +58,19 @@ def _tick() -> None:
     time.sleep(1.0)
 
 
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class _Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: stop like Ctrl-C, exit 128 + the signal number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
+    raise _Stopped(signum)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -93,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
 
     to_start = specs if mode is LaunchMode.SIDE_BY_SIDE else specs[:1]
     timeout = args.startup_timeout or DEFAULT_STARTUP_TIMEOUT_S
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # stop servers on kill too
+    previous = {sig: signal.signal(sig, _raise_interrupt) for sig in _STOP_SIGNALS}
+    code = 0
     try:
         print(f"starting {len(to_start)} server(s); logs in {args.log_dir}", file=sys.stderr)
         with launch_arms(to_start, args.log_dir, startup_timeout=timeout) as arms:
@@ -116,8 +128,13 @@ def run(args: argparse.Namespace) -> int:
                                 f"arm {arm.spec.decode_backend}: server exited; "
                                 f"see {arm.log_path}"
                             )
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as exc:
                 print("stopping", file=sys.stderr)
+                code = 128 + exc.signum if isinstance(exc, _Stopped) else 0
+    except _Stopped as exc:  # signalled while a server was starting or stopping
+        print("agentreplay: stopped, servers shut down", file=sys.stderr)
+        return 128 + exc.signum
     finally:
-        signal.signal(signal.SIGTERM, previous)
-    return 0
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return code

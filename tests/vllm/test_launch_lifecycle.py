@@ -6,6 +6,8 @@ real-server equivalents are in ``test_real_server.py``.
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import time
 import urllib.request
@@ -191,3 +193,24 @@ def test_second_ctrl_c_while_stopping_kills_at_once(tmp_path: Path, monkeypatch)
     assert graces == [600, 0.0]
     assert time.monotonic() - started < 30
     assert _gone(pid, within=0.5)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_cli_launch_stops_servers_on_sigterm_and_sighup(tmp_path: Path, monkeypatch,
+                                                        signum: int) -> None:
+    import replay.cli._cmd_launch as cli_launch
+    import replay.launch._launcher
+    from replay.cli import main
+
+    monkeypatch.setattr(
+        replay.launch._launcher, "resolve_vllm_launcher", lambda py: fake_launcher()
+    )
+    monkeypatch.setattr(cli_launch, "_tick", lambda: os.kill(os.getpid(), signum))
+    before = signal.getsignal(signum)
+    port = free_port()
+    code = main(["launch", "--model", "fake-model", "--arm", "auto", "--port", str(port),
+                 "--log-dir", str(tmp_path)])
+    assert code == 128 + signum
+    assert _free(port)
+    assert not _leftover_fakes()
+    assert signal.getsignal(signum) == before
