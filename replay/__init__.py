@@ -1,15 +1,24 @@
 """Everything that touches a server or a clock: client, lanes, runs, probes, CLI."""
 
 from replay._version import __version__
-from replay.client._bodies import BodySpec, PrefixCacheModel, build_body
-from replay.client._poller import MetricsPoller, parse_prometheus
-from replay.client._probe import ServerFacts, probe_server
-from replay.client._sse import SSEError, SSEEvent, SSEParser
-from replay.client._stream import StreamOutcome, Timeouts, make_session, stream_request
+from replay.client import (
+    BodySpec,
+    MetricsPoller,
+    PrefixCacheModel,
+    ServerFacts,
+    SSEError,
+    SSEEvent,
+    SSEParser,
+    StreamOutcome,
+    Timeouts,
+    build_body,
+    make_session,
+    parse_prometheus,
+    probe_server,
+    stream_request,
+)
 from replay.errors import ConfigError, TargetError, UserError
-from replay.load._live import LiveStats, LiveView
-from replay.load._phases import run_load, run_load_sync
-from replay.load._settings import RunConfig
+from replay.load import LiveStats, LiveView, RunConfig, RunSettings, run_load, run_load_sync
 
 __all__ = [
     "BodySpec",
@@ -19,6 +28,7 @@ __all__ = [
     "MetricsPoller",
     "PrefixCacheModel",
     "RunConfig",
+    "RunSettings",
     "SSEError",
     "SSEEvent",
     "SSEParser",

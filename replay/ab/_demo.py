@@ -15,7 +15,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from replay.ab._driver import CompareOptions, CompareResult, Live, compare_arms
+from replay.ab._driver import CompareResult, Live, compare_arms
+from replay.ab._options import CompareOptions
 
 __all__ = ["DEMO_PROFILE", "DemoSettings", "demo_settings", "run_demo"]
 
@@ -43,8 +44,7 @@ def demo_settings(quick: bool = False) -> DemoSettings:
 
 
 def _workload(path: Path, s: DemoSettings) -> None:
-    from traces._generate import generate
-    from traces._io import write_workload
+    from traces import generate, write_workload
 
     header, sessions = generate("coding-agent", sessions=s.sessions, seed=0, block_size=64,
                                 prompt_scale=s.prompt_scale, think_scale=s.think_scale)

@@ -30,50 +30,26 @@ from typing import Any, Literal
 
 import orjson
 
-from analysis._fairness import FairnessVerdict, judge_fairness
-from analysis._schema import ClockInfo, LoadSettings, RunManifest, WorkloadRef
+from analysis import (
+    ClockInfo,
+    FairnessVerdict,
+    LoadSettings,
+    RunManifest,
+    WorkloadRef,
+    judge_fairness,
+)
+from replay.ab._options import CompareOptions
 from replay.ab._order import PlannedRun, is_run_complete, plan_runs, plan_runs_by_arm
-from replay.client._probe import ServerFacts, connect_url, probe_server
-from replay.client._stream import make_session
+from replay.client import ServerFacts, connect_url, make_session, probe_server
 from replay.errors import ConfigError
-from replay.load._phases import run_load_sync
-from replay.load._settings import RunConfig
-from traces._io import read_header
+from replay.load import run_load_sync
+from traces import read_header
 
-__all__ = ["CompareOptions", "CompareResult", "compare_arms", "compare_launched",
+__all__ = ["CompareResult", "Live", "compare_arms", "compare_launched",
            "preflight", "reset_prefix_cache", "write_report"]
 
 Live = Literal["rich", "plain", "quiet"]
 STATE_FILE = "comparison.json"
-
-
-@dataclass(frozen=True)
-class CompareOptions:
-    """Load settings shared by every arm (the same for all, by construction)."""
-
-    levels: tuple[int, ...]
-    duration_s: float
-    repeats: int = 1
-    warmup_s: float = 0.0
-    drain_s: float = 30.0
-    seed: int = 0
-    api: Literal["completions", "chat"] = "completions"
-    model: str | None = None
-    api_key_env: str | None = None
-    vocab_size: int | None = None
-    think_time_scale: float = 1.0
-    think_time_cap_s: float | None = None
-    metrics_interval_s: float | None = 2.0
-    allow_unfair: bool = False
-
-    def config(self, target: str, users: int, label: str) -> RunConfig:
-        return RunConfig(
-            target=target, users=users, duration_s=self.duration_s, warmup_s=self.warmup_s,
-            drain_s=self.drain_s, api=self.api, model=self.model,
-            api_key_env=self.api_key_env, seed=self.seed, vocab_size=self.vocab_size,
-            think_time_scale=self.think_time_scale, think_time_cap_s=self.think_time_cap_s,
-            metrics_interval_s=self.metrics_interval_s, label=label,
-        )
 
 
 @dataclass
@@ -155,7 +131,7 @@ def _settings(arms: Sequence[str], workload: str, opts: CompareOptions) -> dict[
         "arms": list(arms), "levels": list(opts.levels), "repeats": opts.repeats,
         "duration_s": opts.duration_s, "warmup_s": opts.warmup_s, "drain_s": opts.drain_s,
         "seed": opts.seed, "api": opts.api, "model": opts.model,
-        "vocab_size": opts.vocab_size, "think_time_scale": opts.think_time_scale,
+        "vocab_size": opts.vocab_size, "think_scale": opts.think_scale,
         "think_time_cap_s": opts.think_time_cap_s,
         "workload_fingerprint": header.fingerprint,
     }
@@ -306,7 +282,7 @@ def compare_launched(model: str, arms: Sequence[str], workload: str | os.PathLik
     each arm is checked against the first one launched before its load (fairness
     preflight). Side by side: all at once on disjoint GPUs, ``plan_runs`` order.
     """
-    from replay.launch._launcher import (
+    from replay.launch import (
         DEFAULT_STARTUP_TIMEOUT_S,
         LaunchMode,
         arm_log_path,

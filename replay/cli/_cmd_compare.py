@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from replay.ab._driver import CompareResult
+    from replay.ab import CompareResult
 
 __all__ = ["register"]
 
@@ -77,37 +77,21 @@ def _live(args: argparse.Namespace) -> str:
     return "rich"
 
 
-def _levels(text: str) -> tuple[int, ...]:
-    from replay.errors import ConfigError
-
-    try:
-        levels = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise ConfigError(f"--users {text!r}: give comma-separated integers, e.g. 1,4,16") \
-            from None
-    if not levels or min(levels) < 1 or len(set(levels)) != len(levels):
-        raise ConfigError(f"--users {text!r}: give distinct user counts of at least 1")
-    return levels
-
-
 def _compare(args: argparse.Namespace) -> int:
-    from replay.ab._driver import CompareOptions, compare_arms, compare_launched
+    from replay.ab import CompareOptions, compare_arms, compare_launched, parse_levels
     from replay.errors import ConfigError
+    from replay.load import validated
 
-    if args.repeats < 1:
-        raise ConfigError("--repeats must be at least 1")
-    if args.duration <= 0:
-        raise ConfigError("--duration must be > 0")
+    opts = validated(CompareOptions, dict(
+        levels=parse_levels(args.users), duration_s=args.duration, repeats=args.repeats,
+        warmup_s=args.warmup, drain_s=args.drain, seed=args.seed, api=args.api,
+        model=None if args.launch else args.model, api_key_env=args.api_key_env,
+        vocab_size=args.vocab_size, think_scale=args.think_scale,
+        think_time_cap_s=args.think_time_cap, allow_unfair=args.allow_unfair,
+    ))
     extra = list(args.vllm_args)
     if extra and extra[0] == "--":
         extra = extra[1:]
-    opts = CompareOptions(
-        levels=_levels(args.users), duration_s=args.duration, repeats=args.repeats,
-        warmup_s=args.warmup, drain_s=args.drain, seed=args.seed, api=args.api,
-        model=None if args.launch else args.model, api_key_env=args.api_key_env,
-        vocab_size=args.vocab_size, think_time_scale=args.think_scale,
-        think_time_cap_s=args.think_time_cap, allow_unfair=args.allow_unfair,
-    )
     live = _live(args)
     if args.launch:
         if not args.model:
@@ -146,6 +130,6 @@ def _print(result: CompareResult) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from replay.ab._demo import run_demo
+    from replay.ab import run_demo
 
     return _print(run_demo(args.out, quick=args.quick, live=_live(args)))

@@ -55,29 +55,18 @@ def _main(args: argparse.Namespace) -> int:
     import signal
     import sys
 
-    from pydantic import ValidationError
+    from replay.load import RunSettings, event_loop_factory, run_load, validated
 
-    from replay.errors import ConfigError
-    from replay.load._phases import event_loop_factory, run_load
-    from replay.load._settings import RunConfig
-
-    try:
-        config = RunConfig(
-            target=args.target, users=args.users, duration_s=args.duration,
-            warmup_s=args.warmup, drain_s=args.drain, api=args.api, model=args.model,
-            api_key_env=args.api_key_env, seed=args.seed, vocab_size=args.vocab_size,
-            server_block_size=args.server_block_size, think_time_cap_s=args.think_time_cap,
-            think_time_scale=args.think_scale, rate=args.rate, label=args.label,
-            carry_output=not args.no_carry_output,
-            metrics_interval_s=args.metrics_interval or None,
-            workers=args.workers, ray=args.ray,
-        )
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        where = ".".join(str(x) for x in err["loc"])
-        raise ConfigError(f"invalid option {where}: {msg}" if where
-                          else f"invalid options: {msg}") from None
+    config = validated(RunSettings, dict(
+        target=args.target, users=args.users, duration_s=args.duration,
+        warmup_s=args.warmup, drain_s=args.drain, api=args.api, model=args.model,
+        api_key_env=args.api_key_env, seed=args.seed, vocab_size=args.vocab_size,
+        server_block_size=args.server_block_size, think_time_cap_s=args.think_time_cap,
+        think_scale=args.think_scale, rate=args.rate, label=args.label,
+        carry_output=not args.no_carry_output,
+        metrics_interval_s=args.metrics_interval or None,
+        workers=args.workers, ray=args.ray,
+    ))
     if args.quiet:
         live = "quiet"
     elif args.plain or not sys.stderr.isatty():

@@ -1,1 +1,71 @@
-"""One run: settings, user lanes, run phases, executors, records writer, live view."""
+"""One run: settings, user lanes, run phases, executors, records writer, live view.
+
+``run_load`` (or ``run_load_sync``) runs one load test from a :class:`RunSettings`.
+The run's lanes go through :func:`drive_lanes` in whichever :class:`Executor`
+runs them: in process, in worker processes (``--workers``) or Ray actors
+(``--ray``). Other packages import these names, never the private modules.
+"""
+
+from replay.load._executor import ExecOutcome, Executor, Job, RecordSink, raise_crash
+from replay.load._inprocess import InProcessExecutor
+from replay.load._lanes import LaneContext, PromptBuilder, open_plan, salt_for, sleep_until
+from replay.load._live import LiveStats, LiveView, render_lines
+from replay.load._phases import (
+    Arrival,
+    LaneOutcome,
+    Target,
+    connections_for,
+    default_builder,
+    drive_lanes,
+    make_context,
+    walk,
+)
+from replay.load._ray import RayExecutor
+from replay.load._remote import WorkerExecutor, WorkerPlan, run_plan, split_users
+from replay.load._run import run_load, run_load_sync
+from replay.load._settings import FLAGS, RunConfig, RunSettings, flag_of, settings_error, validated
+from replay.load._workers import ProcessExecutor, event_loop_factory
+from replay.load._writer import RunWriter, close_manifest, iso_utc
+
+__all__ = [
+    "FLAGS",
+    "Arrival",
+    "ExecOutcome",
+    "Executor",
+    "InProcessExecutor",
+    "Job",
+    "LaneContext",
+    "LaneOutcome",
+    "LiveStats",
+    "LiveView",
+    "ProcessExecutor",
+    "PromptBuilder",
+    "RayExecutor",
+    "RecordSink",
+    "RunConfig",
+    "RunSettings",
+    "RunWriter",
+    "Target",
+    "WorkerExecutor",
+    "WorkerPlan",
+    "close_manifest",
+    "connections_for",
+    "default_builder",
+    "drive_lanes",
+    "event_loop_factory",
+    "flag_of",
+    "iso_utc",
+    "make_context",
+    "open_plan",
+    "raise_crash",
+    "render_lines",
+    "run_load",
+    "run_load_sync",
+    "run_plan",
+    "salt_for",
+    "settings_error",
+    "sleep_until",
+    "split_users",
+    "validated",
+    "walk",
+]

@@ -27,9 +27,15 @@ import aiohttp
 import numpy as np
 
 from analysis import Phase, RecordDict, RequestStatus
-from replay.client._bodies import BodySpec, ChainEncoder, PrefixCacheModel
-from replay.client._stream import StreamOutcome, Timeouts, stream_request
-from traces._models import Request, Session, iter_block_ids
+from replay.client import (
+    BodySpec,
+    ChainEncoder,
+    PrefixCacheModel,
+    StreamOutcome,
+    Timeouts,
+    stream_request,
+)
+from traces import Request, Session, iter_block_ids
 
 __all__ = [
     "LaneContext", "PromptBuilder", "closed_user", "open_arrivals", "open_plan", "salt_for",

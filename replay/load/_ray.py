@@ -1,6 +1,6 @@
 """``--ray ADDRESS|auto|local``: the run's workers as Ray actors (``agentreplay[ray]``).
 
-Each actor runs :func:`replay.load._workers.run_plan` on its own event loop and keeps
+Each actor runs :func:`replay.load._remote.run_plan` on its own event loop and keeps
 finished records (serialised) until the driver takes them, every ``_POLL_S``;
 the driver writes them into the one run directory. Actors may run on other
 hosts, so each gets the run's origin on the wall clock corrected by its
@@ -12,18 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from replay.errors import ConfigError
+from replay.load._executor import Job
+from replay.load._remote import WorkerExecutor, WorkerPlan, run_plan
 
-if TYPE_CHECKING:
-    from replay.load._workers import WorkerPlan, _Tally
-
-__all__ = ["RayPool"]
+__all__ = ["RayExecutor"]
 
 _POLL_S = 0.05
+_START_S = 120.0
+"""How long an actor may take to answer its first call."""
 
 
 def _ray() -> Any:
@@ -47,8 +47,6 @@ class _Actor:
         return time.time_ns()
 
     async def run(self, plan: WorkerPlan) -> dict[str, object]:
-        from replay.load._workers import run_plan
-
         self.stop = asyncio.Event()
 
         def emit(lines: list[bytes], busy: int, lanes: int) -> None:
@@ -67,22 +65,24 @@ class _Actor:
             self.stop.set()
 
 
-class RayPool:
-    """Ray actors driven like :class:`replay.load._workers._LocalPool`."""
+class RayExecutor(WorkerExecutor):
+    """:class:`~replay.load._executor.Executor` over Ray actors."""
 
-    def __init__(self, ray: Any, actors: list[Any], plans: Sequence[WorkerPlan],
-                 tally: _Tally) -> None:
-        self.ray = ray
-        self.actors = actors
-        self.plans = list(plans)
-        self.tally = tally
-        self.skew_ns = [0] * len(actors)
-        self.rtt_ns = [0] * len(actors)
+    def __init__(self, job: Job) -> None:
+        super().__init__(job)
+        assert job.settings.ray is not None
+        self.address = job.settings.ray
+        self.ray: Any = None
+        self.actors: list[Any] = []
+        self.skew_ns = [0] * len(self.plans)
+        self.rtt_ns = [0] * len(self.plans)
         self.runs: list[Any] = []
 
-    @classmethod
-    async def create(cls, address: str, plans: Sequence[WorkerPlan], tally: _Tally) -> RayPool:
-        ray = _ray()
+    async def prepare(self) -> None:
+        """Join the cluster, create the actors, measure each one's wall-clock skew
+        (best of 3 round trips)."""
+        ray = self.ray = _ray()
+        address = self.address
         if not ray.is_initialized():
             try:
                 if address == "local":
@@ -92,35 +92,31 @@ class RayPool:
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 raise ConfigError(f"--ray {address}: cannot join the Ray cluster: {exc}") from None
         remote = ray.remote(num_cpus=0)(_Actor)
-        actors = [remote.options(name=None).remote() for _ in plans]
-        return cls(ray, actors, plans, tally)
-
-    async def started(self, timeout_s: float) -> None:
-        """Wait for every actor and measure its wall-clock skew (best of 3 round trips)."""
+        self.actors = [remote.options(name=None).remote() for _ in self.plans]
         for w, actor in enumerate(self.actors):
             best: tuple[int, int] | None = None
             for _ in range(3):
                 a = time.time_ns()
-                theirs = await asyncio.wait_for(actor.clock.remote(), timeout_s)
+                theirs = await asyncio.wait_for(actor.clock.remote(), _START_S)
                 b = time.time_ns()
                 if best is None or b - a < best[1]:
                     best = (theirs - (a + b) // 2, b - a)
             assert best is not None
             self.skew_ns[w], self.rtt_ns[w] = best
 
-    def go(self, t0_ns: int, t0_wall_ns: int) -> None:
+    def _go(self, t0_ns: int, t0_wall_ns: int) -> None:
         self.runs = [
             actor.run.remote(replace(plan, t0_ns=None, t0_wall_ns=t0_wall_ns + self.skew_ns[w]))
             for w, (actor, plan) in enumerate(zip(self.actors, self.plans, strict=True))
         ]
 
-    def skew_note(self) -> str:
+    def notes(self) -> list[str]:
         parts = ", ".join(f"worker {w} {s / 1e6:+.3f} ms (round trip {r / 1e6:.3f} ms)"
                           for w, (s, r) in enumerate(zip(self.skew_ns, self.rtt_ns, strict=True)))
-        return (f"ray workers: wall-clock skew against the driver, corrected at the origin "
-                f"(cross-worker times are aligned to within half a round trip): {parts}")
+        return [f"ray workers: wall-clock skew against the driver, corrected at the origin "
+                f"(cross-worker times are aligned to within half a round trip): {parts}"]
 
-    def stop(self) -> None:
+    def _halt(self) -> None:
         for actor in self.actors:
             actor.halt.remote()
 
@@ -128,7 +124,7 @@ class RayPool:
         lines, busy, lanes = await self.actors[w].take.remote()
         self.tally.batch(w, lines, busy, lanes)
 
-    async def wait(self, deadline_s: float) -> None:
+    async def _wait(self, deadline_s: float) -> None:
         ray = self.ray
         pending = {w: asyncio.ensure_future(ref) for w, ref in enumerate(self.runs)}
         end = time.monotonic() + max(deadline_s, 0.1)

@@ -1,22 +1,11 @@
-"""Scale-out: one run's users split across worker processes (``--workers N``).
+"""``--workers N``: a run's users split across local worker processes.
 
-The driver (the process that ran :func:`replay.load._phases.run_load`) probes the server,
-writes the manifest and owns the run directory; each worker runs its share of
-the users on its own event loop and sends finished records back, already
-serialised, in small batches (every ``_FLUSH_S``). The driver appends them to
-the one ``requests.jsonl`` and flushes per batch, so a crash loses at most the
-requests in flight plus one batch interval.
-
-Users are dealt round robin (user ``u`` to worker ``u % N``) and keep their
-single-process numbers, so sessions, salts and the request set are those of a
-one-process run. Each worker has its own prefix-cache model, so the expected
-reuse of the *shared* prefix is counted once per worker instead of once per run.
-
-Clocks: local workers share the host's monotonic clock, so they use the
-driver's origin as is. Ray workers (:mod:`replay.load._ray`) may sit on other hosts:
-their origin is the driver's wall-clock origin corrected by the skew measured
-with a round trip, and durations stay local (monotonic). A worker that dies is
-reported in the manifest's warnings with the users it carried.
+Workers are spawned (not forked: the driver's loop and sockets stay behind).
+Each has a data pipe to the driver, read by one thread per worker (blocking
+reads of whole messages), and a control pipe from it. A worker says ``READY``
+once imported, waits for ``go T0 T0_WALL`` (the run's origin), runs
+:func:`~replay.load._remote.run_plan` and ends with ``DONE {result}``; the driver
+handles Ctrl-C and sends ``stop``.
 """
 
 from __future__ import annotations
@@ -25,140 +14,32 @@ import asyncio
 import multiprocessing
 import signal
 import threading
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from dataclasses import replace
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 import orjson
 
-from analysis._schema import ClockInfo
-from replay.client._poller import MetricsPoller
-from replay.client._stream import make_session
-from replay.errors import ConfigError
-from replay.load._live import LiveStats, LiveView
-from replay.load._settings import RunConfig
-from replay.load._writer import close_manifest, iso_utc
-from traces._io import iter_sessions
+from replay.load._executor import Job
+from replay.load._remote import WorkerExecutor, WorkerPlan, run_plan
 
-if TYPE_CHECKING:
-    from analysis._schema import RunManifest
-    from replay.client._probe import ServerFacts
-    from replay.load._writer import RunWriter
+__all__ = ["ProcessExecutor", "event_loop_factory"]
 
-__all__ = ["WorkerPlan", "run_plan", "run_workers", "split_users"]
-
-_NS = 1_000_000_000
-_FLUSH_S = 0.01
 _START_S = 120.0
-"""How long workers may take to start (imports, a Ray actor's process)."""
-_LEAD_NS = 50_000_000
-"""The origin is set this far after the last worker is ready, so all start on time."""
-_GRACE_S = 30.0
-"""How long past the end of the drain the driver waits for a worker to report."""
-
-Emit = Callable[[list[bytes], int, int], None]
-"""``(serialised records, requests in flight, lanes)``: a worker's batch."""
+"""How long workers may take to start (imports)."""
 
 
-def split_users(users: int, workers: int) -> list[tuple[int, ...]]:
-    """User numbers per worker, dealt round robin (``u`` goes to ``u % workers``)."""
-    return [tuple(range(w, users, workers)) for w in range(workers)]
-
-
-@dataclass(frozen=True)
-class WorkerPlan:
-    """Everything one worker needs; plain data so it pickles to a process or actor."""
-
-    index: int
-    users: tuple[int, ...]
-    config_json: str
-    workload: str
-    root: str
-    headers: dict[str, str]
-    model: str
-    vocab_size: int
-    block_size: int
-    server_block_size: int
-    t0_wall_ns: int
-    """The driver's origin on the wall clock (already corrected for this worker's skew)."""
-    run_tag: str
-    t0_ns: int | None = None
-    """The driver's monotonic origin, when the worker shares the driver's host."""
-    connections: int = 0
-
-
-def _origin(plan: WorkerPlan) -> int:
-    if plan.t0_ns is not None:
-        return plan.t0_ns
-    return time.monotonic_ns() - (time.time_ns() - plan.t0_wall_ns)
-
-
-async def run_plan(plan: WorkerPlan, emit: Emit, stop: asyncio.Event) -> dict[str, object]:
-    """Run one worker's users through warmup, window and drain; records go to ``emit``.
-    Returns ``{"interrupted": bool, "crash": str | None, "records": int}``."""
-    from replay.load._phases import (
-        _default_builder,
-        _start_lanes,
-        _stop_all,
-        _wait_phases,
-        make_context,
-    )
-
-    config = RunConfig.model_validate_json(plan.config_json)
-    sessions = list(iter_sessions(plan.workload))
-    t0_ns = _origin(plan)
-    buf: list[bytes] = []
-    sent = 0
-    dumps = orjson.dumps
-
-    def on_record(rec: dict[str, object]) -> None:
-        buf.append(dumps(rec))
-
-    session = make_session(plan.connections, connect_s=config.connect_timeout_s)
-    async with session:
-        build = _default_builder(plan.block_size, plan.vocab_size)
-        ctx = make_context(config, session, plan.root, plan.headers, plan.model, build,
-                           plan.block_size, plan.server_block_size, t0_ns, on_record,
-                           plan.run_tag, worker=plan.index)
-
-        def flush() -> None:
-            nonlocal buf, sent
-            if buf:
-                out, buf = buf, []
-                sent += len(out)
-                emit(out, ctx.busy, ctx.lanes)
-
-        async def pump() -> None:
-            while True:
-                await asyncio.sleep(_FLUSH_S)
-                flush()
-
-        pumper = asyncio.create_task(pump())
-        _start_lanes(ctx, config, "closed", sessions, plan.users)
-        interrupted = False
-        try:
-            interrupted = await _wait_phases(ctx, config, stop, LiveStats(0.0))
-        finally:
-            await _stop_all(ctx)
-            pumper.cancel()
-            await asyncio.gather(pumper, return_exceptions=True)
-            flush()
-    return {"interrupted": interrupted, "records": sent,
-            "crash": repr(ctx.crash) if ctx.crash is not None else None}
-
-
-# ----------------------------------------------------------------- local processes
+def event_loop_factory() -> Any:
+    """uvloop's loop factory when uvloop is installed, else None (asyncio's default)."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
+        return None
+    return uvloop.new_event_loop
 
 
 def _process_main(plan: WorkerPlan, conn: Connection, control: Connection) -> None:
-    """Entry point of a worker process: says ``READY`` once imported, waits for the
-    driver's ``go`` (the run's origin), runs; the driver handles Ctrl-C and sends ``stop``."""
-    import replay.load._phases  # noqa: F401  (the import cost is paid before the origin is set)
-    from replay.load._phases import event_loop_factory
-
+    """Entry point of a worker process (see the module docstring)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn.send_bytes(b"READY")
     try:
@@ -199,45 +80,26 @@ def _process_main(plan: WorkerPlan, conn: Connection, control: Connection) -> No
     conn.close()
 
 
-@dataclass(eq=False)
-class _Tally:
-    """The driver's view of its workers: live counts and how each ended."""
+class ProcessExecutor(WorkerExecutor):
+    """:class:`~replay.load._executor.Executor` over local worker processes."""
 
-    writer: RunWriter
-    stats: LiveStats
-    busy: list[int] = field(default_factory=list)
-    lanes: list[int] = field(default_factory=list)
-    results: dict[int, dict[str, object]] = field(default_factory=dict)
-    lost: dict[int, str] = field(default_factory=dict)
-
-    def batch(self, w: int, lines: list[bytes], busy: int, lanes: int) -> None:
-        self.busy[w] = busy
-        self.lanes[w] = lanes
-        self.writer.write_lines(lines)
-        on_record = self.stats.on_record
-        for line in lines:
-            on_record(orjson.loads(line))
-
-
-class _LocalPool:
-    """Worker processes (spawned, not forked: the driver's loop and sockets stay
-    behind), each with a data pipe to the driver, read by one thread per worker
-    (blocking reads of whole messages), and a control pipe from it."""
-
-    def __init__(self, plans: Sequence[WorkerPlan], tally: _Tally) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        self.tally = tally
-        self.loop = asyncio.get_running_loop()
+    def __init__(self, job: Job) -> None:
+        super().__init__(job)
         self.controls: list[Connection] = []
         self.procs: list[Any] = []
         self.readers: list[threading.Thread] = []
-        self.ended = [asyncio.Event() for _ in plans]
-        self.ready = [asyncio.Event() for _ in plans]
-        for plan in plans:
-            data_in, data_out = ctx.Pipe(duplex=False)
-            control_in, control_out = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_process_main, args=(plan, data_out, control_in),
-                               daemon=True, name=f"agentreplay-worker-{plan.index}")
+        self.ended = [asyncio.Event() for _ in self.plans]
+        self.ready = [asyncio.Event() for _ in self.plans]
+
+    async def prepare(self) -> None:
+        """Spawn the workers; wait until each has imported (or ended, or time is up)."""
+        self.loop = asyncio.get_running_loop()
+        mp = multiprocessing.get_context("spawn")
+        for plan in self.plans:
+            data_in, data_out = mp.Pipe(duplex=False)
+            control_in, control_out = mp.Pipe(duplex=False)
+            proc = mp.Process(target=_process_main, args=(plan, data_out, control_in),
+                              daemon=True, name=f"agentreplay-worker-{plan.index}")
             proc.start()
             data_out.close()
             control_in.close()
@@ -247,6 +109,11 @@ class _LocalPool:
                                       daemon=True, name=f"agentreplay-reader-{plan.index}")
             reader.start()
             self.readers.append(reader)
+        waits = [asyncio.create_task(_either(r, e))
+                 for r, e in zip(self.ready, self.ended, strict=True)]
+        _, pending = await asyncio.wait(waits, timeout=_START_S)
+        for task in pending:
+            task.cancel()
 
     def _read(self, w: int, conn: Connection) -> None:
         """Reader thread: hand every message to the loop; tell it when the pipe ends."""
@@ -273,31 +140,21 @@ class _LocalPool:
             busy, lanes = head.split()
             self.tally.batch(w, body.split(b"\n") if body else [], int(busy), int(lanes))
 
-    async def started(self, timeout_s: float) -> None:
-        """Wait until every worker has imported (or ended, or the time is up)."""
-        waits = [asyncio.create_task(_either(r, e)) for r, e in zip(self.ready, self.ended,
-                                                                    strict=True)]
-        _, pending = await asyncio.wait(waits, timeout=timeout_s)
-        for task in pending:
-            task.cancel()
-
-    def go(self, t0_ns: int, t0_wall_ns: int) -> None:
+    def _send(self, msg: bytes) -> None:
         for w, conn in enumerate(self.controls):
             if not self.ended[w].is_set():
                 try:
-                    conn.send_bytes(b"go %d %d" % (t0_ns, t0_wall_ns))
+                    conn.send_bytes(msg)
                 except OSError:
                     pass
 
-    def stop(self) -> None:
-        for w, conn in enumerate(self.controls):
-            if not self.ended[w].is_set():
-                try:
-                    conn.send_bytes(b"stop")
-                except OSError:
-                    pass
+    def _go(self, t0_ns: int, t0_wall_ns: int) -> None:
+        self._send(b"go %d %d" % (t0_ns, t0_wall_ns))
 
-    async def wait(self, deadline_s: float) -> None:
+    def _halt(self) -> None:
+        self._send(b"stop")
+
+    async def _wait(self, deadline_s: float) -> None:
         waits = [asyncio.create_task(e.wait()) for e in self.ended]
         _, pending = await asyncio.wait(waits, timeout=max(deadline_s, 0.1))
         for task in pending:
@@ -321,129 +178,3 @@ async def _either(a: asyncio.Event, b: asyncio.Event) -> None:
     finally:
         ta.cancel()
         tb.cancel()
-
-
-# ----------------------------------------------------------------- the driver
-
-
-async def run_workers(
-    config: RunConfig, workload: str, manifest: RunManifest, writer: RunWriter,
-    stats: LiveStats, session: Any, root: str, headers: dict[str, str], facts: ServerFacts,
-    block_size: int, *, live: Literal["rich", "plain", "quiet"], stop: asyncio.Event,
-) -> None:
-    """Drive ``config.workers`` workers (processes, or Ray actors with ``config.ray``) to
-    the end of the run, write their records, and finish the manifest. The run's origin
-    is set once every worker has started (process start-up is not schedule lag)."""
-    if manifest.load.arrival != "closed":
-        raise ConfigError(f"{workload}: --workers/--ray split closed-loop users; this "
-                          f"workload's arrival mode is {manifest.load.arrival!r}")
-    shares = split_users(config.users, config.workers)
-    sessions = list(iter_sessions(workload))
-    per_user = 1 + max((len(r.subagents) for s in sessions for r in s.requests), default=0)
-    plans = [
-        WorkerPlan(index=w, users=users, config_json=config.model_dump_json(),
-                   workload=workload, root=root, headers=headers, model=facts.model,
-                   vocab_size=facts.vocab_size, block_size=block_size,
-                   server_block_size=facts.block_size, t0_wall_ns=0,
-                   run_tag=manifest.run_id[:8], connections=len(users) * per_user + 8)
-        for w, users in enumerate(shares)
-    ]
-    tally = _Tally(writer, stats, busy=[0] * len(plans), lanes=[0] * len(plans))
-    if config.ray is not None:
-        from replay.load._ray import RayPool
-
-        pool: Any = await RayPool.create(config.ray, plans, tally)
-    else:
-        pool = _LocalPool(plans, tally)
-    await pool.started(_START_S)
-    t0_ns = time.monotonic_ns() + _LEAD_NS
-    t0_wall_ns = time.time_ns() + _LEAD_NS
-    t0_wall = datetime.fromtimestamp(t0_wall_ns / _NS, UTC)
-    manifest.clock = ClockInfo(t0_wall=iso_utc(t0_wall), t0_monotonic_ns=t0_ns)
-    manifest.started_at = iso_utc(t0_wall)
-    stats.t0 = t0_ns / _NS
-    pool.go(t0_ns, t0_wall_ns)
-    if config.ray is not None:
-        manifest.warnings.append(pool.skew_note())
-    stats.busy = lambda: sum(tally.busy)
-    stats.lanes = lambda: sum(tally.lanes)
-    issue_end_ns = t0_ns + int((config.warmup_s + config.duration_s + config.drain_s) * _NS)
-    helpers: list[asyncio.Task[Any]] = []
-    poller = None
-    if config.metrics_interval_s is not None:
-        poller = MetricsPoller(session, f"{root}/metrics", config.metrics_interval_s,
-                               _on_metrics(writer, stats), t0_ns, headers=headers)
-        helpers.append(asyncio.create_task(poller.run()))
-    helpers.append(asyncio.create_task(LiveView(stats, live).run()))
-    helpers.append(asyncio.create_task(_phases(stats, config, t0_ns)))
-    interrupted = False
-    try:
-        stopper = asyncio.create_task(stop.wait())
-        done = asyncio.create_task(pool.wait(
-            (issue_end_ns - time.monotonic_ns()) / _NS + _GRACE_S))
-        finished, _ = await asyncio.wait({stopper, done}, return_when=asyncio.FIRST_COMPLETED)
-        if stopper in finished:
-            interrupted = True
-            pool.stop()
-            await done
-        stopper.cancel()
-    except asyncio.CancelledError:
-        interrupted = True
-        pool.stop()
-        await asyncio.shield(pool.wait(_GRACE_S))
-        raise
-    finally:
-        for task in helpers:
-            task.cancel()
-        await asyncio.gather(*helpers, return_exceptions=True)
-        if poller is not None:
-            await poller.scrape()
-        writer.close()
-        crash = _finish(manifest, config, plans, tally, interrupted)
-        writer.write_manifest(manifest)
-    if crash is not None:
-        raise RuntimeError(crash)
-
-
-def _on_metrics(writer: RunWriter, stats: LiveStats) -> Callable[[float, dict[str, float]], None]:
-    def on_metrics(t_s: float, values: dict[str, float]) -> None:
-        writer.write_metrics(t_s, values)
-        stats.on_metrics(t_s, values)
-
-    return on_metrics
-
-
-async def _phases(stats: LiveStats, config: RunConfig, t0_ns: int) -> None:
-    """Keep the live view's phase label in step with the workers' shared schedule."""
-    for phase, end_s in (("warmup", config.warmup_s),
-                         ("measure", config.warmup_s + config.duration_s)):
-        stats.phase = phase
-        rem = t0_ns + int(end_s * _NS) - time.monotonic_ns()
-        if rem > 0:
-            await asyncio.sleep(rem / _NS)
-    stats.phase = "drain"
-
-
-def _finish(manifest: RunManifest, config: RunConfig, plans: Sequence[WorkerPlan],
-            tally: _Tally, interrupted: bool) -> str | None:
-    crash = None
-    for w, why in sorted(tally.lost.items()):
-        users = plans[w].users
-        manifest.warnings.append(
-            f"worker {w} {why}: its {len(users)} of {config.users} users "
-            f"({_span(users)}) stopped early and the requests it had in flight or "
-            f"unsent are missing")
-    for w, result in sorted(tally.results.items()):
-        interrupted = interrupted or bool(result.get("interrupted"))
-        if result.get("crash") and crash is None:
-            crash = f"worker {w}: {result['crash']}"
-    close_manifest(manifest, warmup_s=config.warmup_s, duration_s=config.duration_s,
-                   interrupted=interrupted, crash=crash)
-    return crash
-
-
-def _span(users: Sequence[int]) -> str:
-    if not users:
-        return "none"
-    shown = ", ".join(str(u) for u in users[:8])
-    return f"users {shown}{', ...' if len(users) > 8 else ''}"

@@ -15,9 +15,9 @@ from typing import IO
 
 import orjson
 
-from analysis._schema import RunManifest, RunWindow
+from analysis import RunManifest, RunWindow
 
-__all__ = ["RunWriter"]
+__all__ = ["RunWriter", "close_manifest", "iso_utc"]
 
 
 def iso_utc(dt: datetime) -> str:

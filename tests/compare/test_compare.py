@@ -8,8 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replay.ab._driver import CompareOptions, compare_arms
-from replay.ab._order import is_run_complete, plan_runs
+from replay.ab import CompareOptions, compare_arms, is_run_complete, plan_runs
 from replay.cli import main
 from replay.errors import ConfigError
 from tests.compare.conftest import profile_variant, sims

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replay.ab._demo import DEMO_PROFILE
+from replay.ab import DEMO_PROFILE
 from replay.sim import load_profile
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,8 +16,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replay.ab._driver import CompareOptions, compare_launched
-from replay.ab._order import is_run_complete, plan_runs, plan_runs_by_arm
+from replay.ab import (
+    CompareOptions,
+    compare_launched,
+    is_run_complete,
+    plan_runs,
+    plan_runs_by_arm,
+)
 from replay.sim import free_port
 
 FAKE = r'''#!{python}

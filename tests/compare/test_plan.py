@@ -3,7 +3,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replay.ab._order import PlannedRun, is_run_complete, plan_runs, plan_runs_by_arm
+from replay.ab import PlannedRun, is_run_complete, plan_runs, plan_runs_by_arm
 
 
 def test_abba_alternation_across_levels_and_repeats() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 
-from replay.ab._order import is_run_complete, plan_runs
+from replay.ab import is_run_complete, plan_runs
 from tests.compare.conftest import sims
 
 ROOT = Path(__file__).resolve().parents[2]

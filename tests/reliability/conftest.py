@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 
 from analysis import RequestRecord, RunManifest, RunSummary, analyse_run, read_run, steady_window
-from replay.load._settings import RunConfig
+from replay.load import RunConfig
 from replay.sim import TruthRecord
 
 REPO = Path(__file__).resolve().parents[2]

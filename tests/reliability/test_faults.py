@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from analysis import compare_runs, read_runs, render_report
-from replay.load._phases import run_load, run_load_sync
+from replay.load import run_load, run_load_sync
 from replay.sim import SimConfig, SimServer, SimServerProcess, TruthRecord, free_port
 from tests.reliability.conftest import (
     cfg,

@@ -19,7 +19,7 @@ from analysis import read_run
 from replay.client._failures import RedirectRefused
 from replay.client._poller import MetricsPoller
 from replay.client._stream import StreamOutcome, Timeouts, make_session, stream_request
-from replay.load._phases import run_load
+from replay.load import run_load
 from tests.reliability.conftest import cfg, manifest, records
 from tests.reliability.hostile_server import EXPECTED, hostile_server
 from tests.replay.conftest import make_workload

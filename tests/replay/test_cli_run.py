@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from analysis._schema import RunManifest
+from analysis import RunManifest
 from replay.cli import main
 from replay.sim import SimServerProcess
 from tests.replay.conftest import make_workload
@@ -47,8 +47,10 @@ def test_run_writes_a_complete_run(tmp_path: Path, sim: SimServerProcess,
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--users", "0"], "invalid options: users must be at least 1"),
-    (["--think-scale", "-1"], "invalid option think_time_scale"),
+    (["--users", "0"], "--users must be at least 1"),
+    (["--think-scale", "-1"], "--think-scale: must be >= 0"),
+    (["--warmup", "-1"], "--warmup: must be >= 0"),
+    (["--metrics-interval", "-2"], "--metrics-interval: must be > 0"),
     (["--target", "localhost:8000"], "is not an http(s) URL"),
     (["--target", "http://127.0.0.1:9"], "cannot reach http://127.0.0.1:9"),
     (["--model", "other"], "does not serve model 'other'"),

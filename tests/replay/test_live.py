@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from replay.load._live import LiveStats, LiveView, render_lines
+from replay.load import LiveStats, LiveView, render_lines
 
 
 def _rec(status: str, sent: float, first: float | None, last: float | None, n: int,

@@ -13,8 +13,7 @@ from aiohttp import web
 from analysis._schema import RunManifest
 from replay.client._probe import connect_url, find_key, public_target
 from replay.errors import ConfigError
-from replay.load._phases import run_load
-from replay.load._settings import RunConfig
+from replay.load import RunConfig, run_load
 from tests.replay.conftest import make_workload, serve_app
 
 SEEN: list[dict[str, object]] = []

@@ -16,9 +16,7 @@ import pytest
 
 from analysis._schema import RequestRecord, RunManifest
 from replay.errors import ConfigError
-from replay.load._phases import run_load_sync
-from replay.load._settings import RunConfig
-from replay.load._workers import split_users
+from replay.load import RunSettings, run_load_sync, split_users
 from replay.sim import SimServerProcess, load_profile
 from tests.replay.conftest import make_workload
 
@@ -46,7 +44,7 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
 
 
 def _run(url: str, wl: Path, out: Path, **kw: object) -> Path:
-    cfg = RunConfig(target=url, users=USERS, duration_s=1.05, warmup_s=0.0, drain_s=0.0,
+    cfg = RunSettings(target=url, users=USERS, duration_s=1.05, warmup_s=0.0, drain_s=0.0,
                     warmup_start="start", metrics_interval_s=None, **kw)  # type: ignore[arg-type]
     return run_load_sync(cfg, wl, out)
 
@@ -85,7 +83,7 @@ def test_workers_replay_the_same_requests(sim: tuple[str, Path], single: Counter
 def test_workers_need_closed_loop(sim: tuple[str, Path]) -> None:
     url, _ = sim
     with pytest.raises(ValueError, match="closed-loop"):
-        RunConfig(target=url, rate=2.0, duration_s=1.0, workers=2)
+        RunSettings(target=url, rate=2.0, duration_s=1.0, workers=2)
 
 
 @pytest.mark.ray

@@ -22,8 +22,7 @@ import pytest
 
 from replay.client._poller import parse_prometheus
 from replay.launch._launcher import LaunchedArm
-from replay.load._phases import run_load_sync
-from replay.load._settings import RunConfig
+from replay.load import RunConfig, run_load_sync
 from traces import Request, Session, Vocab, WorkloadHeader, build_prompt, write_workload
 
 pytestmark = pytest.mark.vllm

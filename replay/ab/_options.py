@@ -1,0 +1,66 @@
+"""The settings of a comparison, validated before any server is probed or file written.
+
+:class:`CompareOptions` holds what every arm shares; each planned run's
+:class:`~replay.load.RunSettings` is derived from it by :meth:`CompareOptions.config`,
+so one knob has one name throughout (``think_scale``). Errors name the flag the
+user typed (``replay.load.FLAGS``), exit 2.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from replay.errors import ConfigError
+from replay.load import RunSettings, validated
+
+__all__ = ["CompareOptions", "parse_levels"]
+
+
+class CompareOptions(BaseModel):
+    """Load settings shared by every arm (the same for all, by construction)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    levels: tuple[int, ...] = Field(min_length=1)
+    """User counts, each run at every arm."""
+    duration_s: float = Field(gt=0)
+    repeats: int = Field(default=1, ge=1, le=1000)
+    warmup_s: float = Field(default=0.0, ge=0)
+    drain_s: float = Field(default=30.0, ge=0)
+    seed: int = 0
+    api: Literal["completions", "chat"] = "completions"
+    model: str | None = None
+    api_key_env: str | None = None
+    vocab_size: int | None = Field(default=None, ge=2)
+    think_scale: float = Field(default=1.0, ge=0)
+    think_time_cap_s: float | None = Field(default=None, ge=0)
+    metrics_interval_s: float | None = Field(default=2.0, gt=0)
+    allow_unfair: bool = False
+
+    @field_validator("levels")
+    @classmethod
+    def _distinct_positive(cls, levels: tuple[int, ...]) -> tuple[int, ...]:
+        if min(levels) < 1 or len(set(levels)) != len(levels):
+            raise ValueError("give distinct user counts of at least 1, e.g. 1,4,16")
+        return levels
+
+    def config(self, target: str, users: int, label: str) -> RunSettings:
+        """The settings of one planned run."""
+        return validated(RunSettings, dict(
+            target=target, users=users, duration_s=self.duration_s, warmup_s=self.warmup_s,
+            drain_s=self.drain_s, api=self.api, model=self.model,
+            api_key_env=self.api_key_env, seed=self.seed, vocab_size=self.vocab_size,
+            think_scale=self.think_scale, think_time_cap_s=self.think_time_cap_s,
+            metrics_interval_s=self.metrics_interval_s, label=label,
+        ))
+
+
+def parse_levels(text: str, flag: str = "--users") -> tuple[int, ...]:
+    """``"1,4,16"`` -> ``(1, 4, 16)``; anything else is a one-line error naming ``flag``."""
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r}: give comma-separated integers, e.g. 1,4,16") \
+            from None

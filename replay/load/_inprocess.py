@@ -1,0 +1,73 @@
+"""The default executor: every lane on the driver's own event loop.
+
+It shares the driver's HTTP session (sized by :func:`connections_for`) and
+hands each record straight to the sink, so a crash loses at most the requests
+in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+
+from replay.load._executor import ExecOutcome, Job
+from replay.load._lanes import LaneContext, PromptBuilder
+from replay.load._phases import drive_lanes, make_context
+
+__all__ = ["InProcessExecutor"]
+
+
+class InProcessExecutor:
+    """:class:`~replay.load._executor.Executor` running the lanes in this process."""
+
+    lead_ns = 0
+
+    def __init__(self, job: Job, session: aiohttp.ClientSession,
+                 builder: PromptBuilder | None = None) -> None:
+        self.job = job
+        self.session = session
+        self.builder = builder
+        self.ctx: LaneContext | None = None
+        self.stop_event = asyncio.Event()
+        self.task: asyncio.Task[ExecOutcome] | None = None
+
+    async def prepare(self) -> None:
+        return None
+
+    def start(self, t0_ns: int, t0_wall_ns: int) -> None:
+        job = self.job
+        self.ctx = make_context(job.settings, job.target, self.session, t0_ns,
+                                job.sink.record, build=self.builder)
+        self.task = asyncio.create_task(self._drive(self.ctx))
+
+    async def _drive(self, ctx: LaneContext) -> ExecOutcome:
+        job = self.job
+        lanes = await drive_lanes(ctx, job.settings, job.arrival, job.sessions, self.stop_event)
+        crash = lanes.crash
+        return ExecOutcome(interrupted=lanes.interrupted, error=crash,
+                           crash=None if crash is None else repr(crash))
+
+    def load(self) -> tuple[int, int]:
+        ctx = self.ctx
+        return (0, 0) if ctx is None else (ctx.busy, ctx.lanes)
+
+    def notes(self) -> list[str]:
+        return []
+
+    async def finish(self, stop: asyncio.Event) -> ExecOutcome:
+        assert self.task is not None, "start() first"
+        relay = asyncio.create_task(_relay(stop, self.stop_event))
+        try:
+            return await asyncio.shield(self.task)
+        except asyncio.CancelledError:
+            self.stop_event.set()
+            await asyncio.gather(self.task, return_exceptions=True)
+            raise
+        finally:
+            relay.cancel()
+
+
+async def _relay(src: asyncio.Event, dst: asyncio.Event) -> None:
+    await src.wait()
+    dst.set()

@@ -1,0 +1,264 @@
+"""One run, start to end: probe, manifest, executor, ``/metrics``, live view, close.
+
+:func:`run_load` is the library entry point (the CLI, compare and demo call it).
+It reads the workload, probes the target and checks the workload fits, picks an
+executor (in-process, ``--workers`` processes or ``--ray`` actors: one
+:class:`~replay.load._executor.Executor` interface), sets the run's origin once
+the executor is ready, writes ``run.json`` with ``complete=false``, and while the
+executor's lanes go through warmup, window and bounded drain
+(:mod:`replay.load._phases`) it polls ``/metrics`` and shows the live view. At
+the end the manifest is rewritten complete, or marked interrupted when ``stop``
+was set, and a lane's crash is re-raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import socket
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import aiohttp
+
+from analysis import ClockInfo, HostInfo, RunManifest, WorkloadRef
+from replay._version import __version__
+from replay.client import (
+    MetricsPoller,
+    ServerFacts,
+    connect_url,
+    make_session,
+    probe_server,
+    public_target,
+)
+from replay.errors import ConfigError, TargetError
+from replay.load._executor import ExecOutcome, Executor, Job, raise_crash
+from replay.load._inprocess import InProcessExecutor
+from replay.load._lanes import PromptBuilder
+from replay.load._live import LiveStats, LiveView
+from replay.load._phases import Arrival, Target, connections_for, walk
+from replay.load._settings import RunSettings
+from replay.load._workers import ProcessExecutor, event_loop_factory
+from replay.load._writer import RunWriter, close_manifest, iso_utc
+from traces import Session, WorkloadHeader, iter_sessions, read_header
+
+__all__ = ["run_load", "run_load_sync"]
+
+Live = Literal["rich", "plain", "quiet"]
+_NS = 1_000_000_000
+_DRIVER_CONNECTIONS = 8
+"""The driver's own connections when workers carry the load (probe, ``/metrics``)."""
+
+
+async def run_load(
+    settings: RunSettings,
+    workload_path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    live: Live = "quiet",
+    stop: asyncio.Event | None = None,
+    builder: PromptBuilder | None = None,
+) -> Path:
+    """Run one load test and return its run directory (see the module docstring)."""
+    path = str(workload_path)
+    out = Path(out_dir)
+    header = read_header(path)
+    sessions = list(iter_sessions(path))
+    if not sessions:
+        raise ConfigError(f"{path}: the workload holds no session")
+    arrival: Arrival = "open" if settings.rate is not None else header.arrival
+    if settings.split and arrival != "closed":
+        raise ConfigError(f"{path}: --workers/--ray split closed-loop users; this "
+                          f"workload's arrival mode is {arrival!r}")
+    root, basic = connect_url(settings.target)
+    headers = _auth_headers(settings)
+    if basic is not None and "Authorization" not in headers:
+        headers["Authorization"] = basic
+    if settings.split:
+        connections = _DRIVER_CONNECTIONS
+    else:
+        connections = connections_for(settings.users, sessions) if arrival == "closed" else 0
+    async with make_session(connections, connect_s=settings.connect_timeout_s) as session:
+        facts = await probe_server(session, settings.target, headers, model=settings.model,
+                                   vocab_size=settings.vocab_size,
+                                   block_size=settings.server_block_size)
+        _check_fits(sessions, path, facts, public_target(settings.target))
+        run_id = uuid.uuid4().hex[:12]
+        target = Target(root=root, headers=headers, model=facts.model,
+                        vocab_size=facts.vocab_size, block_size=header.block_size,
+                        server_block_size=facts.block_size, run_tag=run_id[:8])
+        manifest = _manifest(settings, run_id, facts, header, path, len(sessions), arrival)
+        writer = RunWriter(out)
+        stats = LiveStats(settings.warmup_s + settings.duration_s)
+        job = Job(settings=settings, workload=path, sessions=sessions, arrival=arrival,
+                  target=target, sink=_Sink(writer, stats))
+        executor = _executor(job, session, builder)
+        try:
+            await _run(executor, settings, manifest, writer, stats, session, target, live,
+                       stop or asyncio.Event())
+        finally:
+            writer.close()
+    return out
+
+
+def _executor(job: Job, session: aiohttp.ClientSession,
+              builder: PromptBuilder | None) -> Executor:
+    settings = job.settings
+    if settings.ray is not None:
+        from replay.load._ray import RayExecutor
+
+        return RayExecutor(job)
+    if settings.workers > 1:
+        return ProcessExecutor(job)
+    return InProcessExecutor(job, session, builder)
+
+
+async def _run(executor: Executor, settings: RunSettings, manifest: RunManifest,
+               writer: RunWriter, stats: LiveStats, session: aiohttp.ClientSession,
+               target: Target, live: Live, stop: asyncio.Event) -> None:
+    """Prepare, set the origin, start, watch, close the manifest (one way for all)."""
+    await executor.prepare()
+    t0_ns = time.monotonic_ns() + executor.lead_ns
+    t0_wall_ns = time.time_ns() + executor.lead_ns
+    started = iso_utc(datetime.fromtimestamp(t0_wall_ns / _NS, UTC))
+    manifest.clock = ClockInfo(t0_wall=started, t0_monotonic_ns=t0_ns)
+    manifest.started_at = started
+    writer.write_manifest(manifest)
+    stats.t0 = t0_ns / _NS
+    stats.busy = lambda: executor.load()[0]
+    stats.lanes = lambda: executor.load()[1]
+    executor.start(t0_ns, t0_wall_ns)
+    manifest.warnings.extend(executor.notes())
+    helpers: list[asyncio.Task[Any]] = []
+    poller = None
+    if settings.metrics_interval_s is not None:
+        poller = MetricsPoller(session, f"{target.root}/metrics", settings.metrics_interval_s,
+                               _on_metrics(writer, stats), t0_ns, headers=target.headers)
+        helpers.append(asyncio.create_task(poller.run()))
+    helpers.append(asyncio.create_task(LiveView(stats, live).run()))
+    helpers.append(asyncio.create_task(_follow_phases(stats, settings, t0_ns)))
+    outcome = ExecOutcome(interrupted=True)
+    try:
+        outcome = await executor.finish(stop)
+    finally:
+        for task in helpers:
+            task.cancel()
+        await asyncio.gather(*helpers, return_exceptions=True)
+        if poller is not None:
+            await poller.scrape()
+        manifest.warnings.extend(outcome.warnings)
+        close_manifest(manifest, warmup_s=settings.warmup_s, duration_s=settings.duration_s,
+                       interrupted=outcome.interrupted, crash=outcome.crash)
+        writer.write_manifest(manifest)
+    raise_crash(outcome)
+
+
+class _Sink:
+    """Records to the run directory and the live view."""
+
+    def __init__(self, writer: RunWriter, stats: LiveStats) -> None:
+        self.writer = writer
+        self.stats = stats
+
+    def record(self, rec: dict[str, object]) -> None:
+        self.writer.write_record(rec)
+        self.stats.on_record(rec)
+
+    def lines(self, lines: list[bytes]) -> None:
+        import orjson
+
+        self.writer.write_lines(lines)
+        on_record = self.stats.on_record
+        for line in lines:
+            on_record(orjson.loads(line))
+
+
+def _on_metrics(writer: RunWriter, stats: LiveStats) -> Any:
+    def on_metrics(t_s: float, values: dict[str, float]) -> None:
+        writer.write_metrics(t_s, values)
+        stats.on_metrics(t_s, values)
+
+    return on_metrics
+
+
+async def _follow_phases(stats: LiveStats, settings: RunSettings, t0_ns: int) -> None:
+    """Keep the live view's phase label in step with the run's schedule."""
+    for phase, end_s in (("warmup", settings.warmup_s),
+                         ("measure", settings.warmup_s + settings.duration_s)):
+        stats.phase = phase
+        rem = t0_ns + int(end_s * _NS) - time.monotonic_ns()
+        if rem > 0:
+            await asyncio.sleep(rem / _NS)
+    stats.phase = "drain"
+
+
+def _manifest(settings: RunSettings, run_id: str, facts: ServerFacts, header: WorkloadHeader,
+              path: str, sessions: int, arrival: Arrival) -> RunManifest:
+    """The manifest as written at the start (its clock is set at the origin)."""
+    now = iso_utc(datetime.now(UTC))
+    manifest = RunManifest(
+        run_id=run_id, label=settings.label, target=public_target(settings.target),
+        model=facts.model, api=settings.api, server_info=facts.server_info,
+        server_models=facts.models, gpu_count=facts.gpu_count, simulated=facts.simulated,
+        workload=WorkloadRef(path=path, fingerprint=header.fingerprint, source=header.source,
+                             seed=header.seed, sessions=sessions,
+                             block_size=header.block_size),
+        load=settings.load_settings(arrival),
+        clock=ClockInfo(t0_wall=now, t0_monotonic_ns=time.monotonic_ns()),
+        started_at=now, tool_version=__version__,
+        host=HostInfo(hostname=socket.gethostname(), platform=platform.platform(),
+                      python=sys.version.split()[0], cpu_count=os.cpu_count()),
+        vocab_size=facts.vocab_size, server_block_size=facts.block_size,
+    )
+    if settings.split:
+        manifest.workers = settings.workers
+    if facts.max_model_len is None:
+        manifest.warnings.append("server did not report max_model_len; prompts unchecked")
+    return manifest
+
+
+def _check_fits(sessions: Sequence[Session], path: str, facts: ServerFacts, shown: str) -> None:
+    limit = facts.max_model_len
+    if limit is None:
+        return
+    for sess in sessions:
+        for turn, req in walk(sess.requests):
+            need = req.prompt_tokens + req.output_tokens
+            if need > limit:
+                raise TargetError(
+                    f"{path}: session {sess.id!r} request {turn} needs {need} tokens "
+                    f"({req.prompt_tokens} prompt + {req.output_tokens} output) but {shown} "
+                    f"serves {facts.model!r} with max_model_len {limit}"
+                )
+
+
+def _auth_headers(settings: RunSettings) -> dict[str, str]:
+    headers = {"Content-Type": "application/json"}
+    if settings.api_key_env:
+        key = os.environ.get(settings.api_key_env)
+        if not key:
+            raise ConfigError(f"--api-key-env {settings.api_key_env}: that environment "
+                              "variable is not set")
+        headers["Authorization"] = f"Bearer {key}"
+    return headers
+
+
+def run_load_sync(
+    settings: RunSettings,
+    workload_path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    live: Live = "quiet",
+    builder: PromptBuilder | None = None,
+) -> Path:
+    """:func:`run_load` on a fresh event loop (uvloop when available), for callers
+    that are not async themselves (compare, demo, benchmarks)."""
+    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+        return runner.run(run_load(settings, workload_path, out_dir, live=live,
+                                   builder=builder))
