@@ -28,8 +28,9 @@ import numpy as np  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from analysis._metrics import RunSummary, steady_window  # noqa: E402
 from analysis._read import RunData  # noqa: E402
+from analysis._summary import RunSummary  # noqa: E402
+from analysis._window import steady_window  # noqa: E402
 
 __all__ = [
     "ArmLevels",

@@ -16,8 +16,8 @@ from matplotlib.axes import Axes
 
 from analysis._chart_base import color, figure, legend_outside, render, safe
 from analysis._format import time_unit
-from analysis._metrics import RunSummary
 from analysis._slo import SloTier
+from analysis._summary import RunSummary
 
 __all__ = ["Series", "headline_chart"]
 

@@ -26,8 +26,8 @@ from analysis._chart_base import (
     safe,
 )
 from analysis._format import time_unit
-from analysis._metrics import steady_window
 from analysis._read import RunData
+from analysis._window import steady_window
 
 __all__ = [
     "ArmLevels",

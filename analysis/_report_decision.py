@@ -14,8 +14,8 @@ from urllib.parse import urlsplit
 
 from analysis._comparison import Comparison, Level, Ratio
 from analysis._format import fmt, fmt_ci, fmt_num, fmt_share
-from analysis._metrics import RunSummary
 from analysis._read import RunData
+from analysis._summary import RunSummary
 
 __all__ = [
     "SUMMARY_METRICS",
@@ -30,7 +30,7 @@ SUMMARY_METRICS: tuple[tuple[str, str, str, str], ...] = (
     ("interactivity.p90", "P90 interactivity", "tok/s/user", "higher is better"),
     ("ttft.p90", "P90 TTFT", "s", "lower is better"),
     ("decode_tok_s_per_gpu", "decode tok/s per GPU", "tok/s/GPU", "higher is better"),
-    ("failure_share", "failure share", "share", "errors + timeouts + incomplete, over sent"),
+    ("failure_share", "failure share", "of requests sent", "errors + timeouts + incomplete"),
 )
 """(key, column title, unit, note) of the summary table."""
 
@@ -65,8 +65,12 @@ def summary_cell(s: RunSummary, key: str) -> dict[str, str]:
 def ratio_cell(r: Ratio | None) -> dict[str, str]:
     if r is None or r.ratio is None:
         return _cell("")
-    cls = ("better" if r.better else "worse") if r.sure else "unsure"
-    return _cell(f"{r.ratio:.2f}x", fmt_ci(r.ci, "x"), cls)
+    established = getattr(r, "established", r.sure)
+    cls = ("better" if r.better else "worse") if established else "unsure"
+    ci = fmt_ci(r.ci, "x")
+    if r.sure and not established:
+        ci += " not established"
+    return _cell(f"{r.ratio:.2f}x", ci, cls)
 
 
 def level_label(lv: Level | RunSummary) -> str:
@@ -109,44 +113,44 @@ def _users_text(row: Any) -> str:
 def capacity_view(c: Comparison) -> dict[str, Any]:
     """One row per tier: each arm's capacity (with interval and how), then the arms' ratio."""
     tiers: dict[str, dict[str, Any]] = {}
+    unit = "users"
     for r in c.capacity:
+        kind = getattr(r, "load_kind", "users")
+        unit = {"rate": "sessions/s", "timestamps": "time scale"}.get(kind, "users")
         t = tiers.setdefault(r.tier.label, {"tier": r.tier.label, "arms": {}})
-        ci = getattr(r, "users_ci", None)
         t["arms"][r.arm] = {
-            "users": _users_text(r), "ci": fmt_ci(ci, "count_f"), "how": r.how,
-            "per_gpu": fmt_num(r.users_per_gpu, 2),
+            "users": _users_text(r), "ci": fmt_ci(getattr(r, "ci", None), "num"),
+            "how": r.how, "per_gpu": fmt_num(r.users_per_gpu, 2),
             "decode": fmt_num(r.decode_tok_s_per_gpu, 1), "row": r,
         }
-    ratios = {(getattr(x, "tier", None) and x.tier.label, getattr(x, "arm", None)): x
-              for x in getattr(c, "capacity_ratios", []) or []}
     rows = []
     for label, t in tiers.items():
-        cells = []
-        for o in c.arms[1:]:
-            cells.append(_capacity_ratio(t["arms"].get(c.baseline), t["arms"].get(o),
-                                         ratios.get((label, o))))
+        cells = [_capacity_ratio(t["arms"].get(c.baseline), t["arms"].get(o))
+                 for o in c.arms[1:]]
         rows.append({"tier": label, "arms": [t["arms"].get(a) for a in c.arms],
                      "ratios": cells})
-    return {"arms": c.arms, "others": c.arms[1:], "rows": rows}
+    return {"arms": c.arms, "others": c.arms[1:], "rows": rows, "unit": unit}
 
 
-def _capacity_ratio(base: Any, other: Any, given: Any) -> dict[str, str]:
-    """The ratio analysis computed (with its interval) or, without one, the point ratio."""
-    if given is not None and getattr(given, "ratio", None) is not None:
-        ci = getattr(given, "ci", None)
-        text = f"{given.ratio:.2f}x"
-        if getattr(given, "bound", None):
-            text = f"{given.bound} {text}"
-        return _cell(text, fmt_ci(ci, "x"), "")
+def _capacity_ratio(base: Any, other: Any) -> dict[str, str]:
+    """The arms' capacity ratio as analysis computed it, else the point ratio (no interval)."""
     if base is None or other is None:
         return _cell("")
     b, o = base["row"], other["row"]
+    given = getattr(o, "ratio", None)
     if b.users is None or o.users is None or b.users <= 0:
         return _cell("n/a")
-    text = f"{o.users / b.users:.2f}x"
-    if "at least" in (b.how, o.how):
-        text += " (a bound: a level at the sweep's end met the tier)"
-    return _cell(text, "no interval", "")
+    b_open, o_open = b.how == "at least", o.how == "at least"
+    if b_open and o_open:
+        return _cell("unknown", "both met the tier at every level measured")
+    value = given if given is not None else o.users / b.users
+    text = f"{value:.2f}x"
+    if o_open:
+        text = "\u2265 " + text
+    elif b_open:
+        text = "\u2264 " + text
+    ci = getattr(o, "ratio_ci", None)
+    return _cell(text, fmt_ci(ci, "x") if ci else "point ratio, no interval")
 
 
 def validity_view(c: Comparison, runs: Sequence[RunData]) -> dict[str, Any]:

@@ -15,9 +15,9 @@ import orjson
 from analysis._comparison import Level, Ratio
 from analysis._fairness import _flatten
 from analysis._format import fmt, fmt_ci, fmt_num, fmt_share, fmt_time
-from analysis._metrics import RunSummary
 from analysis._read import RunData
 from analysis._report_decision import failure_share, ratio_cell
+from analysis._summary import RunSummary
 
 __all__ = ["failures", "flat_config", "level_rows", "workload_stats"]
 

@@ -1,12 +1,15 @@
 """``agentreplay report`` and ``agentreplay plan``: read result directories, write or print.
 
 All computation is in ``analysis``; this module parses options, writes the
-report, ``summary.json`` and ``requests.csv``, and prints with rich.
+report and its data files (``analysis.report_bundle``), and prints with rich.
+One directory gives a report (a comparison, or a run report for one run);
+several give a history view side by side (same workload, or ``--allow-mixed``).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,77 +18,164 @@ if TYPE_CHECKING:
 
 __all__ = ["register"]
 
+EXIT_INVALID = 3
+DEFAULT_TTFT_S = 15.0
+
 
 def _tiers(values: list[str] | None) -> tuple[SloTier, ...]:
     from analysis import DEFAULT_TIERS, parse_tier
 
-    return tuple(parse_tier(v) for v in values) if values else DEFAULT_TIERS
+    if not values:
+        return DEFAULT_TIERS
+    for v in values:
+        if ":" not in v:
+            print(f"agentreplay: note: --slo {v}: no TTFT ceiling given, using "
+                  f"{DEFAULT_TTFT_S:g} s (write FLOOR:TTFT, e.g. {v}:{DEFAULT_TTFT_S:g})",
+                  file=sys.stderr)
+    return tuple(parse_tier(v) for v in values)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="+", metavar="RUN_OR_COMPARISON_DIR",
-                   help="run directories, or directories containing run directories")
     p.add_argument("--slo", action="append", metavar="FLOOR:TTFT",
                    help="SLO tier: P90 interactivity floor (tok/s/user) and P90 TTFT ceiling "
-                        "(s), e.g. 100:10; repeatable (default 30:15, 100:15, 300:15)")
+                        "(s), e.g. 100:10; repeatable (default: 30:15, 100:15 and 300:15)")
     p.add_argument("--allow-unfair", action="store_true",
                    help="report arms whose server configs differ beyond the decode backend "
-                        "(every section then carries a warning)")
+                        "(every section then carries a warning) (default: refuse)")
     p.add_argument("--baseline", metavar="LABEL",
-                   help="arm label used as the baseline (default: 'auto' if present)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+                   help="arm label used as the baseline (default: 'auto' if present, "
+                        "else the first label)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rep = subparsers.add_parser(
-        "report", help="write a self-contained HTML report (plus summary.json, requests.csv)",
-        description="Analyse runs and write one self-contained HTML report, with "
-                    "summary.json and requests.csv next to it.")
+        "report", help="write a self-contained HTML report (plus summary.json, levels.csv, "
+                       "requests.csv); several directories: a history view",
+        description="Analyse runs and write one self-contained HTML report, decision first, "
+                    "with summary.json, levels.csv, requests.csv and summary.schema.json next "
+                    "to it. Given several comparison or run directories, write a history "
+                    "view (history.html, history.json) that puts them side by side; they "
+                    "must have replayed the same workload unless --allow-mixed.")
+    rep.add_argument("paths", nargs="+", metavar="DIR",
+                     help="a run or comparison directory; several for a history view")
     _common(rep)
-    rep.add_argument("-o", "--output", metavar="report.html",
-                     help="report file (default: report.html in the first directory given)")
-    rep.add_argument("--no-charts", action="store_true", help="skip the charts (faster)")
+    rep.add_argument("-o", "--output", metavar="FILE.html",
+                     help="report file (default: report.html, or history.html for several "
+                          "directories, in the first directory given)")
+    rep.add_argument("--no-charts", action="store_true",
+                     help="skip the charts (faster) (default: draw them)")
+    rep.add_argument("--allow-mixed", action="store_true",
+                     help="history view of directories that replayed different workloads, "
+                          "labelled as mixed (default: refuse)")
     rep.set_defaults(func=run_report)
     plan = subparsers.add_parser(
-        "plan", help="print the capacity table: users per arm meeting each SLO tier",
-        description="Capacity planning from a sweep of concurrency levels.")
+        "plan", help="print the capacity table: load per arm meeting each SLO tier",
+        description="Capacity planning from a sweep of load levels: the largest load each arm "
+                    "serves within each SLO tier, with its interval and the arms' ratio.")
+    plan.add_argument("paths", nargs="+", metavar="DIR",
+                      help="run directories, or directories containing run directories")
     _common(plan)
     plan.set_defaults(func=run_plan)
 
 
-def _analyse(args: argparse.Namespace) -> tuple[list[RunData], Comparison]:
+def _analyse(args: argparse.Namespace, paths: list[str]) -> tuple[list[RunData], Comparison]:
     from analysis import compare_runs, read_runs
 
-    runs = read_runs(args.paths)
+    runs = read_runs(paths)
     comparison = compare_runs(runs, allow_unfair=args.allow_unfair, baseline=args.baseline,
                               tiers=_tiers(args.slo), seed=args.seed)
     return runs, comparison
 
 
+def _write(out_dir: Path, files: dict[str, str]) -> None:
+    from replay.errors import UserError
+
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (out_dir / name).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot write the report into {out_dir}: {exc.strerror or exc}") \
+            from None
+
+
+def _verdict_lines(c: Comparison) -> list[str]:
+    from analysis import validity_view, verdict_text
+
+    v = validity_view(c, [])
+    sim = "[SIMULATED] " if c.simulated else ""
+    lines = [sim + verdict_text(c), f"{sim}validity: {v['verdict']}"]
+    lines += [f"  {r['severity']}: {r['message']}" for r in v["reasons"]]
+    return lines
+
+
+def _invalid(c: Comparison) -> bool:
+    v = getattr(c, "validity", None)
+    return v is not None and v.verdict == "invalid"
+
+
 def run_report(args: argparse.Namespace) -> int:
+    if len(args.paths) > 1:
+        return _run_history(args)
     from rich.console import Console
 
-    from analysis import render_report, requests_csv
+    from analysis import read_extras, report_bundle
 
     console = Console(stderr=True)
-    runs, comparison = _analyse(args)
+    runs, comparison = _analyse(args, args.paths)
     out = Path(args.output) if args.output else Path(args.paths[0]) / "report.html"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    summary = out.with_name("summary.json")
-    csv_path = out.with_name("requests.csv")
-    html = render_report(comparison, runs, charts=not args.no_charts,
-                         data_files=(summary.name, csv_path.name))
-    out.write_text(html, encoding="utf-8")
-    summary.write_text(comparison.model_dump_json(indent=2), encoding="utf-8")
-    csv_path.write_text(requests_csv(runs), encoding="utf-8")
+    stem = out.stem
+    names = {"report": out.name}
+    if stem != "report":  # keep the data files of two reports in one directory apart
+        names.update(summary=f"{stem}.summary.json", levels=f"{stem}.levels.csv",
+                     requests=f"{stem}.requests.csv")
+    files = report_bundle(comparison, runs, charts=not args.no_charts,
+                          extras=read_extras(args.paths[0]), names=names)
+    _write(out.parent, files)
     if comparison.fairness.overridden:
         console.print(f"[bold red]warning:[/] {comparison.fairness.sentence}")
     if comparison.incomplete:
         console.print("[yellow]warning:[/] some runs are incomplete: "
                       + "; ".join(comparison.reasons), markup=False)
-    console.print(comparison.verdict, markup=False, highlight=False)
-    console.print(f"wrote {out}, {summary.name}, {csv_path.name}", markup=False)
-    return 0
+    for line in _verdict_lines(comparison):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    console.print(f"wrote {out} and {', '.join(n for n in files if n != out.name)}",
+                  markup=False, highlight=False, soft_wrap=True)
+    return EXIT_INVALID if _invalid(comparison) else 0
+
+
+def _run_history(args: argparse.Namespace) -> int:
+    import orjson
+    from rich.console import Console
+
+    from analysis import HistoryEntry, check_history, entry_names, render_history
+
+    console = Console(stderr=True)
+    entries = []
+    for name, path in zip(entry_names(args.paths), args.paths, strict=True):
+        runs, comparison = _analyse(args, [path])
+        entries.append(HistoryEntry(name=name, path=str(path), comparison=comparison,
+                                    runs=runs))
+    mixed = check_history(entries, allow_mixed=args.allow_mixed)
+    out = Path(args.output) if args.output else Path(args.paths[0]) / "history.html"
+    payload = orjson.dumps(
+        {"kind": "agentreplay-history", "mixed": mixed,
+         "entries": [{"name": e.name, "path": e.path,
+                      "comparison": e.comparison.model_dump(mode="json")} for e in entries]},
+        option=orjson.OPT_INDENT_2).decode()
+    _write(out.parent, {out.name: render_history(entries, mixed=mixed,
+                                                 charts=not args.no_charts),
+                        f"{out.stem}.json": payload})
+    if mixed:
+        console.print("warning: the entries replayed different workloads (--allow-mixed)",
+                      style="bold red", markup=False)
+    for e in entries:
+        for line in _verdict_lines(e.comparison):
+            console.print(f"{e.name}: {line}", markup=False, highlight=False, soft_wrap=True)
+    console.print(f"wrote {out} and {out.stem}.json", markup=False, highlight=False,
+                  soft_wrap=True)
+    return EXIT_INVALID if any(_invalid(e.comparison) for e in entries) else 0
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -93,7 +183,9 @@ def run_plan(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
-    _, comparison = _analyse(args)
+    from analysis import capacity_view
+
+    _, comparison = _analyse(args, args.paths)
     console = Console()
     if not console.is_terminal:  # piped or captured: do not squeeze the table to 80 columns
         console.width = 160
@@ -101,20 +193,28 @@ def run_plan(args: argparse.Namespace) -> int:
         console.print(f"warning: {comparison.fairness.sentence}", style="bold red",
                       markup=False)
     if comparison.simulated:
-        console.print("SIMULATED runs: numbers from a performance model, not GPUs",
+        console.print("[SIMULATED] runs served by a performance model, not GPUs",
                       style="yellow", markup=False)
-    table = Table(title="Capacity: largest user count meeting each SLO tier")
-    for col in ("tier", "arm", "users", "how", "GPUs", "users/GPU", "decode tok/s/GPU",
-                "levels"):
-        table.add_column(col, justify="right" if col not in ("tier", "arm", "how") else "left")
-
-    def num(v: float | None, digits: int) -> str:
-        return "n/a" if v is None else f"{v:,.{digits}f}"
-
-    for r in comparison.capacity:
-        table.add_row(Text(r.tier.label), Text(r.arm), num(r.users, 1), r.how,
-                      "n/a" if r.gpu_count is None else str(r.gpu_count),
-                      num(r.users_per_gpu, 2), num(r.decode_tok_s_per_gpu, 1),
-                      Text(", ".join(str(u) for u in r.levels)))
+    view = capacity_view(comparison)
+    table = Table(title=f"Capacity: largest load ({view['unit']}) meeting each SLO tier")
+    table.add_column("tier")
+    for a in view["arms"]:
+        table.add_column(Text(f"{a or 'run'}: {view['unit']}"), justify="right")
+        table.add_column("per GPU", justify="right")
+        table.add_column("decode tok/s/GPU", justify="right")
+    for o in view["others"]:
+        table.add_column(Text(f"{o} / {view['arms'][0]}"), justify="right")
+    for row in view["rows"]:
+        cells: list[Text | str] = [Text(row["tier"])]
+        for x in row["arms"]:
+            if x is None:
+                cells += ["not measured", "", ""]
+                continue
+            cells += [Text(f"{x['users']} {x['ci']} ({x['how']})".replace("  ", " ")),
+                      x["per_gpu"], x["decode"]]
+        cells += [Text(f"{r['value']} {r['ci']}".strip()) for r in row["ratios"]]
+        table.add_row(*cells)
     console.print(table)
-    return 0
+    for line in _verdict_lines(comparison)[1:]:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    return EXIT_INVALID if _invalid(comparison) else 0
