@@ -22,11 +22,13 @@ really took; ``/metrics`` adds their sums as ``vllm_sim:engine_step_*_seconds_to
 Modules: ``_config`` (settings, /server_info), ``_server`` (app, routes, truth),
 ``_intake`` (request validation), ``_steploop`` (the clock of engine steps),
 ``_respond`` (SSE and JSON bodies, faults), ``_engine``/``_cache``/``_profile`` (the
-pure performance model).
+pure performance model), ``_decode`` (the published decode benchmark on that model:
+``modelled_decode``).
 """
 
 from replay.sim._cache import PrefixCache, block_hashes
 from replay.sim._config import SimConfig, server_info, step_log_path
+from replay.sim._decode import DecodePoint, modelled_decode
 from replay.sim._engine import Engine, EngineCounters, SimRequest, StepResult
 from replay.sim._faults import FaultKind, FaultSpec, parse_faults
 from replay.sim._process import SimServerProcess, free_port
@@ -46,6 +48,7 @@ from replay.sim._truth import StepTruth, TruthRecord, read_step_log
 __all__ = [
     "Backend",
     "BackendTiming",
+    "DecodePoint",
     "Engine",
     "EngineCounters",
     "FaultKind",
@@ -66,6 +69,7 @@ __all__ = [
     "free_port",
     "list_profiles",
     "load_profile",
+    "modelled_decode",
     "parse_faults",
     "read_step_log",
     "server_info",

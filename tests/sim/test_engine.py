@@ -15,12 +15,11 @@ def _drain(engine: Engine) -> list:
 
 
 def test_profiles_load_and_carry_published_ratios() -> None:
+    """Step-time ratios hold at any context (the decode tables are in test_profiles)."""
     assert {"small", "instant", "kimi-k3-gb300-tp16", "kimi-k3-gb300-tp16-dspark"} <= set(
         list_profiles())
     k = load_profile("kimi-k3-gb300-tp16")
     ls, auto = k.backends["latency_specialized"], k.backends["auto"]
-    assert 1 / ls.step_s_batch1 == pytest.approx(256.4, rel=1e-3)
-    assert 64 / ls.step_s_batch64 == pytest.approx(3606.1, rel=1e-6)
     assert auto.step_s_batch1 / ls.step_s_batch1 == pytest.approx(1.88)
     assert auto.step_s_batch64 / ls.step_s_batch64 == pytest.approx(1.62)
     assert k.gpu_count == 16
@@ -30,10 +29,8 @@ def test_profiles_load_and_carry_published_ratios() -> None:
     d = load_profile("kimi-k3-gb300-tp16-dspark")
     assert d.speculative is not None and d.speculative.num_speculative_tokens == 7
     assert d.speculative.mean_acceptance_length == pytest.approx(6)
-    tok_s = {b: d.speculative.mean_acceptance_length / d.step_s(b, 1, 0, 0)
-             for b in ("auto", "latency_specialized")}
-    assert tok_s["latency_specialized"] == pytest.approx(842)
-    assert tok_s["auto"] == pytest.approx(488)
+    slow, fast = (d.backends[b].step_s_batch1 for b in ("auto", "latency_specialized"))
+    assert slow / fast == pytest.approx(842 / 488)
 
 
 def test_continuous_batching_caps_at_max_num_seqs() -> None:

@@ -65,8 +65,9 @@ def test_stall_pauses_mid_stream() -> None:
     got, truth = _one("stall_rate=1,stall_s=0.6")
     assert got.done and len(got.token_ids()) == MAX
     gaps = [b - a for a, b in zip(got.times, got.times[1:], strict=False)]
-    assert max(gaps) >= 0.6
-    assert sum(g >= 0.6 for g in gaps) == 1
+    # the client stamps an event when it reads it, possibly late for the one before the
+    # stall: the gap it sees may be a little under 0.6 s, never far under
+    assert sum(g >= 0.5 for g in gaps) == 1
     assert truth[0].fault == "stall" and truth[0].status == "ok"
 
 
