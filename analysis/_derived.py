@@ -25,22 +25,26 @@ _T = TypeVar("_T", float, np.ndarray)
 
 def ttft(first: _T, sent: _T) -> _T:
     """First token received minus request sent."""
-    return first - sent
+    out: _T = first - sent
+    return out
 
 
 def ttft_due(first: _T, due: _T) -> _T:
     """First token minus when the request was due (includes client lag)."""
-    return first - due
+    out: _T = first - due
+    return out
 
 
 def e2e(last: _T, sent: _T) -> _T:
     """Last token received minus request sent."""
-    return last - sent
+    out: _T = last - sent
+    return out
 
 
 def decode_time(first: _T, last: _T) -> _T:
     """Last token minus first token."""
-    return last - first
+    out: _T = last - first
+    return out
 
 
 @dataclass(frozen=True)

@@ -39,14 +39,16 @@ def _uncached_prompt(r: RequestColumns, idx: np.ndarray) -> np.ndarray:
     prompt = np.where(server >= 0, server, r.prompt_tokens[idx])
     reported = r.cached_tokens[idx]
     cached = np.where(reported >= 0, reported, np.maximum(r.expected_cached_tokens[idx], 0))
-    return np.maximum(prompt - cached, 0).astype(np.float64)
+    out: np.ndarray = np.maximum(prompt - cached, 0).astype(np.float64)
+    return out
 
 
 def _cut_time(r: RequestColumns, drain_end: float) -> np.ndarray:
     """When each request was last known running: its end, else the drain's end,
     never before anything it received."""
     seen = np.fmax(np.fmax(r.sent_s, r.first_token_s), r.last_token_s)
-    return np.fmax(np.where(np.isfinite(r.end_s), r.end_s, drain_end), seen)
+    out: np.ndarray = np.fmax(np.where(np.isfinite(r.end_s), r.end_s, drain_end), seen)
+    return out
 
 
 def _tokens_in_window(

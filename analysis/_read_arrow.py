@@ -29,7 +29,7 @@ from analysis._columns import (
 )
 
 if TYPE_CHECKING:
-    import pyarrow as pa
+    import pyarrow as pa  # type: ignore[import-untyped]
 
 __all__ = ["arrow_columns", "arrow_table", "arrow_schema"]
 
@@ -51,7 +51,7 @@ def arrow_table(data: memoryview) -> pa.Table | None:
     """The records in ``data`` (whole lines) as a table, or None if pyarrow refuses
     them. The table holds no reference to ``data``."""
     import pyarrow as pa
-    import pyarrow.json as pj
+    import pyarrow.json as pj  # type: ignore[import-untyped]
 
     try:
         table = pj.read_json(
@@ -70,7 +70,7 @@ def arrow_columns(table: pa.Table | None, lines: int) -> RequestColumns | None:
     look: there is no table, a value failed a check, or the row count is not
     ``lines`` (blank lines, or two objects on one line)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
 
     if table is None or lines == 0 or table.num_rows != lines:
         return None

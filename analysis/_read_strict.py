@@ -14,6 +14,7 @@ import io
 import itertools
 from collections.abc import Iterator, Sequence
 from operator import itemgetter
+from typing import Any
 
 import numpy as np
 import orjson
@@ -35,6 +36,8 @@ from analysis._columns import (
 from analysis._errors import ResultError
 
 __all__ = ["empty_columns", "strict_columns"]
+
+_Rec = dict[str, Any]
 
 _BATCH_LINES = 20_000
 _INT64 = (-(2**63), 2**63 - 1)
@@ -63,7 +66,7 @@ def strict_columns(data: bytes, path: str) -> RequestColumns:
     return RequestColumns.concat(parts) if parts else empty_columns()
 
 
-def _batches(data: bytes, path: str) -> Iterator[tuple[list, list[int]]]:
+def _batches(data: bytes, path: str) -> Iterator[tuple[list[_Rec], list[int]]]:
     """(parsed records, their line numbers) per batch of lines."""
     lines = enumerate(io.BytesIO(data), start=1)
     while batch := list(itertools.islice(lines, _BATCH_LINES)):
@@ -80,7 +83,7 @@ def _batches(data: bytes, path: str) -> Iterator[tuple[list, list[int]]]:
 
 
 def _check_types(
-    column: list[object], name: str, allowed: tuple[type, ...], nullable: bool
+    column: list[Any], name: str, allowed: tuple[type, ...], nullable: bool
 ) -> int | None:
     """Index of the first value of the wrong type, or None (fast path: a set of types)."""
     kinds = set(map(type, column))
@@ -101,8 +104,8 @@ def _type_name(allowed: tuple[type, ...], nullable: bool) -> str:
 
 
 def _split_layouts(
-    batch: list[dict], keys_of: list[tuple], layouts: set[tuple]
-) -> list[tuple[set[str], np.ndarray, tuple[dict, ...]]]:
+    batch: list[_Rec], keys_of: list[tuple[str, ...]], layouts: set[tuple[str, ...]]
+) -> list[tuple[set[str], np.ndarray, tuple[_Rec, ...]]]:
     """(keys, record indices, records) per key layout, so that each field is read
     with one ``itemgetter`` pass per layout instead of a ``.get`` per record."""
     index = {k: i for i, k in enumerate(layouts)}
@@ -115,7 +118,7 @@ def _split_layouts(
     return out
 
 
-def _columns_from_batch(batch: list[dict], path: str, first_line: int) -> RequestColumns:
+def _columns_from_batch(batch: list[_Rec], path: str, first_line: int) -> RequestColumns:
     """Columns of one batch of parsed records; raises ResultError naming line and field."""
 
     def fail(i: int, name: str, message: str) -> ResultError:
@@ -144,7 +147,7 @@ def _columns_from_batch(batch: list[dict], path: str, first_line: int) -> Reques
     n = len(batch)
     by_layout = _split_layouts(batch, keys_of, layouts) if len(layouts) > 1 else None
 
-    def gather(name: str, default: object) -> list:
+    def gather(name: str, default: object) -> list[Any]:
         """The field of every record, ``default`` where absent (per layout, no .get)."""
         if by_layout is None:
             if name in present:
@@ -159,7 +162,7 @@ def _columns_from_batch(batch: list[dict], path: str, first_line: int) -> Reques
                                        count=len(idx))
         return out.tolist()
 
-    cols: dict[str, list] = {}
+    cols: dict[str, list[Any]] = {}
     for name, (allowed, required, nullable) in FIELDS.items():
         if name not in present:
             cols[name] = [DEFAULTS.get(name)] * n  # n == 0 for required fields
@@ -188,14 +191,14 @@ def _columns_from_batch(batch: list[dict], path: str, first_line: int) -> Reques
             i = next(i for i, v in enumerate(cols[name]) if v < 0)
             raise fail(i, name, "must be >= 0")
 
-    empty: list = []
+    empty: list[Any] = []
     times = gather("chunk_times_s", empty) if "chunk_times_s" in present else [empty] * n
     toks = gather("chunk_tokens", empty) if "chunk_tokens" in present else [empty] * n
     if set(map(type, times)) - {list}:
         times = [[] if v is None else v for v in times]
     if set(map(type, toks)) - {list}:
         toks = [[] if v is None else v for v in toks]
-    flats: dict[str, list] = {}
+    flats: dict[str, list[Any]] = {}
     for name, lists, allowed in (("chunk_times_s", times, NUM), ("chunk_tokens", toks, INT)):
         if set(map(type, lists)) - {list}:
             i = next(i for i, v in enumerate(lists) if type(v) is not list)
@@ -240,7 +243,7 @@ def _columns_from_batch(batch: list[dict], path: str, first_line: int) -> Reques
     )
 
 
-def _batch_or_locate(batch: list[dict], lines: Sequence[int], path: str) -> RequestColumns:
+def _batch_or_locate(batch: list[_Rec], lines: Sequence[int], path: str) -> RequestColumns:
     """Columns of a batch; on error, re-raise with the file's line number (blank
     lines make batch index and line number differ)."""
     try:

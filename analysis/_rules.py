@@ -19,13 +19,13 @@ class Rules(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_failure_share: float = Field(DEFAULT_MAX_FAILURE_SHARE, ge=0, le=1)
+    max_failure_share: float = Field(default=DEFAULT_MAX_FAILURE_SHARE, ge=0, le=1)
     """Errors + timeouts + incomplete over requests sent: above it a level fails
     every SLO tier and the run carries a caveat."""
-    min_users: int = Field(4, ge=1)
+    min_users: int = Field(default=4, ge=1)
     """Independent units (users, across pooled runs) per arm before a difference
     can be called established."""
-    min_requests: int = Field(20, ge=1)
+    min_requests: int = Field(default=20, ge=1)
     """Requests sent in the window per arm (and per run, else a caveat)."""
     schedule_lag_p99_caveat_s: float = 0.050
     """Client sent requests late: P99 schedule lag above this is a caveat..."""

@@ -78,10 +78,12 @@ class Distribution(BaseModel):
 
     def value(self, name: str) -> float | None:
         """A statistic by name (``mean``, ``p50``, ``p90``, ``p99``)."""
-        return getattr(self, name)
+        v: float | None = getattr(self, name)
+        return v
 
     def ci(self, name: str) -> tuple[float, float] | None:
-        return getattr(self, f"{name}_ci", None)
+        c: tuple[float, float] | None = getattr(self, f"{name}_ci", None)
+        return c
 
 
 def metric_rng(seed: int, name: str) -> np.random.Generator:
@@ -97,7 +99,8 @@ def group_codes(*keys: np.ndarray) -> np.ndarray:
         k = np.asarray(keys[0])
         if k.dtype.kind in "iu" and k.min() >= 0 and k.max() < 4 * len(k) + 1024:
             present = np.bincount(k) > 0
-            return (np.cumsum(present) - 1)[k].astype(np.int64)
+            out: np.ndarray = (np.cumsum(present) - 1)[k].astype(np.int64)
+            return out
         _, codes = np.unique(k, return_inverse=True)
         return codes.reshape(-1).astype(np.int64)
     stacked = np.stack([np.asarray(k, dtype=np.int64) for k in keys], axis=1)
@@ -267,7 +270,8 @@ def bootstrap_sums(
     if len(per_group) == 0:
         raise ValueError("empty sample")
     counts = draw_counts(len(per_group), reps, rng, clusters)
-    return counts @ per_group
+    sums: np.ndarray = counts @ per_group
+    return sums
 
 
 def _interval(replicates: np.ndarray) -> tuple[float, float]:
@@ -323,7 +327,7 @@ def distribution(
                                        clusters=clusters)
         cis = [_interval(reps_arr[:, j]) for j in range(len(pct))]
     n_cens = int(censored.sum()) if censored is not None else 0
-    bounds = _bound_stats(values, censored, pct) if n_cens else []
+    bounds = _bound_stats(values, censored, pct) if censored is not None and n_cens else []
     return Distribution(
         unit=unit, higher_is_better=higher_is_better, count=count, groups=n_groups,
         mean=mean, p50=float(point[0]), p90=float(point[1]),
@@ -364,7 +368,8 @@ def weighted_percentile(
     else:
         at = _select_ranks(values, w, ranks)
     k = len(lo)
-    return at[:k] + (h - lo) * (at[k:] - at[:k])
+    out: np.ndarray = at[:k] + (h - lo) * (at[k:] - at[:k])
+    return out
 
 
 def _values_at_ranks(values: np.ndarray, weights: np.ndarray, ranks: np.ndarray,

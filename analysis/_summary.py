@@ -223,8 +223,8 @@ def summarize(
     accepted = c.get("spec_decode_num_accepted_tokens_total")
     actual = c.get("vllm_sim:engine_step_actual_seconds_total")
     model = c.get("vllm_sim:engine_step_model_seconds_total")
-    halves = tuple(share(h.get("prefix_cache_hits_total"), h.get("prefix_cache_queries_total"))
-                   for h in s.half_counters[:2])
+    halves = [share(h.get("prefix_cache_hits_total"), h.get("prefix_cache_queries_total"))
+              for h in s.half_counters[:2]] + [None, None]
     return RunSummary(
         label=s.label, runs=s.runs, model=s.model, users=s.users, level=s.level,
         gpu_count=s.gpu_count, simulated=s.simulated, incomplete=s.incomplete,
@@ -247,7 +247,7 @@ def summarize(
             reported_share=share(s.reported_cached, s.prompt_tokens),
             measured_hits=hits, measured_queries=queries,
             measured_share=share(hits, queries),
-            measured_share_halves=(halves + (None, None))[:2],
+            measured_share_halves=(halves[0], halves[1]),
         ),
         speculation=Speculation(
             drafts=drafts, draft_tokens=c.get("spec_decode_num_draft_tokens_total"),

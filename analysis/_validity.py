@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from analysis._manifest_parts import Severity, Validity, ValidityReason
+from analysis._manifest_parts import Severity, Validity, ValidityReason, Verdict
 from analysis._read import RunData
 from analysis._rules import DEFAULT_RULES, Rules
 from analysis._summary import RunSummary
@@ -26,7 +26,7 @@ _CONNECT_KINDS = ("connect", "timeout_connect")
 
 def _verdict(reasons: list[ValidityReason]) -> Validity:
     sev = {r.severity for r in reasons}
-    verdict = "invalid" if "invalid" in sev else "caveats" if sev else "valid"
+    verdict: Verdict = "invalid" if "invalid" in sev else "caveats" if sev else "valid"
     return Validity(verdict=verdict, reasons=reasons)
 
 
