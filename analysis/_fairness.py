@@ -298,8 +298,8 @@ def judge_fairness(
         if m.workload.fingerprint != base.workload.fingerprint:
             add("workload.fingerprint", m, base.workload.fingerprint, m.workload.fingerprint,
                 "refused")
-        la = base.load.model_dump(exclude={"users"})
-        lb = m.load.model_dump(exclude={"users"})
+        la = base.load.model_dump(exclude={"users", "rate", "time_scale"})
+        lb = m.load.model_dump(exclude={"users", "rate", "time_scale"})
         for path, a, b in diff_configs(la, lb):
             add(f"load.{path}", m, a, b, "refused")
         if m.api != base.api:

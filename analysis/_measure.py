@@ -62,8 +62,9 @@ def _tokens_in_window(
     chunk_user = np.repeat(user_code.astype(np.int32), lengths)
     t, k = r.chunk_times_s, r.chunk_tokens
     in_t = (t >= start) & (t < end)
-    u_dec = np.bincount(chunk_user[in_t], weights=(k - first_chunk)[in_t], minlength=n_users)
-    u_out = np.bincount(chunk_user[in_t], weights=k[in_t], minlength=n_users)
+    u_dec = np.bincount(chunk_user[in_t], weights=(k - first_chunk)[in_t],
+                        minlength=n_users).astype(np.float64)
+    u_out = np.bincount(chunk_user[in_t], weights=k[in_t], minlength=n_users).astype(np.float64)
     # records without chunk data: first token at first_token_s, the rest at last_token_s
     bare = (lengths == 0) & np.isfinite(r.first_token_s) & (r.output_tokens > 0)
     f_in = bare & (r.first_token_s >= start) & (r.first_token_s < end)
