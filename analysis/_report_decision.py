@@ -172,7 +172,18 @@ def validity_view(c: Comparison, runs: Sequence[RunData]) -> dict[str, Any]:
         reasons = [{"severity": r.severity, "code": r.code, "message": r.message, "run": rid}
                    for rid, s in known for r in s.reasons]
     cls = {"valid": "valid", "caveats": "caveats", "invalid": "invalid"}.get(verdict, "unknown")
-    return {"verdict": verdict, "cls": cls, "reasons": reasons, "note": ""}
+    return {"verdict": verdict, "cls": cls, "reasons": reasons, "note": "",
+            "groups": _groups(reasons)}
+
+
+def _groups(reasons: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """Reasons grouped by check (invalid first): one line each on the first screen."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in reasons:
+        g = groups.setdefault((r["severity"], r["code"]), {
+            "severity": r["severity"], "code": r["code"], "count": 0, "example": r["message"]})
+        g["count"] += 1
+    return sorted(groups.values(), key=lambda g: (g["severity"] != "invalid", -g["count"]))
 
 
 def _host(target: str) -> str:

@@ -1,0 +1,61 @@
+"""Each report mode in headless Chromium: the decision is in the 1400x900 first screen,
+the capacity table comes before the per-level detail, and no legend covers data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from replay.cli import main
+from tests.report.builders import make_sweep
+from tests.report.chromium import in_first_screen, measure, screenshot
+
+DECISION = ["verdict", "validity", "summary-table"]
+
+
+def _check_first_screen(report: Path, tmp: Path, extra: list[str] | None = None) -> None:
+    from PIL import Image
+
+    ids = DECISION + ["capacity", "metrics"] + (extra or [])
+    m = measure(report, ids, tmp)
+    for el in DECISION:
+        assert in_first_screen(m["boxes"][el]), (el, m["boxes"][el])
+    if m["boxes"]["metrics"] is not None:  # the capacity table comes before the detail
+        assert m["boxes"]["capacity"]["top"] < m["boxes"]["metrics"]["top"]
+    assert m["charts"] >= 1 and m["legends"] >= 1
+    assert m["overlaps"] == []
+    pixels = np.asarray(Image.open(screenshot(report, tmp)).convert("L"), dtype=np.float64)
+    assert pixels.shape == (900, 1400) and pixels.var() > 100.0  # not a blank page
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_sweep(tmp_path_factory.mktemp("sweep"))
+
+
+def test_comparison_report_decision_first(sweep: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cmp" / "report.html"
+    assert main(["report", str(sweep), "-o", str(out)]) in (0, 3)
+    _check_first_screen(out, tmp_path, ["capacity-table"])
+    html = out.read_text(encoding="utf-8")
+    assert html.index('id="capacity-table"') < html.index('<section id="metrics">')
+
+
+def test_single_run_report(sweep: Path, tmp_path: Path) -> None:
+    out = tmp_path / "one" / "report.html"
+    assert main(["report", str(sweep / "runs" / "auto-u4"), "-o", str(out)]) in (0, 3)
+    _check_first_screen(out, tmp_path)
+    html = out.read_text(encoding="utf-8")
+    assert "Fairness" not in html and "fair comparison" not in html.lower()
+
+
+def test_history_view(sweep: Path, tmp_path: Path) -> None:
+    later = make_sweep(tmp_path / "later", arms={"auto": 0.006, "latency_specialized": 0.004})
+    out = tmp_path / "hist" / "history.html"
+    assert main(["report", str(sweep), str(later), "-o", str(out)]) in (0, 3)
+    m = measure(out, ["entries-table", "summary-table", "capacity-table"], tmp_path)
+    assert in_first_screen(m["boxes"]["entries-table"])
+    assert m["boxes"]["summary-table"]["top"] < 900  # the side-by-side table starts on screen
+    assert m["charts"] == 1 and m["overlaps"] == []
