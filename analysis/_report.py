@@ -21,6 +21,7 @@ from analysis._chart_headline import Series, headline_chart
 from analysis._comparison import HEADLINE, Comparison
 from analysis._fairness import FairnessVerdict
 from analysis._format import fmt_num, fmt_share, fmt_time
+from analysis._method import method_rules
 from analysis._read import RunData
 from analysis._report_decision import (
     capacity_view,
@@ -64,24 +65,16 @@ METRIC_DEFINITIONS: tuple[tuple[str, str], ...] = (
 
 METHOD_NOTES: tuple[str, ...] = (
     "Times come from one monotonic clock per run; wall time only labels runs.",
-    "Only requests sent inside the steady window (warmup and drain excluded) count. Only "
-    "requests with status ok enter latency statistics; failures are counted by kind.",
-    "Throughputs count the tokens of ok requests that arrived inside the steady window, "
-    "by chunk arrival time, divided by the window length (summed over pooled repeats).",
     "Percentiles use linear interpolation. 95% intervals are percentile bootstrap intervals "
     "(1000 replicates, seeded) that resample users, not requests: requests of one user are "
     "not independent. Repeats of an arm at a level are pooled; their users stay distinct.",
-    "Ratios are other arm / baseline, each arm resampled independently; a ratio is 'sure' "
-    "when its 95% interval excludes 1.",
     "For rates (interactivity) PXX is the value XX% meet or beat, so P90 is the slow tail. "
     "The older AgentX convention (P90 of per-request 1/TPOT, the fast tail) is not shown.",
-    "SLO tiers use P90 interactivity and P90 TTFT from schedule. Capacity is the largest user "
-    "count at which every measured level up to it meets the tier, linearly interpolated to "
-    "the next (failing) level and labelled so.",
     "A session's latency counts when its first request was sent in the window, all its "
     "requests succeeded and its user went on to a later session.",
+    "Ratios are other arm / baseline, each arm resampled independently.",
     "Empty samples are shown as n/a, never 0.",
-)
+) + method_rules()
 
 
 _URL = re.compile(r'(?<!xmlns=")(?<!xmlns:xlink=")(https?):/{2}')
