@@ -58,17 +58,19 @@ def _x_axis(ax: Axes, levels: list[int], xlabel: str) -> None:
 
 def _limit_lines(ax: Axes, values: list[float], texts: list[str], style: str) -> list[str]:
     """Each limit as a labelled line; a limit far above the data is named, not drawn."""
-    top = max((line.get_ydata().max() for line in ax.get_lines() if len(line.get_ydata())),
-              default=0.0)
-    above = []
+    top = max((float(np.nanmax(line.get_ydata())) for line in ax.get_lines()
+               if len(line.get_ydata())), default=0.0)
+    above, drawn = [], []
     for v, text in zip(values, texts, strict=True):
         if top > 0 and v > 2.5 * top:
             above.append(text)
             continue
+        drawn.append(v)
         ax.axhline(v, color="0.35", linestyle=style, linewidth=0.9, zorder=1)
         ax.annotate(safe(text), xy=(1.0, v), xycoords=("axes fraction", "data"),
                     xytext=(-3, 2), textcoords="offset points", ha="right", va="bottom",
                     fontsize=7, color="0.25")
+    ax.set_ylim(0, max([top, *drawn]) * 1.12 or 1.0)
     return above
 
 
@@ -105,7 +107,6 @@ def headline_chart(series: Sequence[Series], tiers: Sequence[SloTier], *,
     levels = sorted({s.users for ser in series for s in ser.summaries})
     for ax in (ax1, ax2):
         _x_axis(ax, levels, x_label)
-        ax.set_ylim(bottom=0)
     ax1.set_ylabel("P90 interactivity (tok/s/user)")
     ax1.set_title("P90 interactivity vs load (higher is better; band: 95% interval; "
                   "dashed: SLO floors)" + _off_note(off1))

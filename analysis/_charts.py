@@ -126,7 +126,7 @@ def ttft_prompt_chart(arms: Sequence[ArmLevels]) -> str:
     rng = np.random.default_rng(0)
     unit, scale = time_unit("ttft")
     levels = numeric_levels(arms)
-    shades = {u: 0.8 - 0.55 * k / max(len(levels) - 1, 1) for k, u in enumerate(levels)}
+    shades = {u: 0.85 - 0.4 * k / max(len(levels) - 1, 1) for k, u in enumerate(levels)}
     markers = ("o", "s", "^", "D", "v", "P")
     for ci, users, legend, runs in _lines(arms):
         x = np.concatenate([run.requests.prompt_tokens[ok_window(run)] for run in runs])
@@ -136,7 +136,7 @@ def ttft_prompt_chart(arms: Sequence[ArmLevels]) -> str:
             x, y = x[pick], y[pick]
         if len(x):
             k = levels.index(users) if users in levels else 0
-            ax.scatter(x, y * scale, s=7, alpha=shades.get(users, 0.5), color=color(ci),
+            ax.scatter(x, y * scale, s=12, alpha=shades.get(users, 0.5), color=color(ci),
                        marker=markers[k % len(markers)], label=safe(legend), linewidths=0)
     ax.set_xlabel("prompt tokens")
     ax.set_ylabel(f"TTFT ({unit})")

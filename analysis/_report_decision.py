@@ -19,6 +19,7 @@ from analysis._summary import RunSummary
 
 __all__ = [
     "SUMMARY_METRICS",
+    "dist_text",
     "capacity_view",
     "report_title",
     "summary_view",
@@ -55,11 +56,19 @@ def summary_cell(s: RunSummary, key: str) -> dict[str, str]:
     head, _, stat = key.partition(".")
     if stat:
         d = getattr(s, head)
-        return _cell(fmt(d.value(stat), d.unit, head), fmt_ci(d.ci(stat), d.unit, head))
+        return _cell(dist_text(d, stat, head), fmt_ci(d.ci(stat), d.unit, head))
     value = getattr(s, head)
     if head == "decode_tok_s_per_gpu" and value is None and s.decode_tok_s is not None:
         return _cell(fmt_num(s.decode_tok_s, 1) + " (all GPUs: count unknown)")
     return _cell(fmt_num(value, 1), fmt_ci(getattr(s, f"{head}_ci", None), "tok/s"))
+
+
+def dist_text(d: Any, stat: str, quantity: str) -> str:
+    """A distribution's statistic; "≥" when censored requests make it a lower bound."""
+    text = fmt(d.value(stat), d.unit, quantity)
+    if stat in (getattr(d, "bounds", None) or []) and text != "n/a":
+        text = "\u2265 " + text
+    return text
 
 
 def ratio_cell(r: Ratio | None) -> dict[str, str]:

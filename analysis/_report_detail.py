@@ -14,9 +14,9 @@ import orjson
 
 from analysis._comparison import Level, Ratio
 from analysis._fairness import _flatten
-from analysis._format import fmt, fmt_ci, fmt_num, fmt_share, fmt_time
+from analysis._format import fmt_ci, fmt_num, fmt_share, fmt_time
 from analysis._read import RunData
-from analysis._report_decision import failure_share, ratio_cell
+from analysis._report_decision import dist_text, failure_share, ratio_cell
 from analysis._summary import RunSummary
 
 __all__ = ["failures", "flat_config", "level_rows", "workload_stats"]
@@ -43,7 +43,7 @@ def _cell(s: RunSummary, key: str) -> tuple[str, str]:
     head, _, stat = key.partition(".")
     if stat:
         d = getattr(s, head)
-        return fmt(d.value(stat), d.unit, head), fmt_ci(d.ci(stat), d.unit, head)
+        return dist_text(d, stat, head), fmt_ci(d.ci(stat), d.unit, head)
     return fmt_num(getattr(s, head), 1), ""
 
 
