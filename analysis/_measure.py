@@ -80,12 +80,15 @@ def _tokens_in_window(
 
 
 def _itl(
-    r: RequestColumns, good: np.ndarray, user_code: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """ITL samples of ok requests: (per-token gap, user, weight).
+    r: RequestColumns, good: np.ndarray, user_code: np.ndarray, *, by_read: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+    """ITL samples of ok requests: (per-token gap, user, weight, chunks after the
+    first, of which arrived in the same read as the one before).
 
     A chunk of k tokens arriving g after the previous one gives k gaps of g/k; the
-    extra tokens of the first chunk arrived with the first token (gaps of 0)."""
+    extra tokens of the first chunk arrived with the first token (gaps of 0).
+    ``by_read``: chunks with the same timestamp (one socket read) count as one
+    arrival of their summed tokens, so coalesced chunks give no gaps of 0."""
     lengths = np.diff(r.chunk_offsets)
     first_chunk = np.zeros(len(r.chunk_times_s), dtype=bool)
     first_chunk[r.chunk_offsets[:-1][lengths > 0]] = True
@@ -94,13 +97,22 @@ def _itl(
     gap[0:1] = 0.0
     np.subtract(t[1:], t[:-1], out=gap[1:])
     gap[first_chunk] = 0.0
+    mine = np.repeat(good, lengths)
+    later = mine & ~first_chunk
+    same = later & (gap == 0.0)
+    counts = (int(later.sum()), int(same.sum()))
+    chunk_user = np.repeat(user_code.astype(np.int32), lengths)
+    if by_read:  # one sample group per read: the chunks of a read are merged
+        starts = np.flatnonzero(~same | first_chunk) if len(t) else np.zeros(0, np.int64)
+        k = np.add.reduceat(k, starts) if len(starts) else k[:0]
+        gap, first_chunk = gap[starts], first_chunk[starts]
+        mine, chunk_user = mine[starts], chunk_user[starts]
     with np.errstate(divide="ignore", invalid="ignore"):
         per_tok = gap / np.maximum(k, 1)
     del gap
     reps = np.maximum(k - first_chunk, 0)
-    keep = np.repeat(good, lengths) & (reps > 0) & np.isfinite(per_tok)
-    chunk_user = np.repeat(user_code.astype(np.int32), lengths)
-    return per_tok[keep], chunk_user[keep], reps[keep]
+    keep = mine & (reps > 0) & np.isfinite(per_tok)
+    return per_tok[keep], chunk_user[keep], reps[keep], *counts
 
 
 def measure(run: RunData) -> Samples:
@@ -134,7 +146,9 @@ def measure(run: RunData) -> Samples:
         per_user = np.where(dt > 0, tok / dt, np.nan)
     put("interactivity_user", per_user, np.arange(n_users))
     weights: dict[str, np.ndarray] = {}
-    values["itl"], groups["itl"], weights["itl"] = _itl(r, good, user_code)
+    values["itl"], groups["itl"], weights["itl"], later, same = _itl(r, good, user_code)
+    values["itl_reads"], groups["itl_reads"], weights["itl_reads"], _, _ = _itl(
+        r, good, user_code, by_read=True)
     put("session_latency", *_session_latency(run, user_code, start, end))
 
     # incomplete requests: latencies are at least what they ran (right-censored)
@@ -181,7 +195,8 @@ def measure(run: RunData) -> Samples:
         prompt_tokens=int(r.prompt_tokens[win_idx].sum()),
         expected_cached=int(expected[expected >= 0].sum()) if (expected >= 0).any() else None,
         reported_cached=int(cached[cached >= 0].sum()) if (cached >= 0).any() else None,
-        counters=counters, half_counters=halves,
+        counters=counters, half_counters=halves, chunks_after_first=later,
+        chunks_same_read=same,
     )
 
 

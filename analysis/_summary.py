@@ -125,6 +125,11 @@ class RunSummary(_Model):
     goodput: list[Goodput]
     prefix: PrefixReuse
     speculation: Speculation
+    itl_reads: Distribution | None = None
+    """ITL with the chunks of one socket read merged (no gaps of 0 from coalescing)."""
+    chunks_same_read_share: float | None = None
+    """Share of chunks (after each request's first) that arrived in the same read as
+    the one before: how much the client's reads coalesced the server's events."""
     sim_lateness: float | None = None
     """Simulated server only: delta(actual step seconds) / delta(modelled) - 1."""
     validity: Validity | None = None
@@ -255,5 +260,7 @@ def summarize(
             acceptance_length=(1.0 + accepted / drafts)
             if drafts and accepted is not None and drafts > 0 else None,
         ),
+        itl_reads=dist("itl_reads", "s"),
+        chunks_same_read_share=share(s.chunks_same_read, s.chunks_after_first),
         sim_lateness=(actual / model - 1.0) if actual is not None and model else None,
     )

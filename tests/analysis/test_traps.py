@@ -274,3 +274,15 @@ def test_nested_bootstrap_drops_whole_runs() -> None:
 def test_rules_are_documented_defaults() -> None:
     assert DEFAULT_RULES.max_failure_share == 0.05
     assert DEFAULT_RULES.min_users == 4 and DEFAULT_RULES.min_requests == 20
+
+
+def test_chunks_in_one_read_are_counted_and_merged_for_itl_over_reads(tmp_path: Path) -> None:
+    # two chunks of 1 token each arrive in one read (same timestamp) every 0.1 s
+    times = [11.0] + [11.0 + 0.1 * (i // 2 + 1) for i in range(8)]
+    r = rec(0, output_tokens=9, last_token_s=times[-1], chunk_times_s=times,
+            chunk_tokens=[1] * 9)
+    s = analyse_run(read_run(make_run(tmp_path, [r])))
+    assert s.chunks_same_read_share == pytest.approx(4 / 8)
+    assert s.itl_reads is not None and s.itl_reads.count == 8
+    assert s.itl_reads.p90 == pytest.approx(0.05)  # 0.1 s per read of 2 tokens
+    assert s.itl.p90 == pytest.approx(0.1)  # per chunk: gaps of 0.1 and of 0
