@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from replay.ab import CompareResult
+    from replay.ab import CompareResult, Live
 
 __all__ = ["register"]
 
@@ -67,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     d.set_defaults(func=_demo)
 
 
-def _live(args: argparse.Namespace) -> str:
+def _live(args: argparse.Namespace) -> Live:
     import sys
 
     if args.quiet:

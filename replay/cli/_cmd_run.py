@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Literal
 
 __all__ = ["register"]
 
@@ -67,6 +68,7 @@ def _main(args: argparse.Namespace) -> int:
         metrics_interval_s=args.metrics_interval or None,
         workers=args.workers, ray=args.ray,
     ))
+    live: Literal["rich", "plain", "quiet"]
     if args.quiet:
         live = "quiet"
     elif args.plain or not sys.stderr.isatty():

@@ -14,7 +14,7 @@ returns once every lane has ended (window, drain, ``stop`` set, or cancelled).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -28,7 +28,7 @@ __all__ = ["ExecOutcome", "Executor", "Job", "RecordSink", "raise_crash"]
 class RecordSink(Protocol):
     """Where finished request records go (the run's writer and live view)."""
 
-    def record(self, rec: dict[str, object]) -> None:
+    def record(self, rec: Mapping[str, object]) -> None:
         """One record as a dict (lanes in the driver's process)."""
 
     def lines(self, lines: list[bytes]) -> None:

@@ -72,7 +72,7 @@ class LaneContext:
     window_end_ns: int
     issue_end_ns: int
     """No request becomes due at or after this (end of the drain)."""
-    on_record: Callable[[dict[str, object]], None]
+    on_record: Callable[[RecordDict], None]
     run_tag: str
     think_scale: float = 1.0
     think_cap_s: float | None = None

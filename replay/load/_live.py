@@ -11,7 +11,7 @@ import asyncio
 import sys
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TextIO
 
 import numpy as np
@@ -41,7 +41,7 @@ class LiveStats:
         self.lanes: Callable[[], int] = lambda: 0
         self.phase = "warmup"
 
-    def on_record(self, rec: dict[str, object]) -> None:
+    def on_record(self, rec: Mapping[str, object]) -> None:
         now = time.monotonic()
         status = rec["status"]
         if status == "ok":

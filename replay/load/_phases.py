@@ -23,6 +23,7 @@ from typing import Any, Literal
 import aiohttp
 import numpy as np
 
+from analysis import RecordDict
 from replay.client import BodySpec, PrefixCacheModel, Timeouts
 from replay.load._lanes import (
     LaneContext,
@@ -101,7 +102,7 @@ def default_builder(block_size: int, vocab_size: int) -> PromptBuilder:
 
 def make_context(
     settings: RunSettings, target: Target, session: aiohttp.ClientSession, t0_ns: int,
-    on_record: Callable[[dict[str, object]], None], *, worker: int = 0,
+    on_record: Callable[[RecordDict], None], *, worker: int = 0,
     build: PromptBuilder | None = None,
 ) -> LaneContext:
     """The lanes' shared state for one process (the whole run, or one worker's share)."""

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from analysis import RecordDict
 from replay.client import make_session
 from replay.load._executor import ExecOutcome, Job, RecordSink
 from replay.load._phases import Target, connections_for, drive_lanes, make_context
@@ -92,7 +93,7 @@ async def run_plan(plan: WorkerPlan, emit: Emit, stop: asyncio.Event) -> dict[st
     sent = 0
     dumps = orjson.dumps
 
-    def on_record(rec: dict[str, object]) -> None:
+    def on_record(rec: RecordDict) -> None:
         buf.append(dumps(rec))
 
     async with make_session(plan.connections, connect_s=settings.connect_timeout_s) as session:

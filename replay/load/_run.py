@@ -20,7 +20,7 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -166,7 +166,7 @@ class _Sink:
         self.writer = writer
         self.stats = stats
 
-    def record(self, rec: dict[str, object]) -> None:
+    def record(self, rec: Mapping[str, object]) -> None:
         self.writer.write_record(rec)
         self.stats.on_record(rec)
 

@@ -9,6 +9,7 @@ requests still in flight. The manifest is written at the start with
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
@@ -52,7 +53,7 @@ class RunWriter:
                                      option=orjson.OPT_INDENT_2) + b"\n")
         os.replace(tmp, self.dir / "run.json")
 
-    def write_record(self, record: dict[str, object]) -> None:
+    def write_record(self, record: Mapping[str, object]) -> None:
         self._requests.write(orjson.dumps(record) + b"\n")
         self._requests.flush()
         self.records += 1
