@@ -106,7 +106,9 @@ def _verdict_lines(c: Comparison) -> list[str]:
     v = validity_view(c, [])
     sim = "[SIMULATED] " if c.simulated else ""
     lines = [sim + verdict_text(c), f"{sim}validity: {v['verdict']}"]
-    lines += [f"  {r['severity']}: {r['message']}" for r in v["reasons"]]
+    for g in v.get("groups", []):
+        more = f" (and {g['count'] - 1} more like it)" if g["count"] > 1 else ""
+        lines.append(f"  {g['severity']} [{g['code']}]: {g['example']}{more}")
     return lines
 
 
