@@ -9,15 +9,33 @@ touches one file. User errors end with one line on stderr and exit code 2.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import pkgutil
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-__all__ = ["build_parser", "main"]
+if TYPE_CHECKING:
+    from analysis import Validity
 
+__all__ = [
+    "EXIT_INTERRUPTED", "EXIT_INVALID", "EXIT_OK", "EXIT_TERMINATED", "EXIT_USAGE",
+    "EXIT_WRITE", "build_parser", "main", "print_validity",
+]
+
+EXIT_OK = 0
+"""Done; the result is valid or carries caveats."""
 EXIT_USAGE = 2
+"""Bad input, printed as one line naming the flag or file."""
+EXIT_INVALID = 3
+"""A run or comparison stamped invalid (its reasons are printed)."""
+EXIT_WRITE = 4
+"""The results could not be written (disk full, read-only, no permission)."""
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+"""Stopped by SIGTERM, in order (the run closed and marked interrupted)."""
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG})
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,6 +80,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("agentreplay: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except OSError as exc:
+        if exc.errno not in _WRITE_ERRNOS:
+            raise
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"agentreplay: error: cannot write{where}: {exc.strerror}", file=sys.stderr)
+        return EXIT_WRITE
+
+
+def print_validity(validity: Validity | None, what: str) -> int:
+    """Print a run's or comparison's verdict and reasons (stderr); the exit code."""
+    if validity is None:
+        return EXIT_OK
+    print(f"agentreplay: {what} {validity.verdict}", file=sys.stderr)
+    for reason in validity.reasons:
+        print(f"  {reason.severity}: {reason.message} [{reason.code}]", file=sys.stderr)
+    return EXIT_INVALID if validity.verdict == "invalid" else EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -56,6 +56,8 @@ def _main(args: argparse.Namespace) -> int:
     import signal
     import sys
 
+    from analysis import read_manifest
+    from replay.cli import EXIT_INTERRUPTED, EXIT_TERMINATED, print_validity
     from replay.load import RunSettings, event_loop_factory, run_load, validated
 
     config = validated(RunSettings, dict(
@@ -79,28 +81,35 @@ def _main(args: argparse.Namespace) -> int:
     async def main() -> int:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+        caught: list[int] = []
 
-        def on_sigint() -> None:
-            if stop.is_set():  # second Ctrl-C: stop waiting for the orderly end
-                loop.remove_signal_handler(signal.SIGINT)
-                signal.raise_signal(signal.SIGINT)
-            print("agentreplay: stopping (Ctrl-C again to abort)", file=sys.stderr)
+        def on_signal(sig: int) -> None:
+            if stop.is_set():  # a second signal: stop waiting for the orderly end
+                loop.remove_signal_handler(sig)
+                signal.raise_signal(sig)
+                return
+            name = "Ctrl-C" if sig == signal.SIGINT else "SIGTERM"
+            print(f"agentreplay: {name}: stopping (again to abort)", file=sys.stderr)
+            caught.append(sig)
             stop.set()
 
-        try:
-            loop.add_signal_handler(signal.SIGINT, on_sigint)
-        except (NotImplementedError, RuntimeError):  # pragma: no cover - non-Unix
-            pass
+        handled = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, on_signal, sig)
+                handled.append(sig)
+            except (NotImplementedError, RuntimeError):  # pragma: no cover - non-Unix
+                pass
         try:
             out = await run_load(config, args.workload, args.out, live=live, stop=stop)
         finally:
-            try:
-                loop.remove_signal_handler(signal.SIGINT)
-            except (NotImplementedError, RuntimeError):  # pragma: no cover
-                pass
-        note = " (interrupted)" if stop.is_set() else ""
+            for sig in handled:
+                loop.remove_signal_handler(sig)
+        note = " (interrupted)" if caught else ""
         print(f"agentreplay: run written to {out}{note}", file=sys.stderr)
-        return 130 if stop.is_set() else 0
+        if caught:
+            return EXIT_INTERRUPTED if caught[0] == signal.SIGINT else EXIT_TERMINATED
+        return print_validity(read_manifest(out).validity, "run")
 
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
         return runner.run(main())

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from replay.load._health import LoopHealth
 from replay.load._phases import Arrival, Target
 from replay.load._settings import RunSettings
 from traces import Session
@@ -50,12 +51,18 @@ class Job:
 @dataclass
 class ExecOutcome:
     """How the lanes ended: stopped by the user, crashed (a bug, with the exception
-    when it happened in this process), and notes for the manifest's warnings."""
+    when it happened in this process), notes for the manifest's warnings, and the
+    client's health and the window's coverage as the lanes saw them."""
 
     interrupted: bool = False
     crash: str | None = None
     error: BaseException | None = None
     warnings: list[str] = field(default_factory=list)
+    loops: list[LoopHealth] = field(default_factory=list)
+    """Each event loop's health over the window (one per worker)."""
+    lanes: int = 0
+    done_early: int = 0
+    """Load sources, and those that ran out of work before the window ended."""
 
 
 def raise_crash(outcome: ExecOutcome) -> None:

@@ -46,7 +46,8 @@ class InProcessExecutor:
         lanes = await drive_lanes(ctx, job.settings, job.arrival, job.sessions, self.stop_event)
         crash = lanes.crash
         return ExecOutcome(interrupted=lanes.interrupted, error=crash,
-                           crash=None if crash is None else repr(crash))
+                           crash=None if crash is None else repr(crash), loops=[lanes.health],
+                           lanes=lanes.lanes, done_early=lanes.done_early)
 
     def load(self) -> tuple[int, int]:
         ctx = self.ctx

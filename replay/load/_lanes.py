@@ -90,6 +90,11 @@ class LaneContext:
     crash: BaseException | None = None
     """A lane died of a bug (not a request failure): the run stops and re-raises it."""
     crashed: asyncio.Event = field(default_factory=asyncio.Event)
+    top_lanes: int = 0
+    """Load sources started: closed-loop users, the open-loop arrival plan, timestamp
+    sessions (subagent lanes are not counted)."""
+    done_early: int = 0
+    """Of those, how many ran out of work before the window ended (not stopped)."""
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Start a lane task the run will cancel and wait for at the end."""
@@ -103,6 +108,11 @@ class LaneContext:
         if not task.cancelled() and task.exception() is not None and self.crash is None:
             self.crash = task.exception()
             self.crashed.set()
+
+    def lane_ended(self) -> None:
+        """A load source finished its work; counted when that left the window short."""
+        if not self.stopped and time.monotonic_ns() < self.window_end_ns:
+            self.done_early += 1
 
     def think_ns(self, think_s: float) -> int:
         t = think_s * self.think_scale
@@ -300,6 +310,7 @@ async def closed_user(
 ) -> None:
     """One closed-loop user: sessions back to back, recycled round robin."""
     rng = np.random.default_rng([seed & 0xFFFFFFFF, 7, user])
+    ctx.top_lanes += 1
     n = len(sessions)
     idx = user % n
     instance = 0
@@ -320,6 +331,7 @@ async def closed_user(
         finally:
             ctx.cache.end_scope(chain.scope)
         if not ok:
+            ctx.lane_ended()
             return
         ready_ns = time.monotonic_ns()
         instance += 1
@@ -342,11 +354,12 @@ async def open_arrivals(
     ctx: LaneContext, sessions: Sequence[Session], arrivals_s: Sequence[float], seed: int,
 ) -> None:
     """Start session ``k % n`` at ``arrivals_s[k]`` as its own lane (user ``k``)."""
+    ctx.top_lanes += 1
     n = len(sessions)
     for k, at in enumerate(arrivals_s):
         due_ns = ctx.t0_ns + int(at * _NS)
         if due_ns >= ctx.issue_end_ns:
-            return
+            break
         await sleep_until(due_ns)
         if ctx.stopped:
             return
@@ -354,6 +367,7 @@ async def open_arrivals(
         chain = _Chain(user=k, lane=str(k), session=sess.id, instance=k // n,
                        salt=salt_for(seed, k, k // n), scope=("open", k))
         ctx.spawn(_open_lane(ctx, chain, sess, due_ns))
+    ctx.lane_ended()
 
 
 async def _open_lane(ctx: LaneContext, chain: _Chain, sess: Session, due_ns: int) -> None:
@@ -373,6 +387,7 @@ async def timestamp_session(
     wbs = ctx.block_size
     pending: list[asyncio.Task[Any]] = []
     encoder = ChainEncoder(ctx.spec, ctx.cache)
+    ctx.top_lanes += 1
     try:
         for turn, req in enumerate(sess.requests):
             at = (req.arrival_s or 0.0) - origin_s
@@ -390,5 +405,6 @@ async def timestamp_session(
                                            due_ns, 0.0)))
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
+        ctx.lane_ended()
     finally:
         ctx.cache.end_scope(chain.scope)

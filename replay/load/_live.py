@@ -3,6 +3,11 @@
 :class:`LiveStats` is fed every finished record and every metrics scrape and keeps
 rolling windows; :func:`render_lines` turns a snapshot into text lines (pure), and
 the display classes only print them.
+
+The figures are the window's, like the report's: only requests sent in the
+measured window count (the line says how many warmup and drain requests were
+left out), so the live view and the report agree. Requests still running when
+the drain ended are ``incomplete``, counted apart from failures.
 """
 
 from __future__ import annotations
@@ -30,7 +35,12 @@ class LiveStats:
         self.t0 = time.monotonic()
         self.done = 0
         self.failed = 0
+        self.incomplete = 0
         self.cancelled = 0
+        self.outside = 0
+        """Requests sent in warmup or drain: finished, but not in the figures."""
+        self.window_lags: list[float] = []
+        """``sent_s - due_s`` of every request sent in the window (schedule lag)."""
         self.ttft: deque[float] = deque(maxlen=_ROLL)
         self.tpot: deque[float] = deque(maxlen=_ROLL)
         self.lag: deque[float] = deque(maxlen=_ROLL)
@@ -42,12 +52,16 @@ class LiveStats:
         self.phase = "warmup"
 
     def on_record(self, rec: Mapping[str, object]) -> None:
+        if rec.get("phase") != "measure":
+            self.outside += 1
+            return
         now = time.monotonic()
         status = rec["status"]
         if status == "ok":
             self.done += 1
-        elif status == "cancelled":
-            # Drain and interrupt cancellations are bookkeeping, not server failures.
+        elif status == "incomplete":
+            self.incomplete += 1
+        elif status == "cancelled":  # interrupted by the user: bookkeeping, not the server
             self.cancelled += 1
         else:
             self.failed += 1
@@ -57,6 +71,7 @@ class LiveStats:
         last = rec["last_token_s"]
         assert isinstance(sent, float) and isinstance(due, float)
         self.lag.append(sent - due)
+        self.window_lags.append(sent - due)
         n = rec["output_tokens"]
         assert isinstance(n, int)
         if status == "ok" and isinstance(first, float):
@@ -98,7 +113,9 @@ class LiveStats:
             "thinking": max(0, self.lanes() - busy),
             "done": self.done,
             "failed": self.failed,
+            "incomplete": self.incomplete,
             "cancelled": self.cancelled,
+            "outside": self.outside,
             "ttft_p50": pct(self.ttft, 50),
             "ttft_p90": pct(self.ttft, 90),
             "inter_p50": 1.0 / p50_tpot if p50_tpot else None,
@@ -123,8 +140,9 @@ def render_lines(snap: dict[str, float | int | str | None]) -> list[str]:
         f"{snap['phase']}  elapsed {_f(snap['elapsed_s'], '.0f', unit='s')}  "
         f"remaining {_f(snap['remaining_s'], '.0f', unit='s')}",
         f"users busy {snap['busy']}  thinking {snap['thinking']}  "
-        f"requests done {snap['done']}  failed {snap['failed']}  "
-        f"cancelled {snap.get('cancelled', 0)}",
+        f"window requests done {snap['done']}  failed {snap['failed']}  "
+        f"incomplete {snap.get('incomplete', 0)}  cancelled {snap.get('cancelled', 0)}  "
+        f"(window only; {snap.get('outside', 0)} warmup/drain not counted)",
         f"TTFT P50 {_f(snap['ttft_p50'], '.0f', 1e3, ' ms')}  "
         f"P90 {_f(snap['ttft_p90'], '.0f', 1e3, ' ms')}   "
         f"interactivity P50 {_f(snap['inter_p50'], '.1f', unit=' tok/s')}  "

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import aiohttp
@@ -25,6 +25,7 @@ import numpy as np
 
 from analysis import RecordDict
 from replay.client import BodySpec, PrefixCacheModel, Timeouts
+from replay.load._health import LoopHealth, LoopProbe
 from replay.load._lanes import (
     LaneContext,
     PromptBuilder,
@@ -63,10 +64,16 @@ class Target:
 
 @dataclass
 class LaneOutcome:
-    """How a set of lanes ended."""
+    """How a set of lanes ended, and what they saw of the client and the window."""
 
     interrupted: bool = False
     crash: BaseException | None = None
+    health: LoopHealth = field(default_factory=LoopHealth)
+    lanes: int = 0
+    """Load sources: users (closed loop), the arrival plan (open loop), the trace
+    (timestamps: one source, done early when every session ended early)."""
+    done_early: int = 0
+    """Load sources that ran out of work before the window ended."""
 
 
 def walk(requests: Sequence[Request]) -> list[tuple[int, Request]]:
@@ -134,6 +141,8 @@ async def drive_lanes(
     Cancelling the caller stops the lanes the same way (their requests are recorded
     as interrupted) before the cancellation propagates.
     """
+    probe = LoopProbe(ctx.warmup_end_ns, ctx.window_end_ns)
+    prober = asyncio.create_task(probe.run())
     _start(ctx, settings, arrival, sessions, users)
     outcome = LaneOutcome()
     try:
@@ -143,7 +152,15 @@ async def drive_lanes(
         raise
     finally:
         await _stop_all(ctx)
+        prober.cancel()
+        await asyncio.gather(prober, return_exceptions=True)
     outcome.crash = ctx.crash
+    outcome.health = probe.result()
+    if arrival == "timestamps":
+        outcome.lanes = 1
+        outcome.done_early = int(ctx.top_lanes > 0 and ctx.done_early == ctx.top_lanes)
+    else:
+        outcome.lanes, outcome.done_early = ctx.top_lanes, ctx.done_early
     return outcome
 
 

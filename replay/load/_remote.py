@@ -30,6 +30,7 @@ import orjson
 from analysis import RecordDict
 from replay.client import make_session
 from replay.load._executor import ExecOutcome, Job, RecordSink
+from replay.load._health import LoopHealth
 from replay.load._phases import Target, connections_for, drive_lanes, make_context
 from replay.load._settings import RunSettings
 from traces import iter_sessions
@@ -85,7 +86,8 @@ def _origin(plan: WorkerPlan) -> int:
 
 async def run_plan(plan: WorkerPlan, emit: Emit, stop: asyncio.Event) -> dict[str, object]:
     """Run one worker's users through warmup, window and drain; records go to ``emit``.
-    Returns ``{"interrupted": bool, "crash": str | None, "records": int}``."""
+    Returns ``{"interrupted", "crash", "records", "health", "lanes", "done_early"}``
+    (plain JSON: it travels through a pipe or Ray)."""
     settings = RunSettings.model_validate_json(plan.settings_json)
     sessions = list(iter_sessions(plan.workload))
     t0_ns = _origin(plan)
@@ -119,7 +121,9 @@ async def run_plan(plan: WorkerPlan, emit: Emit, stop: asyncio.Event) -> dict[st
             await asyncio.gather(pumper, return_exceptions=True)
             flush()
     return {"interrupted": lanes.interrupted, "records": sent,
-            "crash": repr(lanes.crash) if lanes.crash is not None else None}
+            "crash": repr(lanes.crash) if lanes.crash is not None else None,
+            "health": lanes.health.to_json(), "lanes": lanes.lanes,
+            "done_early": lanes.done_early}
 
 
 @dataclass(eq=False)
@@ -211,15 +215,23 @@ def _outcome(plans: Sequence[WorkerPlan], tally: Tally, users: int,
     out = ExecOutcome(interrupted=interrupted)
     for w, why in sorted(tally.lost.items()):
         carried = plans[w].users
+        out.lanes += len(carried)
         out.warnings.append(
             f"worker {w} {why}: its {len(carried)} of {users} users "
             f"({_span(carried)}) stopped early and the requests it had in flight or "
             f"unsent are missing")
     for w, result in sorted(tally.results.items()):
         out.interrupted = out.interrupted or bool(result.get("interrupted"))
+        out.loops.append(LoopHealth.from_json(result.get("health")))
+        out.lanes += _int(result.get("lanes"))
+        out.done_early += _int(result.get("done_early"))
         if result.get("crash") and out.crash is None:
             out.crash = f"worker {w}: {result['crash']}"
     return out
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) else 0
 
 
 def _span(users: Sequence[int]) -> str:

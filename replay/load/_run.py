@@ -23,11 +23,24 @@ import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import aiohttp
 
-from analysis import ClockInfo, HostInfo, RunManifest, WorkloadRef
+from analysis import (
+    ClockInfo,
+    Coverage,
+    HostInfo,
+    LoadKind,
+    ResultError,
+    RunManifest,
+    ServerWatch,
+    Validity,
+    ValidityReason,
+    WorkloadRef,
+    assess_run,
+    read_run,
+)
 from replay._version import __version__
 from replay.client import (
     MetricsPoller,
@@ -39,6 +52,7 @@ from replay.client import (
 )
 from replay.errors import ConfigError, TargetError
 from replay.load._executor import ExecOutcome, Executor, Job, raise_crash
+from replay.load._health import client_health
 from replay.load._inprocess import InProcessExecutor
 from replay.load._lanes import PromptBuilder
 from replay.load._live import LiveStats, LiveView
@@ -48,7 +62,7 @@ from replay.load._workers import ProcessExecutor, event_loop_factory
 from replay.load._writer import RunWriter, close_manifest, iso_utc
 from traces import Session, WorkloadHeader, iter_sessions, read_header
 
-__all__ = ["run_load", "run_load_sync"]
+__all__ = ["ServerWatchHook", "load_kind", "run_load", "run_load_sync"]
 
 Live = Literal["rich", "plain", "quiet"]
 _NS = 1_000_000_000
@@ -64,8 +78,13 @@ async def run_load(
     live: Live = "quiet",
     stop: asyncio.Event | None = None,
     builder: PromptBuilder | None = None,
+    watch: ServerWatchHook | None = None,
 ) -> Path:
-    """Run one load test and return its run directory (see the module docstring)."""
+    """Run one load test and return its run directory (see the module docstring).
+
+    ``watch`` (e.g. ``replay.launch.ServerWatcher`` of a launched server) is read
+    when the run closes: a server that died is stamped in ``server_watch``.
+    """
     path = str(workload_path)
     out = Path(out_dir)
     header = read_header(path)
@@ -101,7 +120,7 @@ async def run_load(
         executor = _executor(job, session, builder)
         try:
             await _run(executor, settings, manifest, writer, stats, session, target, live,
-                       stop or asyncio.Event())
+                       stop or asyncio.Event(), watch)
         finally:
             writer.close()
     return out
@@ -121,8 +140,10 @@ def _executor(job: Job, session: aiohttp.ClientSession,
 
 async def _run(executor: Executor, settings: RunSettings, manifest: RunManifest,
                writer: RunWriter, stats: LiveStats, session: aiohttp.ClientSession,
-               target: Target, live: Live, stop: asyncio.Event) -> None:
-    """Prepare, set the origin, start, watch, close the manifest (one way for all)."""
+               target: Target, live: Live, stop: asyncio.Event,
+               watch: ServerWatchHook | None) -> None:
+    """Prepare, set the origin, start, watch, close and stamp the manifest (one way
+    for all executors)."""
     await executor.prepare()
     t0_ns = time.monotonic_ns() + executor.lead_ns
     t0_wall_ns = time.time_ns() + executor.lead_ns
@@ -152,11 +173,41 @@ async def _run(executor: Executor, settings: RunSettings, manifest: RunManifest,
         await asyncio.gather(*helpers, return_exceptions=True)
         if poller is not None:
             await poller.scrape()
-        manifest.warnings.extend(outcome.warnings)
+        writer.close()
+        _facts(manifest, outcome, stats, watch)
         close_manifest(manifest, warmup_s=settings.warmup_s, duration_s=settings.duration_s,
                        interrupted=outcome.interrupted, crash=outcome.crash)
         writer.write_manifest(manifest)
     raise_crash(outcome)
+    manifest.validity = _assess(writer.dir)
+    writer.write_manifest(manifest)
+
+
+class ServerWatchHook(Protocol):
+    """What a run reads of a server watch (``replay.launch.ServerWatcher`` fits)."""
+
+    died: bool
+    detail: str | None
+
+
+def _facts(manifest: RunManifest, outcome: ExecOutcome, stats: LiveStats,
+           watch: ServerWatchHook | None) -> None:
+    """The facts validity is judged on: client health, window coverage, server watch."""
+    manifest.warnings.extend(outcome.warnings)
+    manifest.client_health = client_health(outcome.loops, stats.window_lags)
+    manifest.coverage = Coverage(lanes=outcome.lanes,
+                                 lanes_done_before_window_end=outcome.done_early)
+    if watch is not None:
+        manifest.server_watch = ServerWatch(server_died=bool(watch.died), detail=watch.detail)
+
+
+def _assess(run_dir: Path) -> Validity:
+    """``analysis.assess_run`` on the run as written; an unreadable run is invalid."""
+    try:
+        return assess_run(read_run(run_dir))
+    except ResultError as exc:
+        return Validity(verdict="invalid", reasons=[ValidityReason(
+            code="run_unreadable", severity="invalid", message=str(exc))])
 
 
 class _Sink:
@@ -216,11 +267,20 @@ def _manifest(settings: RunSettings, run_id: str, facts: ServerFacts, header: Wo
                       python=sys.version.split()[0], cpu_count=os.cpu_count()),
         vocab_size=facts.vocab_size, server_block_size=facts.block_size,
     )
+    manifest.load_kind = load_kind(settings, arrival)
     if settings.split:
         manifest.workers = settings.workers
     if facts.max_model_len is None:
         manifest.warnings.append("server did not report max_model_len; prompts unchecked")
     return manifest
+
+
+def load_kind(settings: RunSettings, arrival: Arrival) -> LoadKind:
+    """What sets a run's load: users (closed loop), a session rate (``--rate``), or the
+    workload's own times (timestamp replay, or open-loop sessions at their arrivals)."""
+    if settings.rate is not None:
+        return "rate"
+    return "users" if arrival == "closed" else "timestamps"
 
 
 def _check_fits(sessions: Sequence[Session], path: str, facts: ServerFacts, shown: str) -> None:
