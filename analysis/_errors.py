@@ -8,6 +8,8 @@ The CLI prints ``str(error)`` and exits with code 2.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = ["FairnessError", "ResultError"]
 
 
@@ -37,6 +39,8 @@ class ResultError(Exception):
 class FairnessError(ResultError):
     """The arms are not comparable; ``differences`` lists (field, a, b)."""
 
-    def __init__(self, message: str, differences: list[tuple[str, object, object]]) -> None:
-        self.differences = differences
+    def __init__(
+        self, message: str, differences: Sequence[tuple[str, object, object]]
+    ) -> None:
+        self.differences = list(differences)
         super().__init__(message)

@@ -209,7 +209,7 @@ def diff_configs(a: object, b: object) -> list[tuple[str, object, object]]:
     return diffs
 
 
-def _vllm_config(m: RunManifest) -> dict | None:
+def _vllm_config(m: RunManifest) -> dict[str, object] | None:
     info = m.server_info or {}
     cfg = info.get("vllm_config")
     if isinstance(cfg, str):
