@@ -286,3 +286,21 @@ def test_chunks_in_one_read_are_counted_and_merged_for_itl_over_reads(tmp_path: 
     assert s.itl_reads is not None and s.itl_reads.count == 8
     assert s.itl_reads.p90 == pytest.approx(0.05)  # 0.1 s per read of 2 tokens
     assert s.itl.p90 == pytest.approx(0.1)  # per chunk: gaps of 0.1 and of 0
+
+
+def test_drift_between_pooled_runs_is_inside_the_interval(tmp_path: Path) -> None:
+    # each arm: a fast and a slow run (machine drift), arm b 15% slower in both;
+    # within a run users barely differ, so only the runs carry the uncertainty
+    for label, scale in (("auto", 1.0), ("fast", 1.15)):
+        for i, drift in enumerate((1.0, 1.3)):
+            make_run(tmp_path / f"{label}{i}",
+                     synth_records(users=8, per_user=8, tpot=0.01 * scale * drift, ttft=0.2,
+                                   seed=i + (10 if label == "fast" else 0)),
+                     label=label, run_id=f"{label}{i}", load=_load(8),
+                     server_info={"vllm_config": _cfg(label)})
+    c = compare_runs(read_runs([tmp_path]))
+    r = _head(c)
+    assert r.ratio == pytest.approx(1 / 1.15, rel=0.05)
+    assert r.ci is not None and r.ci[0] < 1 < r.ci[1]  # the runs' spread is in it
+    assert not r.established
+    assert "do not cover drift" not in c.verdict
