@@ -169,6 +169,9 @@ def assess_run(
     if run.incomplete:
         found.add("run_incomplete", "caveat", "the run did not finish normally: "
                   + "; ".join(run.reasons))
+    if run.manifest.interrupted:
+        found.add("run_interrupted", "caveat", "the run was interrupted: its window is "
+                  "shorter than planned and requests in flight were cancelled")
     return _verdict(found.reasons)
 
 

@@ -304,3 +304,12 @@ def test_drift_between_pooled_runs_is_inside_the_interval(tmp_path: Path) -> Non
     assert r.ci is not None and r.ci[0] < 1 < r.ci[1]  # the runs' spread is in it
     assert not r.established
     assert "do not cover drift" not in c.verdict
+
+
+def test_an_interrupted_run_is_a_caveat(tmp_path: Path) -> None:
+    records = synth_records(users=4, per_user=10, tpot=0.01, ttft=0.2)
+    records[-1].update(status="cancelled", error_kind="cancelled_interrupt", last_token_s=None)
+    s = analyse_run(read_run(make_run(tmp_path, records, interrupted=True, load=_load(4))))
+    assert s.counts.cancelled == 1 and s.counts.failure_share == 0.0
+    assert s.validity is not None
+    assert [r.code for r in s.validity.reasons] == ["run_interrupted"]
