@@ -58,8 +58,7 @@ def _x_axis(ax: Axes, levels: list[int], xlabel: str) -> None:
 
 def _limit_lines(ax: Axes, values: list[float], texts: list[str], style: str) -> list[str]:
     """Each limit as a labelled line; a limit far above the data is named, not drawn."""
-    top = max((float(np.nanmax(line.get_ydata())) for line in ax.get_lines()
-               if len(line.get_ydata())), default=0.0)
+    top = float(ax.dataLim.y1) if ax.has_data() and np.isfinite(ax.dataLim.y1) else 0.0
     above, drawn = [], []
     for v, text in zip(values, texts, strict=True):
         if top > 0 and v > 2.5 * top:

@@ -111,9 +111,9 @@ def _detail_charts(comparison: Comparison, by_arm: list[ArmLevels]) -> list[tupl
 
 
 def _toc(single: bool, extra: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    toc = [("decision", "Decision: verdict, validity, summary"), ("capacity", "Capacity"),
-           ("headline", "Interactivity and TTFT vs load")]
+    toc = [("decision", "Decision: verdict, validity, summary"), ("capacity", "Capacity")]
     toc += list(extra)
+    toc.append(("headline", "Interactivity and TTFT vs load"))
     if not single:
         toc.append(("fairness", "Fairness"))
     toc += [("metrics", "Metrics per level"), ("charts", "Charts"), ("setup", "Setup"),

@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from replay.ab import CompareResult, Live
+    from replay.ab import CompareOptions, CompareResult, Live
 
 __all__ = ["register"]
 
@@ -52,6 +52,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--mode", choices=("sequential", "side-by-side"), default="sequential")
     p.add_argument("--port", type=int, default=8000, help="first port for launched arms")
     p.add_argument("--gpus-per-arm", type=int, default=None, help="GPUs per launched arm")
+    p.add_argument("--search", action="append", metavar="FLOOR:TTFT",
+                   help="SLO search instead of a fixed sweep: per arm, the largest user "
+                        "count meeting this tier (P90 interactivity floor tok/s/user : P90 "
+                        "TTFT ceiling s), by doubling from the first --users count then "
+                        "bisection over short runs; repeatable (default: no search)")
+    p.add_argument("--search-max-users", type=int, default=256, metavar="N",
+                   help="largest user count the search tries (default: 256)")
+    p.add_argument("--search-max-probes", type=int, default=12, metavar="N",
+                   help="at most this many runs per arm in a search (default: 12)")
     p.add_argument("vllm_args", nargs=argparse.REMAINDER,
                    help="after --: extra vLLM arguments for launched arms")
     _live_flags(p)
@@ -93,6 +102,8 @@ def _compare(args: argparse.Namespace) -> int:
     if extra and extra[0] == "--":
         extra = extra[1:]
     live = _live(args)
+    if args.search:
+        return _search(args, opts, extra, live)
     if args.launch:
         if not args.model:
             raise ConfigError("--launch needs --model DIR (the model to serve)")
@@ -114,6 +125,37 @@ def _compare(args: argparse.Namespace) -> int:
             arms.append((label, url))
         result = compare_arms(arms, args.workload, args.out, opts, live=live)
     return _print(result)
+
+
+def _search(args: argparse.Namespace, opts: CompareOptions, extra: list[str],
+            live: Live) -> int:
+    """``compare --search``: per arm and tier, the largest user count meeting the tier."""
+    from rich.console import Console
+
+    from analysis import parse_tier
+    from replay.ab import search_capacity, search_lines
+    from replay.errors import ConfigError
+
+    if args.launch or extra:
+        raise ConfigError("--search runs against servers already running (LABEL=URL arms); "
+                          "it does not take --launch yet")
+    if any(":" not in t for t in args.search):
+        raise ConfigError("--search takes FLOOR:TTFT, both parts, e.g. --search 100:15")
+    arms = []
+    for text in args.arm:
+        label, sep, url = text.partition("=")
+        if not sep or not label or not url:
+            raise ConfigError(f"--arm {text!r}: give LABEL=URL")
+        arms.append((label, url))
+    result = search_capacity(arms, args.workload, args.out, opts,
+                             [parse_tier(t) for t in args.search],
+                             start_users=opts.levels[0], max_users=args.search_max_users,
+                             max_probes=args.search_max_probes, live=live)
+    console = Console(stderr=False)
+    for line in search_lines(result):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    console.print(f"report: {result.report}", markup=False, highlight=False, soft_wrap=True)
+    return 0
 
 
 def _print(result: CompareResult) -> int:
