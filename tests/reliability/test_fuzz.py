@@ -9,13 +9,13 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from replay.cli import main
 from replay.sim import SimServerProcess, free_port
+from tests.reliability.corrupt import corrupt
 from tests.replay.conftest import make_workload
 
 _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
@@ -158,41 +158,6 @@ def test_report_options(data: st.DataObject, good_run: Path, tmp_path: Path) -> 
     _clean(code, err, argv)
 
 
-def _corrupt(data: st.DataObject, raw: bytes) -> bytes:
-    how = data.draw(st.sampled_from(["truncate", "flip", "insert", "replace_line",
-                                     "delete", "garbage_field"]), label="how")
-    if not raw:
-        return data.draw(st.binary(max_size=40))
-    i = data.draw(st.integers(0, len(raw) - 1), label="at")
-    if how == "truncate":
-        return raw[:i]
-    if how == "flip":
-        return raw[:i] + bytes([raw[i] ^ data.draw(st.integers(1, 255))]) + raw[i + 1:]
-    if how == "insert":
-        return raw[:i] + data.draw(st.binary(min_size=1, max_size=20)) + raw[i:]
-    if how == "delete":
-        j = data.draw(st.integers(i, len(raw)))
-        return raw[:i] + raw[j:]
-    lines = raw.split(b"\n")
-    k = data.draw(st.integers(0, len(lines) - 1), label="line")
-    if how == "replace_line":
-        lines[k] = data.draw(st.one_of(st.binary(max_size=30), st.sampled_from(
-            [b"{}", b"[]", b"null", b"1e999", b'{"id": 1}', b'"x"'])), label="line bytes")
-        return b"\n".join(lines)
-    try:
-        obj = orjson.loads(lines[k])
-    except orjson.JSONDecodeError:
-        return raw
-    if isinstance(obj, dict) and obj:
-        key = data.draw(st.sampled_from(sorted(obj)), label="field")
-        obj[key] = data.draw(st.one_of(
-            st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.text(max_size=5),
-            st.floats(allow_nan=False), st.lists(st.integers(), max_size=3),
-            st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)), label="value")
-        lines[k] = orjson.dumps(obj, option=orjson.OPT_INDENT_2 if b"\n" in raw[:3] else 0)
-    return b"\n".join(lines)
-
-
 @settings(max_examples=120, **_SETTINGS)
 @given(data=st.data())
 def test_corrupted_result_files(data: st.DataObject, good_run: Path, tmp_path: Path) -> None:
@@ -202,7 +167,7 @@ def test_corrupted_result_files(data: st.DataObject, good_run: Path, tmp_path: P
                                                                  "requests.csv"))
     name = data.draw(st.sampled_from(["requests.jsonl", "run.json", "server_metrics.jsonl"]))
     path = run / name
-    path.write_bytes(_corrupt(data, path.read_bytes()))
+    path.write_bytes(corrupt(data, path.read_bytes()))
     argv = ["report", str(run), "--no-charts"]
     code, _, err = _call(argv)
     _clean(code, err, [name])
