@@ -1,9 +1,16 @@
 """The workload: what coding agents do, as pure data (no network, no clock)."""
 
 from traces._checks import check_session, expected_blocks
+from traces._decode import DECODE
 from traces._errors import TraceError
 from traces._fingerprint import Fingerprinter, canonical_session_json
-from traces._generate import DEFAULT_MAX_CONTEXT, generate
+from traces._generate import (
+    DEFAULT_MAX_CONTEXT,
+    REFERENCE_CONTEXT,
+    generate,
+    generate_trace,
+    token_scale_for,
+)
 from traces._import_azure import import_azure
 from traces._import_common import MAX_REQUEST_TOKENS, Counters, ImportedTrace
 from traces._import_mooncake import MOONCAKE_BLOCK_SIZE, import_mooncake
@@ -36,12 +43,13 @@ from traces._models import (
     WorkloadHeader,
     iter_block_ids,
 )
-from traces._profiles import PROFILES, AgentType, LogNormal, Profile
+from traces._profiles import PROFILES, AgentType, LogNormal, Profile, Quantiles
 from traces._retime import count_arrivals, retime
 
 __all__ = [
     "AgentType",
     "Counters",
+    "DECODE",
     "DEFAULT_MAX_CONTEXT",
     "Distribution",
     "FORMAT_VERSION",
@@ -54,6 +62,8 @@ __all__ = [
     "MOONCAKE_BLOCK_SIZE",
     "PROFILES",
     "Profile",
+    "Quantiles",
+    "REFERENCE_CONTEXT",
     "Request",
     "Session",
     "Subagent",
@@ -70,6 +80,7 @@ __all__ = [
     "expected_blocks",
     "format_stats",
     "generate",
+    "generate_trace",
     "header_rows",
     "import_azure",
     "import_mooncake",
@@ -82,6 +93,7 @@ __all__ = [
     "read_workload",
     "retime",
     "stats_rows",
+    "token_scale_for",
     "validate_workload",
     "write_workload",
 ]

@@ -3,128 +3,52 @@
 Each session is a growing history: the first prompt is the agent type's shared
 prefix (system prompt + tool definitions, identical block ids across sessions
 of that type) plus task context; every later turn appends the previous output
-and a tool result or user text. When the next prompt plus its output would not
-fit ``max_context``, the history is compacted: the shared prefix stays, a
-summary replaces the oldest turns, and the most recent turns are kept (counted
-in ``Session.compactions``). Deterministic for a seed: each session draws from
-its own ``numpy`` Generator seeded with ``(seed, index)``; block ids come from
-one counter in session order.
+and a tool result or user text (``traces._gen_chain``). Deterministic for a
+seed: each session draws from its own ``numpy`` Generator seeded with
+``(seed, index)``; block ids come from one counter in session order.
+
+Any context size: unless ``prompt_scale``/``output_scale`` are given, every
+token size is multiplied by ``token_scale = min(1, max_context /
+REFERENCE_CONTEXT)``, so a 2K-context test model gets the same session *shape*
+(turns, think times, prefix reuse) as a 200K production model, only smaller.
+What the cap still had to change (compactions, truncated inputs, capped
+outputs) is counted in the header of ``generate_trace``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
+from traces._decode import DECODE, decode_sessions
 from traces._errors import TraceError
+from traces._gen_chain import Chain, Ids
+from traces._import_common import Counters, ImportedTrace
 from traces._models import Request, RequestKind, Session, Subagent, WorkloadHeader
-from traces._profiles import PROFILES, AgentType, LogNormal, Profile
+from traces._profiles import PROFILES, AgentType, Profile
 
-__all__ = ["DEFAULT_MAX_CONTEXT", "generate"]
+__all__ = ["DEFAULT_MAX_CONTEXT", "REFERENCE_CONTEXT", "generate", "generate_trace",
+           "token_scale_for"]
 
 DEFAULT_MAX_CONTEXT = 131_072
+REFERENCE_CONTEXT = 200_000
+"""The context the calibrated sessions are shaped for (most real sessions ran
+on 200K-context models); smaller ``max_context`` scales token sizes down."""
+
+_COUNTED = ("truncated_requests", "compactions", "sessions_compacted", "outputs_capped")
 
 
-def _draw(rng: np.random.Generator, dist: LogNormal, size: int, scale: float = 1.0) -> np.ndarray:
-    x = rng.lognormal(math.log(dist.median), dist.sigma, size) * scale
-    return np.clip(x, dist.low * min(scale, 1.0), dist.high * max(scale, 1.0))
+def token_scale_for(max_context: int) -> float:
+    """The token-size scale that fits the calibrated shape into ``max_context``."""
+    return min(1.0, max_context / REFERENCE_CONTEXT)
 
 
 def _tokens(x: float) -> int:
     return max(1, int(round(x)))
-
-
-@dataclass
-class _Ids:
-    """Fresh global block ids, one counter for the whole workload."""
-
-    next_id: int
-
-    def take(self, n: int) -> tuple[int, ...]:
-        start = self.next_id
-        self.next_id += n
-        return tuple(range(start, start + n))
-
-
-@dataclass
-class _Chain:
-    """One agent's growing prompt: token count, history segments, compactions.
-
-    Appending keeps every full block of the previous prompt (its partial last
-    block changes content, so it gets a new id); only new ids are stored.
-    """
-
-    shared_ids: tuple[int, ...]
-    block_size: int
-    max_context: int
-    profile: Profile
-    ids: _Ids
-    tokens: int = 0
-    segments: list[int] = field(default_factory=list)
-    compactions: int = 0
-
-    @property
-    def shared_tokens(self) -> int:
-        return len(self.shared_ids) * self.block_size
-
-    def _blocks(self, tokens: int) -> int:
-        return -(-tokens // self.block_size)
-
-    def next(
-        self, append: int, output: int, think: float, kind: RequestKind,
-        subagents: Sequence[Subagent] = (),
-    ) -> Request:
-        bs, shared = self.block_size, len(self.shared_ids)
-        room = self.max_context - output
-        if not self.tokens:
-            append = max(1, min(append, room - self.shared_tokens))
-            tokens = self.shared_tokens + append
-            prefix = 0
-            new = self.shared_ids + self.ids.take(self._blocks(tokens) - shared)
-            self.segments = [append]
-        elif self.tokens + append <= room:
-            tokens = self.tokens + append
-            prefix = self.tokens // bs
-            new = self.ids.take(self._blocks(tokens) - prefix)
-            self.segments.append(append)
-        else:
-            tokens = self._compact(append, room)
-            prefix = shared
-            new = self.ids.take(self._blocks(tokens) - shared)
-        self.tokens = tokens
-        return Request(
-            prompt_tokens=tokens,
-            output_tokens=output,
-            prefix_blocks=prefix,
-            new_block_ids=new,
-            shared_blocks=shared,
-            think_time_s=think,
-            kind=kind,
-            subagents=tuple(subagents),
-        )
-
-    def _compact(self, append: int, room: int) -> int:
-        """Keep the shared prefix, a summary and the newest turns that fit."""
-        summary = max(1, int(self.profile.summary_share * self.max_context))
-        target = int(self.profile.compact_target * self.max_context)
-        budget = max(1, min(target, room) - self.shared_tokens - summary)
-        kept: list[int] = []
-        total = 0
-        for seg in reversed([*self.segments, append]):
-            if total + seg > budget:
-                break
-            kept.append(seg)
-            total += seg
-        if not kept:  # the new input alone is too big: keep its tail
-            kept = [budget]
-            total = budget
-        kept.reverse()
-        self.segments = [summary, *kept]
-        self.compactions += 1
-        return self.shared_tokens + summary + total
 
 
 @dataclass(frozen=True)
@@ -144,29 +68,32 @@ def _shared_blocks(agent: AgentType, knobs: _Knobs) -> int:
     return max(1, round(agent.shared_tokens * knobs.prompt_scale / knobs.block_size))
 
 
-def _check_knobs(knobs: _Knobs) -> None:
-    def bad(name: str, message: str) -> TraceError:
-        return TraceError(message, field=name)
+def _positive(name: str, value: float) -> None:
+    if not (value > 0 and math.isfinite(value)):
+        raise TraceError(f"must be a positive number, got {value}", field=name)
 
-    if knobs.sessions < 0:
-        raise bad("sessions", "must be >= 0")
-    if knobs.block_size < 1:
-        raise bad("block_size", "must be >= 1")
+
+def _check_common(sessions: int, block_size: int, max_context: int) -> None:
+    if sessions < 0:
+        raise TraceError("must be >= 0", field="sessions")
+    if block_size < 1:
+        raise TraceError("must be >= 1", field="block_size")
+    if max_context < 16:
+        raise TraceError("must be >= 16 tokens", field="max_context")
+
+
+def _check_knobs(knobs: _Knobs) -> None:
     for name in ("prompt_scale", "think_scale", "output_scale"):
-        value = getattr(knobs, name)
-        if not (value > 0 and math.isfinite(value)):
-            raise bad(name, f"must be a positive number, got {value}")
-    if knobs.max_context < 16:
-        raise bad("max_context", "must be >= 16 tokens")
+        _positive(name, getattr(knobs, name))
     largest = max(
         _shared_blocks(a, knobs) * knobs.block_size
         for a in (*knobs.agent_types, *knobs.profile.subagent_types)
     )
     if largest > knobs.max_context // 4:
-        raise bad(
-            "max_context",
-            f"the shared prefix ({largest} tokens at prompt_scale {knobs.prompt_scale}) "
-            f"needs max_context >= {4 * largest}; lower prompt_scale or raise max_context",
+        raise TraceError(
+            f"the shared prefix ({largest} tokens at prompt_scale {knobs.prompt_scale:g}) "
+            f"needs max_context >= {4 * largest}; lower prompt_scale (or leave it out to "
+            "scale to the context) or raise max_context", field="max_context",
         )
 
 
@@ -177,54 +104,115 @@ def generate(
     seed: int = 0,
     max_context: int = DEFAULT_MAX_CONTEXT,
     block_size: int = 64,
-    prompt_scale: float = 1.0,
+    prompt_scale: float | None = None,
     think_scale: float = 1.0,
-    output_scale: float = 1.0,
+    output_scale: float | None = None,
     agent_types: int | None = None,
+    input_tokens: int = 1,
+    output_tokens: int = 1000,
+    requests_per_session: int = 1,
 ) -> tuple[WorkloadHeader, Iterator[Session]]:
     """A header and a lazy iterator of ``sessions`` synthetic sessions.
 
-    ``prompt_scale`` multiplies every prompt size (shared prefix, context, tool
-    results) and ``think_scale`` every pause, so one shape fits a 4K-context test
-    model or a 256K production model; ``agent_types`` keeps the first N types.
+    The header is written before the sessions are drawn, so it holds no counts
+    of what the cap changed: ``generate_trace`` gives a header with them.
     """
+    trace = generate_trace(
+        profile, sessions=sessions, seed=seed, max_context=max_context,
+        block_size=block_size, prompt_scale=prompt_scale, think_scale=think_scale,
+        output_scale=output_scale, agent_types=agent_types, input_tokens=input_tokens,
+        output_tokens=output_tokens, requests_per_session=requests_per_session,
+    )
+    return trace.base_header, trace.sessions
+
+
+def generate_trace(
+    profile: str = "coding-agent",
+    *,
+    sessions: int,
+    seed: int = 0,
+    max_context: int = DEFAULT_MAX_CONTEXT,
+    block_size: int = 64,
+    prompt_scale: float | None = None,
+    think_scale: float = 1.0,
+    output_scale: float | None = None,
+    agent_types: int | None = None,
+    input_tokens: int = 1,
+    output_tokens: int = 1000,
+    requests_per_session: int = 1,
+) -> ImportedTrace:
+    """Sessions and a header that counts, once they are drawn, what the cap changed.
+
+    ``prompt_scale`` multiplies every prompt size and ``output_scale`` every
+    output (both default to the token scale for ``max_context``);
+    ``think_scale`` multiplies every pause; ``agent_types`` keeps the first N
+    types. The ``decode`` profile takes ``input_tokens``, ``output_tokens`` and
+    ``requests_per_session`` instead (fixed sizes, no think time, no reuse).
+    """
+    _check_common(sessions, block_size, max_context)
+    if profile == DECODE:
+        return decode_sessions(sessions=sessions, max_context=max_context,
+                               block_size=block_size, input_tokens=input_tokens,
+                               output_tokens=output_tokens,
+                               requests_per_session=requests_per_session)
     if profile not in PROFILES:
-        raise TraceError(
-            f"unknown profile {profile!r} (known: {', '.join(sorted(PROFILES))})",
-            field="profile",
-        )
+        known = ", ".join(sorted([*PROFILES, DECODE]))
+        raise TraceError(f"unknown profile {profile!r} (known: {known})", field="profile")
     prof = PROFILES[profile]
     n_types = len(prof.agent_types) if agent_types is None else agent_types
     if not 1 <= n_types <= len(prof.agent_types):
-        raise TraceError(
-            f"must be between 1 and {len(prof.agent_types)}", field="agent_types"
-        )
+        raise TraceError(f"must be between 1 and {len(prof.agent_types)}", field="agent_types")
+    auto = token_scale_for(max_context)
     knobs = _Knobs(
-        prof, sessions, seed, max_context, block_size, prompt_scale, think_scale,
-        output_scale, prof.agent_types[:n_types],
+        prof, sessions, seed, max_context, block_size,
+        auto if prompt_scale is None else prompt_scale, think_scale,
+        (auto if prompt_scale is None else 1.0) if output_scale is None else output_scale,
+        prof.agent_types[:n_types],
     )
     _check_knobs(knobs)
-    header = WorkloadHeader(
-        source=profile,
-        seed=seed,
-        block_size=block_size,
-        sessions=sessions,
-        arrival="closed",
-        max_context=max_context,
-        params={
-            "profile": profile,
-            "sessions": sessions,
-            "prompt_scale": prompt_scale,
-            "think_scale": think_scale,
-            "output_scale": output_scale,
-            "agent_types": [a.name for a in knobs.agent_types],
-        },
-    )
-    return header, _sessions(knobs)
+    params: dict[str, object] = {
+        "profile": profile, "sessions": sessions, "prompt_scale": knobs.prompt_scale,
+        "think_scale": think_scale, "output_scale": knobs.output_scale,
+        "agent_types": [a.name for a in knobs.agent_types],
+    }
+    if prompt_scale is None and output_scale is None:
+        params["token_scale"] = auto
+    header = WorkloadHeader(source=profile, seed=seed, block_size=block_size,
+                            sessions=sessions, arrival="closed", max_context=max_context,
+                            params=params)
+    return ImportedTrace(header, lambda counters: _sessions(knobs, counters), _COUNTED)
 
 
-def _sessions(knobs: _Knobs) -> Iterator[Session]:
-    ids = _Ids(0)
+_WEYL_STEPS = (0.6180339887498949, 0.4142135623730951, 0.7320508075688772)
+_NORMAL = NormalDist()
+
+
+class _Spread:
+    """Session-level uniform numbers that cover [0, 1) evenly for any session count.
+
+    Additive recurrences (frac(offset + index * irrational)) instead of
+    independent draws: 300 sessions then hit the turns and first-prompt
+    percentiles as closely as thousands of random ones would.
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.offsets = np.random.default_rng([seed, 0x5EED]).random(len(_WEYL_STEPS))
+
+    def at(self, index: int) -> tuple[float, float, float]:
+        u = [(o + index * s) % 1.0 for o, s in zip(self.offsets, _WEYL_STEPS, strict=True)]
+        return u[0], u[1], u[2]
+
+
+def _coupled(u_first: float, u_other: float, rho: float) -> float:
+    """A uniform number correlated with ``u_first`` (Gaussian copula, correlation rho)."""
+    a, b = (min(max(x, 1e-12), 1 - 1e-12) for x in (u_first, u_other))
+    z = rho * _NORMAL.inv_cdf(a) + math.sqrt(1 - rho * rho) * _NORMAL.inv_cdf(b)
+    return _NORMAL.cdf(z)
+
+
+def _sessions(knobs: _Knobs, counters: Counters) -> Iterator[Session]:
+    ids = Ids(0)
+    spread = _Spread(knobs.seed)
     shared: dict[str, tuple[int, ...]] = {}
     for agent in (*knobs.agent_types, *knobs.profile.subagent_types):
         shared[agent.name] = ids.take(_shared_blocks(agent, knobs))
@@ -235,25 +223,57 @@ def _sessions(knobs: _Knobs) -> Iterator[Session]:
     width = len(str(max(knobs.sessions - 1, 0)))
     for index in range(knobs.sessions):
         rng = np.random.default_rng([knobs.seed, index])
-        yield _session(knobs, rng, ids, shared, weights, sub_weights, f"s{index:0{width}d}")
+        before = counters.compactions
+        yield _session(knobs, rng, spread.at(index), ids, shared, weights, sub_weights,
+                       f"s{index:0{width}d}", counters)
+        counters.sessions_compacted += counters.compactions > before
+
+
+def _window(p: Profile, first: float, u: float) -> int:
+    """The agent's context window: chosen by weight, grown to hold the first prompt."""
+    sizes = [w for w, _ in p.context_windows]
+    weights = np.array([x for _, x in p.context_windows])
+    k = min(int(np.searchsorted(np.cumsum(weights / weights.sum()), u, side="right")),
+            len(sizes) - 1)
+    while k + 1 < len(sizes) and first > p.compact_at * sizes[k]:
+        k += 1
+    return sizes[k]
+
+
+def _outputs(knobs: _Knobs, rng: np.random.Generator, n: int, counters: Counters
+             ) -> np.ndarray:
+    cap = max(1, knobs.max_context // 4)
+    drawn = np.maximum(1, np.round(knobs.profile.output.draw(rng, n, knobs.output_scale)))
+    counters.outputs_capped += int((drawn > cap).sum())
+    return np.minimum(drawn, cap)
+
+
+def _chain(knobs: _Knobs, shared_ids: tuple[int, ...], window: int, ids: Ids,
+           counters: Counters) -> Chain:
+    p = knobs.profile
+    own = int(p.compact_at * window * knobs.prompt_scale)
+    return Chain(shared_ids, knobs.block_size, own, knobs.max_context, p.compact_target,
+                 p.summary_share, ids, counters)
 
 
 def _session(
-    knobs: _Knobs, rng: np.random.Generator, ids: _Ids, shared: dict[str, tuple[int, ...]],
-    weights: np.ndarray, sub_weights: np.ndarray, session_id: str,
+    knobs: _Knobs, rng: np.random.Generator, spread: tuple[float, float, float], ids: Ids,
+    shared: dict[str, tuple[int, ...]],
+    weights: np.ndarray, sub_weights: np.ndarray, session_id: str, counters: Counters,
 ) -> Session:
     p = knobs.profile
     ps, ts = knobs.prompt_scale, knobs.think_scale
     agent = knobs.agent_types[int(rng.choice(len(weights), p=weights))]
-    n = int(round(float(_draw(rng, p.turns, 1)[0])))
-    out_cap = max(1, knobs.max_context // 4)
-    outputs = np.minimum(_draw(rng, p.output, n, knobs.output_scale), out_cap)
-    is_user = rng.random(n) < p.user_text_share
-    tool_in = _draw(rng, p.tool_result, n, ps)
-    user_in = _draw(rng, p.user_text, n, ps)
-    think_tool = _draw(rng, p.think_tool, n, ts)
-    think_user = _draw(rng, p.think_user, n, ts)
-    first = float(_draw(rng, p.first_context, 1, ps)[0])
+    u_first, u_turns, u_window = spread
+    u_turns = _coupled(u_first, u_turns, p.turns_first_correlation)
+    n = max(1, int(round(float(p.turns.at(np.array([u_turns]))[0]))))
+    first = float(p.first_prompt.at(np.array([u_first]))[0])
+    window = _window(p, first, u_window)
+    outputs = _outputs(knobs, rng, n, counters)
+    u = rng.random(n)
+    thinks = p.think.at(u) * ts
+    is_user = u >= 1.0 - p.user_text_share
+    appends = p.new_input.draw(rng, n, ps)
 
     # Subagents: which parent requests spawn them (never the last one).
     spawns: dict[int, list[AgentType]] = {}
@@ -265,32 +285,34 @@ def _session(
             sub_type = p.subagent_types[int(rng.choice(len(sub_weights), p=sub_weights))]
             spawns.setdefault(at, []).append(sub_type)
 
-    chain = _Chain(shared[agent.name], knobs.block_size, knobs.max_context, p, ids)
+    chain = _chain(knobs, shared[agent.name], window, ids, counters)
     requests: list[Request] = []
     compactions = 0
     returned = 0  # tokens this request's subagents hand back to the next one
     for i in range(n):
-        output = _tokens(outputs[i])
+        output = int(outputs[i])
         incoming, returned = returned, 0
         subs: list[Subagent] = []
         for j, sub_type in enumerate(spawns.get(i, ())):
             sub, sub_compactions, final = _subagent(
-                knobs, rng, ids, shared[sub_type.name], sub_type, f"{session_id}.{i}.{j}"
+                knobs, rng, ids, shared[sub_type.name], sub_type, f"{session_id}.{i}.{j}",
+                counters,
             )
             subs.append(sub)
             compactions += sub_compactions
             returned += final
         if i == 0:
-            req = chain.next(_tokens(first), output, 0.0, "user_text", subs)
+            head = chain.shared_tokens
+            req = chain.next(max(1, _tokens(first * ps) - head), output, 0.0, "user_text", subs)
         else:
             prev_out = requests[-1].output_tokens
             if incoming:
                 kind: RequestKind = "subagent_return"
-                append, think = incoming + 16, float(_draw(rng, p.return_think, 1, ts)[0])
-            elif is_user[i]:
-                kind, append, think = "user_text", _tokens(user_in[i]), float(think_user[i])
+                append = incoming + 16
+                think = float(p.return_think.draw(rng, 1, ts)[0])
             else:
-                kind, append, think = "tool_result", _tokens(tool_in[i]), float(think_tool[i])
+                kind = "user_text" if is_user[i] else "tool_result"
+                append, think = _tokens(appends[i]), float(thinks[i])
             req = chain.next(prev_out + append, output, round(think, 3), kind, subs)
         requests.append(req)
     return Session(
@@ -300,24 +322,23 @@ def _session(
 
 
 def _subagent(
-    knobs: _Knobs, rng: np.random.Generator, ids: _Ids, shared_ids: tuple[int, ...],
-    sub_type: AgentType, sub_id: str,
+    knobs: _Knobs, rng: np.random.Generator, ids: Ids, shared_ids: tuple[int, ...],
+    sub_type: AgentType, sub_id: str, counters: Counters,
 ) -> tuple[Subagent, int, int]:
     """A subagent chain; returns it, its compactions and its final output size."""
     p = knobs.profile
     ps, ts = knobs.prompt_scale, knobs.think_scale
-    n = int(round(float(_draw(rng, p.subagent_turns, 1)[0])))
-    out_cap = max(1, knobs.max_context // 4)
-    outputs = np.minimum(_draw(rng, p.output, n, knobs.output_scale), out_cap)
-    outputs[-1] = min(float(_draw(rng, p.subagent_final_output, 1, knobs.output_scale)[0]),
-                      out_cap)
-    tool_in = _draw(rng, p.subagent_tool_result, n, ps)
-    thinks = _draw(rng, p.subagent_think, n, ts)
-    task = _tokens(float(_draw(rng, p.subagent_task, 1, ps)[0]))
-    chain = _Chain(shared_ids, knobs.block_size, knobs.max_context, p, ids)
+    n = max(2, int(round(float(p.subagent_turns.draw(rng, 1)[0]))))
+    outputs = _outputs(knobs, rng, n, counters)
+    final = float(p.subagent_final_output.draw(rng, 1, knobs.output_scale)[0])
+    outputs[-1] = min(max(1, round(final)), max(1, knobs.max_context // 4))
+    tool_in = p.subagent_tool_result.draw(rng, n, ps)
+    thinks = p.subagent_think.draw(rng, n, ts)
+    task = _tokens(float(p.subagent_task.draw(rng, 1, ps)[0]))
+    chain = _chain(knobs, shared_ids, min(w for w, _ in p.context_windows), ids, counters)
     requests: list[Request] = []
     for i in range(n):
-        output = _tokens(outputs[i])
+        output = int(outputs[i])
         if i == 0:
             requests.append(chain.next(task, output, 0.0, "user_text"))
         else:

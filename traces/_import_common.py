@@ -50,22 +50,31 @@ class Counters:
 
 
 class ImportedTrace:
-    """Sessions streamed from a trace, and the header once they are consumed.
+    """Sessions streamed from a trace (or a generator), and the header once consumed.
 
     ``header()`` called after iterating ``sessions`` carries the counters
-    (truncations, compactions...) in its params.
+    (truncations, compactions...) in its params; ``counted`` names the counters
+    that apply (all by default). ``base_header`` is the header without them.
     """
 
     def __init__(
-        self, base: WorkloadHeader, sessions: Callable[[Counters], Iterator[Session]]
+        self, base: WorkloadHeader, sessions: Callable[[Counters], Iterator[Session]],
+        counted: tuple[str, ...] | None = None,
     ) -> None:
         self._base = base
+        self._counted = counted
         self.counters = Counters()
         self.sessions: Iterator[Session] = sessions(self.counters)
 
+    @property
+    def base_header(self) -> WorkloadHeader:
+        return self._base
+
     def header(self) -> WorkloadHeader:
-        params = {**self._base.params, **self.counters.as_params()}
-        return self._base.model_copy(update={"params": params})
+        counts = self.counters.as_params()
+        if self._counted is not None:
+            counts = {k: counts[k] for k in self._counted}
+        return self._base.model_copy(update={"params": {**self._base.params, **counts}})
 
 
 class Duplicates:

@@ -15,42 +15,16 @@ from traces import (
     check_session,
     expected_blocks,
     generate,
-    inspect_sessions,
     iter_block_ids,
 )
 
 REPO = Path(__file__).resolve().parents[2]  # children import this checkout's traces
-
-# WEKA/AgentX medians from shared/traces/SOURCES.md (710 real sessions).
-WEKA_OUTPUT_P50 = 216
-WEKA_TURNS_P50 = 45
-WEKA_THINK_P50 = 10.0
-
 
 @pytest.fixture(scope="module")
 def sessions_300() -> list[Session]:
     header, sessions = generate(sessions=300, seed=0)
     assert header.max_context == 131_072 and header.block_size == 64
     return list(sessions)
-
-
-def _within(value: float | None, truth: float, tolerance: float = 0.25) -> bool:
-    return value is not None and abs(value - truth) <= tolerance * truth
-
-
-def test_calibrated_to_weka_medians(sessions_300: list[Session]) -> None:
-    stats = inspect_sessions(sessions_300)
-    assert stats.sessions == 300
-    assert _within(stats.output_tokens.p50, WEKA_OUTPUT_P50), stats.output_tokens
-    assert _within(stats.turns_per_session.p50, WEKA_TURNS_P50), stats.turns_per_session
-    assert _within(stats.think_time_s.p50, WEKA_THINK_P50), stats.think_time_s
-    assert stats.reuse_share is not None and stats.reuse_share >= 0.90
-    assert stats.session_reuse_share is not None and stats.session_reuse_share >= 0.90
-    # The heavy tail of pauses (17.6% > 60 s, 5.1% > 300 s upstream).
-    assert stats.gaps_over_60s_share is not None and 0.12 <= stats.gaps_over_60s_share <= 0.24
-    assert stats.gaps_over_300s_share is not None and 0.03 <= stats.gaps_over_300s_share <= 0.08
-    assert stats.first_prompt_tokens.p50 is not None
-    assert 18_000 <= stats.first_prompt_tokens.p50 <= 32_000
 
 
 def test_every_session_is_consistent_and_fits_context(sessions_300: list[Session]) -> None:
@@ -150,7 +124,7 @@ def test_same_seed_same_fingerprint_across_processes() -> None:
         ({"sessions": -1}, "sessions"),
         ({"sessions": 1, "prompt_scale": 0.0}, "prompt_scale"),
         ({"sessions": 1, "think_scale": float("nan")}, "think_scale"),
-        ({"sessions": 1, "max_context": 8192}, "max_context"),
+        ({"sessions": 1, "max_context": 8192, "prompt_scale": 1.0}, "max_context"),
         ({"sessions": 1, "agent_types": 0}, "agent_types"),
         ({"sessions": 1, "block_size": 0}, "block_size"),
     ],
