@@ -49,7 +49,9 @@ def method_rules(rules: Rules = DEFAULT_RULES) -> tuple[str, ...]:
         "the window, every lane out of work before the window ended, the server died or a "
         "failure burst, client schedule-lag P99 above "
         f"{r.schedule_lag_p99_invalid_s * 1e3:.0f} ms or an event-loop stall above "
-        f"{r.loop_lag_max_invalid_s * 1e3:.0f} ms, a simulated server more than "
+        f"{r.loop_lag_max_invalid_s * 1e3:.0f} ms, a client schedule lag "
+        f"{r.imbalance_factor:g}x higher in one arm than in the other and above "
+        f"{r.schedule_lag_p99_caveat_s * 1e3:.0f} ms, a simulated server more than "
         f"{r.sim_lateness_invalid:.0%} late on its profile. Caveats: failure share above "
         f"{r.max_failure_share:.0%}, connection failures, schedule-lag P99 above "
         f"{r.schedule_lag_p99_caveat_s * 1e3:.0f} ms, client CPU above "
@@ -57,8 +59,10 @@ def method_rules(rules: Rules = DEFAULT_RULES) -> tuple[str, ...]:
         f"{r.loop_lag_max_caveat_s * 1e3:.0f} ms, measured prefix-hit share below "
         f"{r.cache_share_ratio_caveat:.0%} of the expected one or rising by more than "
         f"{r.cache_rise_caveat:.0%} inside the window, lanes out of work early, fewer than "
-        f"{r.min_requests} requests, warmup requests running past the window, and (between "
-        f"arms) a client schedule lag {r.imbalance_factor:g}x higher in one arm.",
+        f"{r.min_window_requests} requests in a run's window, warmup requests running past "
+        f"the window, an interrupted run, and a client schedule lag "
+        f"{r.imbalance_factor:g}x higher in one arm (above "
+        f"{r.imbalance_floor_s * 1e3:.0f} ms).",
         "Open-loop and timestamp-replay runs are grouped by what set their load (sessions "
         "per second; time scale), never called users.",
     )

@@ -26,7 +26,9 @@ class Rules(BaseModel):
     """Independent units (users, across pooled runs) per arm before a difference
     can be called established."""
     min_requests: int = Field(default=20, ge=1)
-    """Requests sent in the window per arm (and per run, else a caveat)."""
+    """Requests sent in the window per arm before a difference can be established."""
+    min_window_requests: int = Field(default=3, ge=1)
+    """Requests a run's window needs before its percentiles mean anything (a caveat)."""
     schedule_lag_p99_caveat_s: float = 0.050
     """Client sent requests late: P99 schedule lag above this is a caveat..."""
     schedule_lag_p99_invalid_s: float = 0.500
@@ -40,6 +42,8 @@ class Rules(BaseModel):
     """Client schedule-lag P99 of one arm this many times the other's (and above
     ``imbalance_floor_s``): the arms ran on differently loaded clients."""
     imbalance_floor_s: float = 0.010
+    """(a caveat; above ``schedule_lag_p99_caveat_s`` in the worse arm it is invalid:
+    the difference may be the client's)."""
     sim_lateness_invalid: float = 0.05
     """Simulated engine steps this much slower than their profile: no speed verdict."""
     cache_share_ratio_caveat: float = 0.8

@@ -69,9 +69,9 @@ def _coverage(run: RunData, s: RunSummary, found: _Found, rules: Rules) -> None:
         sev: Severity = "invalid" if lanes and early >= lanes else "caveat"
         found.add("lanes_done_early", sev, f"{early} of {lanes} lane(s) ran out of work "
                   "before the window ended: the load fell during the window")
-    if s.counts.in_window < rules.min_requests:
+    if s.counts.in_window < rules.min_window_requests:
         found.add("window_thin", "caveat", f"only {s.counts.in_window} request(s) sent in "
-                  f"the window (fewer than {rules.min_requests})")
+                  f"the window (fewer than {rules.min_window_requests})")
 
 
 def _failures(run: RunData, s: RunSummary, found: _Found, rules: Rules) -> None:
@@ -203,7 +203,8 @@ def assess_comparison(
         lo_arm = min(lags, key=lambda a: lags[a] or 0.0)
         hi, lo = lags[hi_arm] or 0.0, lags[lo_arm] or 0.0
         if hi > rules.imbalance_floor_s and hi > rules.imbalance_factor * max(lo, 1e-6):
-            found.add("client_imbalance", "caveat", f"at {label} the client's schedule lag "
+            sev: Severity = "invalid" if hi > rules.schedule_lag_p99_caveat_s else "caveat"
+            found.add("client_imbalance", sev, f"at {label} the client's schedule lag "
                       f"P99 was {hi * 1e3:.1f} ms in arm {hi_arm!r} against {lo * 1e3:.1f} ms "
                       f"in {lo_arm!r}: the arms ran on differently loaded clients")
     return _verdict(found.reasons)

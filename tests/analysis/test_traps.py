@@ -161,7 +161,7 @@ def test_no_request_in_the_window_is_invalid_and_names_the_cause(tmp_path: Path)
 
 
 def test_lanes_that_stopped_early_are_flagged(tmp_path: Path) -> None:
-    records = [rec(i) for i in range(3)]
+    records = [rec(i) for i in range(2)]
     v = assess_run(read_run(make_run(
         tmp_path, records, coverage={"lanes": 1, "lanes_done_before_window_end": 1})))
     codes = {r.code: r.severity for r in v.reasons}
@@ -313,3 +313,15 @@ def test_an_interrupted_run_is_a_caveat(tmp_path: Path) -> None:
     assert s.counts.cancelled == 1 and s.counts.failure_share == 0.0
     assert s.validity is not None
     assert [r.code for r in s.validity.reasons] == ["run_interrupted"]
+
+
+def test_client_imbalance_between_arms_blocks_a_verdict(tmp_path: Path) -> None:
+    a = synth_records(users=8, per_user=10, tpot=0.02, ttft=0.2, seed=1)
+    b = synth_records(users=8, per_user=10, tpot=0.01, ttft=0.2, seed=2)
+    for r in b:  # arm b's client sent every request 80 ms late
+        r["due_s"] = r["sent_s"] - 0.08
+    c = _arms(tmp_path, a, b, users=8)
+    codes = {r.code: r.severity for r in c.levels[0].validity.reasons}
+    assert codes["client_imbalance"] == "invalid"
+    assert codes["client_schedule_lag"] == "caveat"
+    assert not _head(c).established and c.validity.verdict == "invalid"
