@@ -199,9 +199,10 @@ def _evidence(sa: Samples, sb: Samples, validity: Validity, rules: Rules) -> str
     for s in (sa, sb):
         sent = len(s.req_status)
         if s.n_users < rules.min_users:
-            runs = f" x {len(s.runs)} runs" if len(s.runs) > 1 else ""
-            return (f"arm {s.label!r} has {s.n_users} user(s) in all{runs}, fewer than "
-                    f"{rules.min_users} independent users per arm")
+            where = f" across {len(s.runs)} runs" if len(s.runs) > 1 else ""
+            users = f"{s.n_users} user" + ("" if s.n_users == 1 else "s")
+            return (f"arm {s.label!r} has {users}{where}, fewer than {rules.min_users} "
+                    "independent users per arm")
         if sent < rules.min_requests:
             return (f"arm {s.label!r} sent {sent} request(s) in the window, fewer than "
                     f"{rules.min_requests} per arm")

@@ -113,7 +113,7 @@ def test_one_user_two_repeats_is_not_established_with_the_reason(tmp_path: Path)
     assert r.ratio == pytest.approx(2.0, rel=0.15)
     assert not r.established
     reason = lv.evidence["fast"]
-    assert reason is not None and "x 2 runs" in reason and "fewer than 4" in reason
+    assert reason is not None and "2 users across 2 runs" in reason and "fewer than 4" in reason
     assert "not established" in c.verdict and "fewer than 4" in c.verdict
 
 
