@@ -20,16 +20,27 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=lambda _args: _usage(parser))
 
     gen = sub.add_parser("generate", help="synthesise agent sessions from a profile")
-    gen.add_argument("--profile", default="coding-agent")
+    gen.add_argument("--profile", default="coding-agent",
+                     help="coding-agent (calibrated to WEKA/AgentX) or decode (fixed sizes, "
+                          "no think time, no reuse: levels are batch sizes)")
     gen.add_argument("--sessions", type=int, required=True)
     gen.add_argument("--seed", type=int, default=0)
-    gen.add_argument("--max-context", type=int, default=131_072)
+    gen.add_argument("--max-context", type=int, default=131_072,
+                     help="the model's context; below 200000 token sizes are scaled to fit "
+                          "(session shape kept; the scale is stated)")
     gen.add_argument("--block-size", type=int, default=64)
-    gen.add_argument("--prompt-scale", type=float, default=1.0)
+    gen.add_argument("--prompt-scale", type=float, default=None,
+                     help="multiply prompt sizes (default: the scale for --max-context)")
     gen.add_argument("--think-scale", type=float, default=1.0)
-    gen.add_argument("--output-scale", type=float, default=1.0)
+    gen.add_argument("--output-scale", type=float, default=None,
+                     help="multiply output sizes (default: as prompts)")
     gen.add_argument("--agent-types", type=int, default=None,
                      help="use only the first N agent types of the profile")
+    gen.add_argument("--input-tokens", type=int, default=1, help="decode profile: prompt size")
+    gen.add_argument("--output-tokens", type=int, default=1000,
+                     help="decode profile: output size (ignore_eos: exactly this many)")
+    gen.add_argument("--requests-per-session", type=int, default=1,
+                     help="decode profile: independent requests per session")
     gen.add_argument("-o", "--output", required=True, help="workload file to write (.jsonl)")
     gen.set_defaults(func=_generate)
 
@@ -68,24 +79,43 @@ def _positive(value: int | None, option: str) -> None:
 
 def _generate(args: argparse.Namespace) -> int:
     from replay.errors import ConfigError
-    from traces import TraceError, generate, write_workload
+    from traces import TraceError, generate_trace, write_workload
 
     _positive(args.max_context, "--max-context")
     _positive(args.block_size, "--block-size")
     try:
-        header, sessions = generate(
+        trace = generate_trace(
             args.profile, sessions=args.sessions, seed=args.seed,
             max_context=args.max_context, block_size=args.block_size,
             prompt_scale=args.prompt_scale, think_scale=args.think_scale,
             output_scale=args.output_scale, agent_types=args.agent_types,
+            input_tokens=args.input_tokens, output_tokens=args.output_tokens,
+            requests_per_session=args.requests_per_session,
         )
     except TraceError as exc:  # a bad knob: name the option, not a file
         option = f"--{(exc.field or 'option').replace('_', '-')}"
         raise ConfigError(f"{option}: {exc.message}") from None
-    written = write_workload(args.output, header, sessions)
+    written = write_workload(args.output, trace.header, trace.sessions)
     print(f"wrote {written.sessions} sessions to {args.output} "
           f"(fingerprint {written.fingerprint[:16]})")
+    _generate_notes(written.params, args.max_context)
     return 0
+
+
+def _generate_notes(params: dict[str, Any], max_context: int) -> None:
+    """On stderr: the token scale applied and what the context cap changed."""
+    scale = params.get("token_scale")
+    if isinstance(scale, float) and scale < 1.0:
+        print(f"note: token sizes scaled x{scale:.4g} to fit --max-context {max_context:,} "
+              "(session shape kept: turns, think times, prefix reuse)", file=sys.stderr)
+    compactions = params.get("compactions", 0)
+    truncated = params.get("truncated_requests", 0)
+    capped = params.get("outputs_capped", 0)
+    if compactions or truncated or capped:
+        print(f"note: the {max_context:,}-token cap compacted histories {compactions} times "
+              f"({params.get('sessions_compacted', 0)} sessions), truncated {truncated} "
+              f"request inputs and capped {capped} outputs (counted in the header; "
+              "see traces inspect)", file=sys.stderr)
 
 
 _SESSION_FORMATS = ("tracelab", "weka")

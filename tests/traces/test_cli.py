@@ -88,3 +88,31 @@ def test_bad_options_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
                  "-o", str(tmp_path / "no" / "such" / "dir.jsonl")]) == 2
     assert "cannot write" in capsys.readouterr().err
     assert main(["traces"]) == 2
+
+
+def test_generate_any_context_states_the_scale(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "small.jsonl"
+    assert main(["traces", "generate", "--sessions", "30", "--max-context", "4096",
+                 "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "scaled x0.02048" in err and "cap compacted" in err
+    head = read_header(out)
+    assert head.params["token_scale"] == pytest.approx(4096 / 200_000)
+    assert all(r.prompt_tokens + r.output_tokens <= 4096
+               for s in iter_sessions(out) for r in s.requests)
+    assert main(["traces", "inspect", str(out)]) == 0
+    assert "compactions forced by the cap" in capsys.readouterr().out
+
+
+def test_generate_decode_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "decode.jsonl"
+    assert main(["traces", "generate", "--profile", "decode", "--sessions", "4",
+                 "--output-tokens", "200", "-o", str(out)]) == 0
+    head = read_header(out)
+    assert head.params["profile"] == "decode" and head.params["ignore_eos"] is True
+    assert [(r.prompt_tokens, r.output_tokens) for s in iter_sessions(out)
+            for r in s.requests] == [(1, 200)] * 4
+    assert main(["traces", "generate", "--profile", "decode", "--sessions", "1",
+                 "--input-tokens", "0", "-o", str(out)]) == 2
+    assert "--input-tokens" in capsys.readouterr().err
