@@ -14,6 +14,7 @@ from replay.client._bodies import (
     ids_text,
     prefix_keys,
 )
+from replay.client._chat import ChatCodec, fetch_chat_codec
 from replay.client._connector import StreamingConnector, fast_resume_supported
 from replay.client._poller import DEFAULT_MAX_METRICS_BYTES, MetricsPoller, parse_prometheus
 from replay.client._probe import (
@@ -23,6 +24,7 @@ from replay.client._probe import (
     find_key,
     probe_server,
     public_target,
+    search_vocab_size,
 )
 from replay.client._sse import DEFAULT_MAX_LINE_BYTES, SSEError, SSEEvent, SSEParser
 from replay.client._stream import StreamOutcome, Timeouts, make_session, stream_request
@@ -33,6 +35,7 @@ __all__ = [
     "BodySpec",
     "CacheMark",
     "ChainEncoder",
+    "ChatCodec",
     "Hashed",
     "MetricsPoller",
     "PrefixCacheModel",
@@ -48,6 +51,7 @@ __all__ = [
     "chat_text",
     "connect_url",
     "fast_resume_supported",
+    "fetch_chat_codec",
     "find_key",
     "ids_text",
     "make_session",
@@ -55,5 +59,6 @@ __all__ = [
     "prefix_keys",
     "probe_server",
     "public_target",
+    "search_vocab_size",
     "stream_request",
 ]

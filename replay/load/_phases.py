@@ -24,7 +24,7 @@ import aiohttp
 import numpy as np
 
 from analysis import RecordDict
-from replay.client import BodySpec, PrefixCacheModel, Timeouts
+from replay.client import BodySpec, ChatCodec, PrefixCacheModel, Timeouts
 from replay.load._health import LoopHealth, LoopProbe
 from replay.load._lanes import (
     LaneContext,
@@ -60,6 +60,8 @@ class Target:
     """The workload's block size."""
     server_block_size: int
     run_tag: str
+    chat: ChatCodec | None = None
+    """Chat mode: how workload ids become text the server tokenizes exactly."""
 
 
 @dataclass
@@ -118,7 +120,8 @@ def make_context(
     path = "/v1/chat/completions" if settings.api == "chat" else "/v1/completions"
     return LaneContext(
         session=session, url=f"{target.root}{path}", headers=target.headers,
-        spec=BodySpec(model=target.model, api=settings.api, carry_output=settings.carry_output),
+        spec=BodySpec(model=target.model, api=settings.api, carry_output=settings.carry_output,
+                      chat=target.chat),
         timeouts=Timeouts(connect_s=settings.connect_timeout_s,
                           first_token_s=settings.first_token_timeout_s,
                           itl_s=settings.itl_timeout_s, total_s=settings.total_timeout_s),

@@ -46,6 +46,7 @@ from replay.client import (
     MetricsPoller,
     ServerFacts,
     connect_url,
+    fetch_chat_codec,
     make_session,
     probe_server,
     public_target,
@@ -109,9 +110,11 @@ async def run_load(
                                    block_size=settings.server_block_size)
         _check_fits(sessions, path, facts, public_target(settings.target))
         run_id = uuid.uuid4().hex[:12]
+        chat = await fetch_chat_codec(session, root, headers, facts.model, facts.vocab_size) \
+            if settings.api == "chat" else None  # exact chat prompts (replay.client._chat)
         target = Target(root=root, headers=headers, model=facts.model,
                         vocab_size=facts.vocab_size, block_size=header.block_size,
-                        server_block_size=facts.block_size, run_tag=run_id[:8])
+                        server_block_size=facts.block_size, run_tag=run_id[:8], chat=chat)
         manifest = _manifest(settings, run_id, facts, header, path, len(sessions), arrival)
         writer = RunWriter(out)
         stats = LiveStats(settings.warmup_s + settings.duration_s)
