@@ -1,0 +1,356 @@
+"""AgentX cross-check: AIPerf 0.13's AgentX scenario and agentreplay, same simulated server.
+
+Both tools replay the same WEKA sessions (the shared sample, or any directory given)
+against ``serve-sim`` with the same profile and backend, one fresh server each (cold
+cache, counters from zero), and the script prints their figures side by side: requests
+measured, P90 interactivity (1 / P90 of per-request TPOT: the slow tail), TTFT P50/P90,
+and the prefix-hit share, plus the simulator's own truth for each run (its truth log:
+mean TPOT it delivered, its lateness). Which token count each tool used is printed
+too (AIPerf runs with ``--use-server-token-count``, as InferenceX does; agentreplay
+always takes the server's ``usage``).
+
+AIPerf runs ``--scenario inferencex-agentx-mvp --unsafe-override`` (the scenario wants
+>= 900 s; a shorter run is stamped ``submission_valid=false``) with InferenceX's flags
+(``--random-seed 42 --failed-request-threshold 0.05 --trajectory-start-min-ratio 0.25
+--trajectory-start-max-ratio 0.75``). agentreplay runs ``--scenario agentx`` when its
+``run`` has that preset, otherwise the equivalent flags (printed). Differences are
+explained in bench/README.md ("AgentX cross-check").
+
+The WEKA sample holds requests longer than Kimi K3's 262,144-token context; AgentX
+forbids truncation, so the server's ``max_model_len`` is widened to its whole KV
+cache (4,194,304 tokens) for both tools alike.
+
+    python bench/agentx_crosscheck.py [--weka DIR] [--concurrency 1] [--duration 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+if str(REPO) not in sys.path:  # the checkout's packages, whatever the install state
+    sys.path.insert(0, str(REPO))
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import numpy as np  # noqa: E402
+import orjson  # noqa: E402
+from peers import PEERS_DIR, ensure_tokenizer, ensure_tool  # noqa: E402
+
+from replay.client import parse_prometheus  # noqa: E402
+from replay.sim import SimServerProcess, load_profile  # noqa: E402
+
+WEKA = REPO.parent / "shared" / "traces" / "weka"
+SCENARIO = "inferencex-agentx-mvp"
+IDLE_GAP_CAP_S = 10.0
+"""The scenario's ``system_idle_gap_cap_seconds``."""
+START_RATIOS = (0.25, 0.75)
+"""InferenceX's ``--trajectory-start-min/max-ratio``."""
+
+
+@dataclass
+class Figures:
+    """One tool's figures for the side-by-side table (None: the tool did not report it)."""
+
+    requests: float | None = None
+    p90_interactivity: float | None = None
+    ttft_p50_s: float | None = None
+    ttft_p90_s: float | None = None
+    prefix_share: float | None = None
+    prefix_share_server: float | None = None
+    truth_requests: int | None = None
+    truth_tpot_ms: float | None = None
+    sim_lateness: float | None = None
+    token_count: str = ""
+    note: str = ""
+
+
+# -- the simulated server ---------------------------------------------------------
+def wide_profile(name: str, out: Path) -> Path:
+    """The profile with ``max_model_len`` widened to its whole KV cache (no truncation)."""
+    base = load_profile(name)
+    wide = base.model_copy(update={"max_model_len": base.num_gpu_blocks * base.block_size})
+    path = out / f"{base.name}-wide.json"
+    path.write_text(wide.model_dump_json(indent=2))
+    return path
+
+
+def scrape(url: str) -> dict[str, float]:
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return {**parse_prometheus(text), **parse_prometheus(text, prefix="vllm_sim:")}
+
+
+def truth_figures(truth: Path, fig: Figures) -> None:
+    """What the server delivered: request count and mean TPOT by its own clock."""
+    tpots = []
+    n = 0
+    for line in truth.read_bytes().splitlines():
+        rec = orjson.loads(line)
+        if rec["status"] != "ok":
+            continue
+        n += 1
+        if rec["output_tokens"] >= 2:
+            tpots.append((rec["emit_ns"][-1] - rec["emit_ns"][0]) / 1e6
+                         / (rec["output_tokens"] - 1))
+    fig.truth_requests = n
+    fig.truth_tpot_ms = float(np.mean(tpots)) if tpots else None
+
+
+def served(profile: Path, backend: str, work: Path, fig: Figures,
+           run: Callable[[str], None]) -> None:
+    """Run ``run(url)`` against a fresh simulator and fill the server-side figures."""
+    truth = work / "truth.jsonl"
+    with SimServerProcess(str(profile), backend, truth_path=str(truth)) as srv:
+        before = scrape(srv.url)
+        run(srv.url)
+        after = scrape(srv.url)
+
+    def delta(name: str) -> float:
+        return after.get(name, 0.0) - before.get(name, 0.0)
+
+    queries = delta("vllm:prefix_cache_queries_total")
+    if queries:
+        fig.prefix_share_server = delta("vllm:prefix_cache_hits_total") / queries
+    model = delta("vllm_sim:engine_step_model_seconds_total")
+    if model:
+        fig.sim_lateness = delta("vllm_sim:engine_step_actual_seconds_total") / model - 1
+    truth_figures(truth, fig)
+
+
+# -- AIPerf -----------------------------------------------------------------------
+def aiperf_command(url: str, model: str, args: argparse.Namespace, tokenizer: Path,
+                   art: Path) -> list[str]:
+    return [
+        str(PEERS_DIR / "aiperf" / "bin" / "aiperf"), "profile", "--scenario", SCENARIO,
+        "--unsafe-override", "--url", url, "--endpoint-type", "chat", "--streaming",
+        "--model", model, "--tokenizer", str(tokenizer),
+        "--custom-dataset-type", "weka_trace", "--input-file", str(args.weka),
+        "--concurrency", str(args.concurrency),
+        "--benchmark-duration", str(args.duration),
+        "--benchmark-grace-period", str(args.grace),
+        "--use-server-token-count", "--extra-inputs", "ignore_eos:true",
+        "--random-seed", "42", "--failed-request-threshold", "0.05",
+        "--trajectory-start-min-ratio", str(START_RATIOS[0]),
+        "--trajectory-start-max-ratio", str(START_RATIOS[1]),
+        "--artifact-dir", str(art), "--ui-type", "none", "--no-gpu-telemetry",
+    ]
+
+
+def _stat(data: dict[str, object], name: str, key: str) -> float | None:
+    entry = data.get(name)
+    if isinstance(entry, dict):
+        value = entry.get(key)
+        return float(value) if isinstance(value, int | float) else None
+    return None
+
+
+def parse_aiperf(data: dict[str, object], fig: Figures) -> None:
+    """``profile_export_aiperf.json``: its ITL is per-request (E2E - TTFT) / (tokens - 1),
+    i.e. TPOT, so 1000 / P90(ITL in ms) is the same slow-tail P90 interactivity."""
+    fig.requests = _stat(data, "request_count", "avg")
+    itl_p90 = _stat(data, "inter_token_latency", "p90")
+    unit = data.get("inter_token_latency", {})
+    scale = 1e-3 if isinstance(unit, dict) and unit.get("unit", "ms") == "ms" else 1.0
+    if itl_p90:
+        fig.p90_interactivity = 1.0 / (itl_p90 * scale)
+    ttft_unit = data.get("time_to_first_token", {})
+    tscale = 1e-3 if isinstance(ttft_unit, dict) and ttft_unit.get("unit", "ms") == "ms" else 1.0
+    for attr, key in (("ttft_p50_s", "p50"), ("ttft_p90_s", "p90")):
+        v = _stat(data, "time_to_first_token", key)
+        setattr(fig, attr, None if v is None else v * tscale)
+    fig.token_count = "server usage (--use-server-token-count)"
+
+
+def run_aiperf(url: str, model: str, args: argparse.Namespace, tokenizer: Path,
+               work: Path, fig: Figures) -> None:
+    art = work / "artifacts"
+    cmd = aiperf_command(url, model, args, tokenizer, art)
+    (work / "command.txt").write_text(" ".join(cmd) + "\n")
+    with open(work / "aiperf.log", "wb") as log:
+        code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT,
+                              env=_aiperf_env(), cwd=work).returncode
+    found = sorted(art.rglob("profile_export_aiperf.json"))
+    if code != 0 or not found:
+        fig.note = f"aiperf exited {code}; see {work / 'aiperf.log'}"
+        return
+    parse_aiperf(json.loads(found[-1].read_text()), fig)
+    metrics = found[-1].with_name("server_metrics_export.json")
+    if metrics.exists():
+        fig.prefix_share = aiperf_prefix_share(json.loads(metrics.read_text()))
+
+
+def aiperf_prefix_share(data: dict[str, object]) -> float | None:
+    """Hits / queries over AIPerf's profiling phase (its ``/metrics`` scrapes: each
+    counter's ``total`` is its increase over the phase)."""
+    metrics = data.get("metrics")
+    if not isinstance(metrics, dict):
+        return None
+
+    def total(name: str) -> float:
+        series = metrics.get(name, {}).get("series") or [{}]
+        return float(sum((s.get("stats") or {}).get("total", 0.0) for s in series))
+
+    queries = total("vllm:prefix_cache_queries")
+    return total("vllm:prefix_cache_hits") / queries if queries else None
+
+
+def _aiperf_env() -> dict[str, str]:
+    # AIPerf rejects a local tokenizer path while HF_HUB_OFFLINE=1 is set (as peers.py)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    return dict(env, TQDM_DISABLE="1", PYTHONUNBUFFERED="1")
+
+
+# -- agentreplay ------------------------------------------------------------------
+def _cli(*argv: str, log: Path | None = None) -> int:
+    cmd = [sys.executable, "-m", "replay.cli", *argv]
+    if log is None:
+        return subprocess.run(cmd).returncode
+    with open(log, "ab") as fh:
+        fh.write((" ".join(cmd) + "\n").encode())
+        fh.flush()
+        return subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT).returncode
+
+
+def has_scenario_preset() -> bool:
+    out = subprocess.run([sys.executable, "-m", "replay.cli", "run", "--help"],
+                         capture_output=True, text=True)
+    return "--scenario" in out.stdout
+
+
+def agentreplay_flags(args: argparse.Namespace, preset: bool) -> list[str]:
+    """The AgentX rules as agentreplay flags: the preset, or its nearest equivalent."""
+    load = ["--users", str(args.concurrency), "--duration", str(args.duration),
+            "--warmup", str(args.warmup), "--drain", str(args.grace), "--seed", "42"]
+    if preset:
+        return ["--scenario", "agentx", *load]
+    # streaming, ignore_eos and the server's usage are how agentreplay always runs;
+    # warmup starts users part-way into their sessions; a per-user salt busts the cache
+    # after the shared prefix; think times capped per user
+    return [*load, "--think-time-cap", str(IDLE_GAP_CAP_S)]
+
+
+def run_agentreplay(url: str, workload: Path, args: argparse.Namespace, work: Path,
+                    fig: Figures, preset: bool) -> None:
+    run_dir = work / "run"
+    log = work / "agentreplay.log"
+    code = _cli("run", "--target", url, "--workload", str(workload), "--out", str(run_dir),
+                "--quiet", *agentreplay_flags(args, preset), log=log)
+    if code not in (0, 3):  # 3: stamped invalid, still has figures
+        fig.note = f"agentreplay run exited {code}; see {log}"
+        return
+    _cli("report", str(run_dir), log=log)
+    summary = run_dir / "summary.json"
+    if summary.exists():
+        parse_summary(json.loads(summary.read_text()), fig)
+    fig.token_count = "server usage (always)"
+    if not preset:
+        fig.note = "no --scenario agentx preset yet: equivalent flags"
+
+
+def parse_summary(data: dict[str, object], fig: Figures) -> None:
+    """``summary.json`` of one run: its single level and arm."""
+    levels = data.get("levels")
+    arm: dict[str, object] = {}
+    if isinstance(levels, list) and levels:
+        arms = levels[0].get("arms", {})
+        if isinstance(arms, dict) and arms:
+            arm = next(iter(arms.values()))
+    counts = arm.get("counts")
+    if isinstance(counts, dict):
+        fig.requests = counts.get("in_window")
+    fig.p90_interactivity = _stat(arm, "interactivity", "p90")
+    fig.ttft_p50_s = _stat(arm, "ttft", "p50")
+    fig.ttft_p90_s = _stat(arm, "ttft", "p90")
+    fig.prefix_share = _stat(arm, "prefix", "measured_share")
+
+
+# -- the table ----------------------------------------------------------------------
+def _fmt(v: float | None, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def table(figs: dict[str, Figures]) -> str:
+    rows = [
+        ("requests measured (tool)", "requests", ".0f"),
+        ("P90 interactivity tok/s", "p90_interactivity", ".1f"),
+        ("TTFT P50 s", "ttft_p50_s", ".3f"),
+        ("TTFT P90 s", "ttft_p90_s", ".3f"),
+        ("prefix-hit share (tool)", "prefix_share", ".3f"),
+        ("prefix-hit share (server, whole run)", "prefix_share_server", ".3f"),
+        ("requests served ok (truth)", "truth_requests", ".0f"),
+        ("mean TPOT ms (truth)", "truth_tpot_ms", ".2f"),
+        ("simulator lateness", "sim_lateness", "+.2%"),
+    ]
+    names = list(figs)
+    out = [f"{'':38s}" + "".join(f"{n:>16s}" for n in names)]
+    for label, attr, spec in rows:
+        out.append(f"{label:38s}" + "".join(f"{_fmt(getattr(figs[n], attr), spec):>16s}"
+                                           for n in names))
+    for n in names:
+        out.append(f"{n}: token count = {figs[n].token_count or '-'}"
+                   + (f"; {figs[n].note}" if figs[n].note else ""))
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--weka", type=Path, default=WEKA, help="directory of WEKA session files")
+    ap.add_argument("--profile", default="kimi-k3-gb300-tp16")
+    ap.add_argument("--backend", default="latency_specialized",
+                    choices=["latency_specialized", "auto"])
+    ap.add_argument("--concurrency", type=int, default=1)
+    ap.add_argument("--duration", type=float, default=60.0, help="measured seconds per tool")
+    ap.add_argument("--grace", type=float, default=10.0, help="AIPerf grace / our drain, s")
+    ap.add_argument("--warmup", type=float, default=10.0, help="agentreplay warmup, s")
+    ap.add_argument("--tools", default="aiperf,agentreplay")
+    ap.add_argument("--out", type=Path, default=None, help="keep the runs here")
+    args = ap.parse_args(argv)
+    if not args.weka.is_dir():
+        print(f"agentx_crosscheck: --weka {args.weka}: not a directory", file=sys.stderr)
+        return 2
+    out = args.out or Path(tempfile.mkdtemp(prefix="agentx-crosscheck-"))
+    out.mkdir(parents=True, exist_ok=True)
+    profile = wide_profile(args.profile, out)
+    model = load_profile(args.profile).model
+    workload = out / "weka.jsonl"
+    if _cli("traces", "import", "--format", "weka", str(args.weka), "-o", str(workload)):
+        return 1
+    figs: dict[str, Figures] = {}
+    tools = args.tools.split(",")
+    if "aiperf" in tools:
+        version = ensure_tool("aiperf")
+        tokenizer = ensure_tokenizer([PEERS_DIR / "aiperf" / "bin/python"])
+        fig = figs[f"aiperf {version}"] = Figures()
+        work = out / "aiperf"
+        work.mkdir(exist_ok=True)
+        served(profile, args.backend, work, fig,
+               lambda url: run_aiperf(url, model, args, tokenizer, work, fig))
+    if "agentreplay" in tools:
+        preset = has_scenario_preset()
+        fig = figs["agentreplay"] = Figures()
+        work = out / "agentreplay"
+        work.mkdir(exist_ok=True)
+        served(profile, args.backend, work, fig,
+               lambda url: run_agentreplay(url, workload, args, work, fig, preset))
+        print("agentreplay flags: " + " ".join(agentreplay_flags(args, preset)))
+    print(f"AgentX cross-check: {args.weka} on serve-sim {args.profile} ({args.backend}, "
+          f"max_model_len widened), concurrency {args.concurrency}, {args.duration:g} s "
+          f"measured; runs in {out}")
+    print(table(figs))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
