@@ -25,6 +25,8 @@ from analysis._chart_base import (
     render,
     safe,
 )
+from analysis._columns import RequestColumns
+from analysis._derived import column_latencies
 from analysis._format import time_unit
 from analysis._read import RunData
 from analysis._window import steady_window
@@ -82,14 +84,16 @@ def _lines(arms: Sequence[ArmLevels]) -> list[tuple[int, int, str, list[RunData]
     return out
 
 
-def _ttft(r: object, m: np.ndarray) -> np.ndarray:
-    return (r.first_token_s - r.sent_s)[m]  # type: ignore[attr-defined]
+def _ttft(r: RequestColumns, m: np.ndarray) -> np.ndarray:
+    out: np.ndarray = column_latencies(r).ttft[m]
+    return out
 
 
-def _tpot(r: object, m: np.ndarray) -> np.ndarray:
-    mm = m & (r.output_tokens >= 2)  # type: ignore[attr-defined]
-    return ((r.last_token_s - r.first_token_s)[mm]  # type: ignore[attr-defined]
-            / (r.output_tokens[mm] - 1))  # type: ignore[attr-defined]
+def _tpot(r: RequestColumns, m: np.ndarray) -> np.ndarray:
+    """TPOT of the selected requests that have one (at least 2 output tokens)."""
+    tpot = column_latencies(r).tpot[m]
+    out: np.ndarray = tpot[np.isfinite(tpot)]
+    return out
 
 
 def cdf_chart(arms: Sequence[ArmLevels]) -> str:
@@ -205,10 +209,7 @@ def turn_chart(arms: Sequence[ArmLevels], max_turn: int = 60) -> str:
             m = ok_window(run) & (r.turn <= max_turn)
             turns.append(r.turn[m])
             ttft.append(_ttft(r, m))
-            with np.errstate(divide="ignore", invalid="ignore"):
-                tpot.append(np.where(r.output_tokens[m] >= 2,
-                                     (r.last_token_s - r.first_token_s)[m]
-                                     / (r.output_tokens[m] - 1), np.nan))
+            tpot.append(column_latencies(r).tpot[m])
         tu = np.concatenate(turns)
         for ax, vals, scale in ((ax1, np.concatenate(ttft), s_ttft),
                                 (ax2, np.concatenate(tpot), s_tpot)):
