@@ -19,6 +19,7 @@ import itertools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import matplotlib
 
@@ -48,7 +49,7 @@ __all__ = [
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2")
 _LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)))
-STYLE = {
+STYLE: Any = {  # matplotlib types rc keys as literals
     "svg.fonttype": "none",
     "svg.hashsalt": "agentreplay",
     "font.size": 9,
@@ -149,7 +150,8 @@ def ok_window(run: RunData) -> np.ndarray:
     w = steady_window(run)
     if w is None:
         return np.zeros(len(r), dtype=bool)
-    return (r.status == "ok") & (r.sent_s >= w[0]) & (r.sent_s < w[1])
+    out: np.ndarray = (r.status == "ok") & (r.sent_s >= w[0]) & (r.sent_s < w[1])
+    return out
 
 
 def numeric_levels(arms: Sequence[ArmLevels]) -> list[int]:
