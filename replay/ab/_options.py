@@ -29,7 +29,7 @@ class CompareOptions(BaseModel):
     repeats: int = Field(default=1, ge=1, le=1000)
     warmup_s: float = Field(default=0.0, ge=0)
     drain_s: float = Field(default=30.0, ge=0)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=2**63 - 1)
     api: Literal["completions", "chat"] = "completions"
     model: str | None = None
     api_key_env: str | None = None
@@ -37,6 +37,8 @@ class CompareOptions(BaseModel):
     think_scale: float = Field(default=1.0, ge=0)
     think_time_cap_s: float | None = Field(default=None, ge=0)
     metrics_interval_s: float | None = Field(default=2.0, gt=0)
+    first_token_timeout_s: float | None = Field(default=600.0, gt=0)
+    itl_timeout_s: float | None = Field(default=120.0, gt=0)
     allow_unfair: bool = False
 
     @field_validator("levels")
@@ -54,6 +56,7 @@ class CompareOptions(BaseModel):
             api_key_env=self.api_key_env, seed=self.seed, vocab_size=self.vocab_size,
             think_scale=self.think_scale, think_time_cap_s=self.think_time_cap_s,
             metrics_interval_s=self.metrics_interval_s, label=label,
+            first_token_timeout_s=self.first_token_timeout_s, itl_timeout_s=self.itl_timeout_s,
         ))
 
 

@@ -44,6 +44,8 @@ FLAGS: dict[str, str] = {
     "ray": "--ray",
     "repeats": "--repeats",
     "allow_unfair": "--allow-unfair",
+    "first_token_timeout_s": "--ttft-timeout",
+    "itl_timeout_s": "--itl-timeout",
 }
 """Settings field -> the command-line flag that sets it (the one place they are paired)."""
 
@@ -98,7 +100,7 @@ class RunSettings(BaseModel):
     model: str | None = None
     api_key_env: str | None = None
     """Name of the environment variable holding the API key (never the key)."""
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=2**63 - 1)
     vocab_size: int | None = Field(default=None, ge=2)
     server_block_size: int | None = Field(default=None, ge=1)
     think_time_cap_s: float | None = Field(default=None, ge=0)
@@ -129,6 +131,10 @@ class RunSettings(BaseModel):
         parts = urlsplit(value.strip())
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"{value!r} is not an http(s) URL such as http://host:8000")
+        try:
+            parts.port  # noqa: B018 - raises on a port outside 0..65535
+        except ValueError:
+            raise ValueError(f"{value!r}: the port must be a number in 1..65535") from None
         return value.strip()
 
     @model_validator(mode="after")

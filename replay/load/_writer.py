@@ -1,24 +1,31 @@
 """The run directory on disk: ``run.json``, ``requests.jsonl``, ``server_metrics.jsonl``.
 
 Records are plain dicts shaped like :class:`analysis.RequestRecord`, serialised
-with orjson and flushed one line at a time, so a crash loses at most the
-requests still in flight. The manifest is written at the start with
-``complete=false`` and rewritten (atomically) at the end.
+with orjson and written one line per system call (files unbuffered), so a crash
+loses at most the requests still in flight. The manifest is written at the start
+with ``complete=false`` and rewritten (atomically) at the end.
+
+A write that fails (a full disk, a quota, a dead device) is cut back to the last
+complete line, remembered as :attr:`RunWriter.failure` and raised as a
+:class:`RunWriteError` (an ``OSError``: the CLI prints one line, exit 4); the
+lanes that hit it stop the run, later record writes raise the same error, and the
+closing manifest says why the run is incomplete.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from io import FileIO
 from pathlib import Path
-from typing import IO
 
 import orjson
 
 from analysis import RunManifest, RunWindow
 
-__all__ = ["RunWriter", "close_manifest", "iso_utc"]
+__all__ = ["RunWriteError", "RunWriter", "close_manifest", "iso_utc"]
 
 
 def iso_utc(dt: datetime) -> str:
@@ -33,8 +40,54 @@ def close_manifest(manifest: RunManifest, *, warmup_s: float, duration_s: float,
     manifest.finished_at = iso_utc(datetime.now(UTC))
     manifest.interrupted = interrupted
     manifest.complete = crash is None
-    if crash is not None:
+    if crash is not None and not crash.startswith(RunWriteError.__name__):
+        # (a write failure is described by RunWriter.write_manifest instead)
         manifest.warnings.append(f"run aborted by an internal error: {crash}")
+
+
+class RunWriteError(OSError):
+    """A result file could not be written; its errno and file name are the cause's."""
+
+
+def _open_raw(path: Path) -> FileIO:
+    """An unbuffered file for appending lines (tests replace it to inject faults)."""
+    return FileIO(path, "w")
+
+
+class _Lines:
+    """One append-only JSONL file that only ever holds complete lines."""
+
+    __slots__ = ("fh", "good", "path")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fh = _open_raw(path)
+        self.good = 0
+        """Bytes up to the end of the last line written whole."""
+
+    def append(self, data: bytes) -> None:
+        done = 0
+        try:
+            while done < len(data):
+                n = self.fh.write(data[done:] if done else data)
+                if not n:
+                    raise OSError(errno.EIO, "the file took no bytes")
+                done += n
+        except OSError as exc:
+            self.cut()
+            raise RunWriteError(exc.errno, exc.strerror, str(self.path)) from exc
+        self.good += len(data)
+
+    def cut(self) -> None:
+        """Drop a half-written line (best effort: the disk may refuse that too)."""
+        try:
+            os.ftruncate(self.fh.fileno(), self.good)
+            self.fh.seek(self.good)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self.fh.close()
 
 
 class RunWriter:
@@ -43,34 +96,63 @@ class RunWriter:
     def __init__(self, out_dir: Path) -> None:
         self.dir = out_dir
         out_dir.mkdir(parents=True, exist_ok=True)
-        self._requests: IO[bytes] = open(out_dir / "requests.jsonl", "wb")  # noqa: SIM115
-        self._metrics: IO[bytes] = open(out_dir / "server_metrics.jsonl", "wb")  # noqa: SIM115
+        self._requests = _Lines(out_dir / "requests.jsonl")
+        self._metrics = _Lines(out_dir / "server_metrics.jsonl")
         self.records = 0
+        self.failure: RunWriteError | None = None
+        """The first write that failed; the run's results stop there."""
 
     def write_manifest(self, manifest: RunManifest) -> None:
+        """Replace ``run.json`` atomically; after a failed write the manifest says so
+        (and a manifest the full disk refuses too leaves the first one, incomplete)."""
+        if self.failure is not None:
+            _mark_failed(manifest, self.failure)
         tmp = self.dir / "run.json.tmp"
-        tmp.write_bytes(orjson.dumps(manifest.model_dump(mode="json"),
-                                     option=orjson.OPT_INDENT_2) + b"\n")
-        os.replace(tmp, self.dir / "run.json")
+        try:
+            tmp.write_bytes(orjson.dumps(manifest.model_dump(mode="json"),
+                                         option=orjson.OPT_INDENT_2) + b"\n")
+            os.replace(tmp, self.dir / "run.json")
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            if self.failure is None:
+                self.failure = RunWriteError(exc.errno, exc.strerror, str(tmp))
+                raise self.failure from exc
 
     def write_record(self, record: Mapping[str, object]) -> None:
-        self._requests.write(orjson.dumps(record) + b"\n")
-        self._requests.flush()
+        self._append(self._requests, orjson.dumps(record) + b"\n")
         self.records += 1
 
     def write_lines(self, lines: list[bytes]) -> None:
         """Append already serialised records (one JSON object each, no newline), as
-        workers send them, and flush: a batch arrives when its requests finished."""
+        workers send them: a batch arrives when its requests finished."""
         if not lines:
             return
-        self._requests.write(b"\n".join(lines) + b"\n")
-        self._requests.flush()
+        self._append(self._requests, b"\n".join(lines) + b"\n")
         self.records += len(lines)
 
     def write_metrics(self, t_s: float, values: dict[str, float]) -> None:
-        self._metrics.write(orjson.dumps({"t_s": t_s, "values": values}) + b"\n")
-        self._metrics.flush()
+        """Append a sample; after a failed write samples are dropped (the records'
+        writes, which stop the run, raise instead)."""
+        if self.failure is None:
+            self._append(self._metrics, orjson.dumps({"t_s": t_s, "values": values}) + b"\n")
+
+    def _append(self, lines: _Lines, data: bytes) -> None:
+        if self.failure is not None:
+            raise self.failure
+        try:
+            lines.append(data)
+        except RunWriteError as exc:
+            self.failure = exc
+            raise
 
     def close(self) -> None:
         self._requests.close()
         self._metrics.close()
+
+
+def _mark_failed(manifest: RunManifest, failure: RunWriteError) -> None:
+    manifest.complete = False
+    where = Path(failure.filename).name if failure.filename else "a result file"
+    note = f"run stopped: {where} could not be written ({failure.strerror})"
+    if note not in manifest.warnings:
+        manifest.warnings.append(note)
