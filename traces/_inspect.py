@@ -100,7 +100,7 @@ _POWERS = _Powers()
 def _mix(z: np.ndarray) -> np.ndarray:
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
+    return np.asarray(z ^ (z >> np.uint64(31)))
 
 
 def _extend_keys(base: np.uint64, block_ids: tuple[int, ...]) -> np.ndarray:
@@ -118,7 +118,7 @@ def _extend_keys(base: np.uint64, block_ids: tuple[int, ...]) -> np.ndarray:
         raw = np.fromiter((b & _MASK for b in block_ids), dtype=np.uint64, count=m)
     x = _mix(raw)
     pos, neg = _POWERS.upto(m)
-    return base * pos[1:] + pos[:m] * np.cumsum(x * neg[:m], dtype=np.uint64)
+    return np.asarray(base * pos[1:] + pos[:m] * np.cumsum(x * neg[:m], dtype=np.uint64))
 
 
 class _SeenKeys:
@@ -159,7 +159,7 @@ def _sorted_union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     both.sort(kind="stable")
     if len(both) < 2:
         return both
-    return both[np.concatenate([[True], both[1:] != both[:-1]])]
+    return np.asarray(both[np.concatenate([[True], both[1:] != both[:-1]])])
 
 
 class _Tally:

@@ -56,7 +56,7 @@ def _mix(z: np.ndarray) -> np.ndarray:
     """splitmix64 finaliser on a uint64 array (wraps modulo 2**64)."""
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
+    return np.asarray(z ^ (z >> np.uint64(31)))
 
 
 def _tokens_for(keys: np.ndarray, block_size: int, vocab: Vocab) -> np.ndarray:
@@ -91,7 +91,7 @@ def _salt_keys(block_ids: np.ndarray, shared: np.ndarray, salt: int) -> np.ndarr
 
 def block_tokens(block_id: int, salt: int, block_size: int, vocab: Vocab) -> np.ndarray:
     """The ``block_size`` token ids (int32) of one block under one salt."""
-    return _tokens_for(_keys([block_id], [salt]), block_size, vocab)[0]
+    return np.asarray(_tokens_for(_keys([block_id], [salt]), block_size, vocab)[0])
 
 
 def _filler(n: int, start: int, salt: int, vocab: Vocab) -> np.ndarray:

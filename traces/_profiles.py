@@ -51,7 +51,7 @@ class Quantiles:
     def at(self, u: np.ndarray) -> np.ndarray:
         probs = np.array([p for p, _ in self.knots])
         logs = np.log(np.array([v for _, v in self.knots]))
-        return np.exp(np.interp(u, probs, logs))
+        return np.asarray(np.exp(np.interp(u, probs, logs)))
 
     def draw(self, rng: np.random.Generator, size: int, scale: float = 1.0) -> np.ndarray:
         return self.at(rng.random(size)) * scale
@@ -76,8 +76,8 @@ class Profile:
     name: str
     agent_types: tuple[AgentType, ...]
     subagent_types: tuple[AgentType, ...]
-    turns: Distribution
-    first_prompt: Distribution
+    turns: Quantiles
+    first_prompt: Quantiles
     """The whole first prompt (shared prefix included)."""
     output: Distribution
     new_input: Distribution
