@@ -13,8 +13,15 @@ from replay.ab._driver import (
     reset_prefix_cache,
     write_report,
 )
-from replay.ab._options import CompareOptions, parse_levels
-from replay.ab._order import PlannedRun, is_run_complete, plan_runs, plan_runs_by_arm
+from replay.ab._options import CompareOptions, parse_levels, parse_rates
+from replay.ab._order import (
+    PlannedRun,
+    is_run_complete,
+    is_run_reusable,
+    launch_groups,
+    plan_runs,
+    run_verdict,
+)
 from replay.ab._search import (
     SearchAnswer,
     SearchResult,
@@ -36,13 +43,16 @@ __all__ = [
     "compare_launched",
     "demo_settings",
     "is_run_complete",
+    "is_run_reusable",
+    "launch_groups",
     "next_probe",
     "parse_levels",
+    "parse_rates",
     "plan_runs",
-    "plan_runs_by_arm",
     "preflight",
     "reset_prefix_cache",
     "run_demo",
+    "run_verdict",
     "search_capacity",
     "search_lines",
     "write_report",

@@ -18,6 +18,7 @@ than mixed into the same results.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import sys
@@ -32,17 +33,26 @@ import orjson
 
 from analysis import (
     ClockInfo,
+    Comparison,
     FairnessVerdict,
     LoadSettings,
     RunManifest,
+    Validity,
     WorkloadRef,
     judge_fairness,
 )
 from replay.ab._options import CompareOptions
-from replay.ab._order import PlannedRun, is_run_complete, plan_runs, plan_runs_by_arm
+from replay.ab._order import (
+    PlannedRun,
+    is_run_complete,
+    is_run_reusable,
+    launch_groups,
+    plan_runs,
+    run_verdict,
+)
 from replay.client import ServerFacts, connect_url, make_session, probe_server
 from replay.errors import ConfigError
-from replay.load import run_load_sync
+from replay.load import ServerWatchHook, run_load_sync
 from traces import read_header
 
 __all__ = ["CompareResult", "Live", "compare_arms", "compare_launched",
@@ -59,6 +69,8 @@ class CompareResult:
     verdict: str
     fairness_sentence: str
     runs: list[dict[str, Any]] = field(default_factory=list)
+    validity: Validity | None = None
+    """The comparison's validity (its runs' merged, plus imbalance between arms)."""
 
 
 def _headers(api_key_env: str | None) -> dict[str, str]:
@@ -127,8 +139,13 @@ def reset_prefix_cache(url: str, api_key_env: str | None = None) -> bool:
 
 def _settings(arms: Sequence[str], workload: str, opts: CompareOptions) -> dict[str, Any]:
     header = read_header(workload)
+    if header.arrival != "closed" and opts.rates is None and opts.levels != (1,):
+        raise ConfigError(f"--users: {workload} replays its own arrival times (arrival mode "
+                          f"{header.arrival!r}), so users do not set its load; drop --users "
+                          "(or give --rate for open-loop levels)")
     return {
         "arms": list(arms), "levels": list(opts.levels), "repeats": opts.repeats,
+        "rates": None if opts.rates is None else list(opts.rates),
         "duration_s": opts.duration_s, "warmup_s": opts.warmup_s, "drain_s": opts.drain_s,
         "seed": opts.seed, "api": opts.api, "model": opts.model,
         "vocab_size": opts.vocab_size, "think_scale": opts.think_scale,
@@ -188,33 +205,38 @@ def _say(live: Live, text: str) -> None:
 
 def _execute(runs: Sequence[PlannedRun], url_of: Callable[[str], str], workload: str,
              out: Path, opts: CompareOptions, state: _State, live: Live, total: int,
-             done_before: int) -> int:
-    """Run (or skip, when complete) each planned run in order; returns runs seen."""
+             done_before: int, watch_of: Callable[[str], ServerWatchHook] | None = None) -> int:
+    """Run (or skip, when complete and not stamped invalid) each planned run in order;
+    returns runs seen. ``watch_of(arm)``: the launched server's watch, read by the run."""
     seen = done_before
     for run in runs:
         seen += 1
         run_dir = out / "runs" / run.name
-        if is_run_complete(run_dir):
+        if is_run_reusable(run_dir):
             _say(live, f"run {seen}/{total} {run.name}: already complete, skipped")
             state.record(run, status="complete", skipped=True)
             continue
+        if is_run_complete(run_dir):
+            _say(live, f"run {seen}/{total} {run.name}: stamped invalid before, redone")
         if run_dir.exists():
             shutil.rmtree(run_dir)
         url = url_of(run.arm)
         reset = reset_prefix_cache(url, opts.api_key_env)
-        _say(live, f"run {seen}/{total} {run.name}: {run.users} users on {run.arm} "
+        _say(live, f"run {seen}/{total} {run.name}: {run.level} on {run.arm} "
                    f"(prefix cache {'reset' if reset else 'not reset: warmup only'})")
         state.record(run, status="running", prefix_cache_reset=reset, skipped=False)
         try:
-            run_load_sync(opts.config(url, run.users, run.arm), workload, run_dir, live=live)
+            run_load_sync(opts.config(url, run.users, run.arm, rate=run.rate), workload,
+                          run_dir, live=live, watch=watch_of(run.arm) if watch_of else None)
         except BaseException:
             state.record(run, status="interrupted")
             raise
-        state.record(run, status="complete" if is_run_complete(run_dir) else "incomplete")
+        state.record(run, status="complete" if is_run_complete(run_dir) else "incomplete",
+                     validity=run_verdict(run_dir))
     return seen
 
 
-def write_report(out: Path, *, allow_unfair: bool, seed: int = 0) -> tuple[Path, str, str]:
+def write_report(out: Path, *, allow_unfair: bool, seed: int = 0) -> tuple[Path, Comparison]:
     """Compare the runs under ``out/runs``; write report.html, summary.json, requests.csv."""
     from analysis import compare_runs, read_runs, render_report, requests_csv
 
@@ -225,17 +247,18 @@ def write_report(out: Path, *, allow_unfair: bool, seed: int = 0) -> tuple[Path,
     report.write_text(html, encoding="utf-8")
     (out / "summary.json").write_text(comparison.model_dump_json(indent=2), encoding="utf-8")
     (out / "requests.csv").write_text(requests_csv(runs), encoding="utf-8")
-    return report, comparison.verdict, comparison.fairness.sentence
+    return report, comparison
 
 
 def _finish(out: Path, state: _State, opts: CompareOptions, live: Live) -> CompareResult:
-    report, verdict, sentence = write_report(out, allow_unfair=opts.allow_unfair,
-                                             seed=opts.seed)
+    report, comparison = write_report(out, allow_unfair=opts.allow_unfair, seed=opts.seed)
     state.data["report"] = report.name
+    state.data["validity"] = comparison.validity.model_dump(mode="json")
     state.save()
     runs = [dict(name=k, **v) for k, v in state.data["runs"].items()]
-    return CompareResult(out=out, report=report, verdict=verdict, fairness_sentence=sentence,
-                         runs=runs)
+    return CompareResult(out=out, report=report, verdict=comparison.verdict,
+                         fairness_sentence=comparison.fairness.sentence, runs=runs,
+                         validity=comparison.validity)
 
 
 def _check_arms(labels: Sequence[str]) -> None:
@@ -254,7 +277,7 @@ def compare_arms(arms: Sequence[tuple[str, str]], workload: str | os.PathLike[st
     path = os.fspath(workload)
     out_p = Path(out)
     settings = _settings(labels, path, opts)
-    plan = plan_runs(labels, opts.levels, opts.repeats)
+    plan = plan_runs(labels, opts.levels, opts.repeats, rates=opts.rates)
     _check_resume(out_p, settings)
     verdict = preflight(arms, opts)
     if verdict.overridden:
@@ -278,13 +301,17 @@ def compare_launched(model: str, arms: Sequence[str], workload: str | os.PathLik
                      live: Live = "quiet") -> CompareResult:
     """Start vLLM for each arm (``decode_backend`` = the label), compare, always stop them.
 
-    Sequential: one server at a time on the same GPUs, ``plan_runs_by_arm`` order;
-    each arm is checked against the first one launched before its load (fairness
-    preflight). Side by side: all at once on disjoint GPUs, ``plan_runs`` order.
+    Both modes keep the run-level A B B A order of :func:`plan_runs`. Sequential: one
+    server at a time on the same GPUs, restarted whenever the arm changes
+    (:func:`launch_groups`; the printed plan says how many starts that costs); each
+    arm is checked against the first one launched before its load (fairness
+    preflight). Side by side: all at once on disjoint GPUs. Every launched server is
+    watched during its runs; a run during which it died is stamped invalid.
     """
     from replay.launch import (
         DEFAULT_STARTUP_TIMEOUT_S,
         LaunchMode,
+        ServerWatcher,
         arm_log_path,
         launch_arm,
         launch_arms,
@@ -305,40 +332,44 @@ def compare_launched(model: str, arms: Sequence[str], workload: str | os.PathLik
     _check_resume(out_p, settings)
     by_label = {s.label: s for s in specs}
     timeout = startup_timeout_s or DEFAULT_STARTUP_TIMEOUT_S
+    plan = plan_runs(arms, opts.levels, opts.repeats, rates=opts.rates)
+    state = _State(out_p, settings, plan, {a: by_label[a].url for a in arms}, mode)
     if launch_mode is LaunchMode.SIDE_BY_SIDE:
-        plan = plan_runs(arms, opts.levels, opts.repeats)
-        state = _State(out_p, settings, plan, {a: by_label[a].url for a in arms}, mode)
-        with launch_arms(specs, logs, startup_timeout=timeout, base_env=base_env) as up:
+        with launch_arms(specs, logs, startup_timeout=timeout, base_env=base_env) as up, \
+                contextlib.ExitStack() as stack:
+            watches = {a.spec.label: stack.enter_context(
+                ServerWatcher(a.pid, a.url, a.spec.label)) for a in up}
             verdict = preflight([(a.spec.label, a.url) for a in up], opts)
             state.data["preflight"] = verdict.model_dump(mode="json")
             state.save()
             _execute(plan, lambda arm: by_label[arm].url, path, out_p, opts, state, live,
-                     len(plan), 0)
+                     len(plan), 0, watches.__getitem__)
         return _finish(out_p, state, opts, live)
-    groups = plan_runs_by_arm(arms, opts.levels, opts.repeats)
-    plan = [r for _, runs in groups for r in runs]
-    state = _State(out_p, settings, plan, {a: by_label[a].url for a in arms}, mode)
+    groups = launch_groups(plan)
+    _say(live, f"plan: {len(plan)} runs in A B B A order; launched one at a time that is "
+               f"{len(groups)} server starts ({len(groups) - len(arms)} restart(s) beyond one "
+               "per arm, the price of keeping drift between runs off the arms' difference)")
     first: tuple[str, str, ServerFacts] | None = None
     seen = 0
     for index, (arm, runs) in enumerate(groups):
-        if all(is_run_complete(out_p / "runs" / r.name) for r in runs):
+        if all(is_run_reusable(out_p / "runs" / r.name) for r in runs):
             seen = _execute(runs, lambda a: by_label[a].url, path, out_p, opts, state, live,
                             len(plan), seen)
             continue
         spec = by_label[arm]
         _say(live, f"starting vLLM for arm {arm} (log {arm_log_path(logs, index, spec)})")
         with launch_arm(spec, arm_log_path(logs, index, spec), startup_timeout=timeout,
-                        base_env=base_env) as up:
-            facts = asyncio.run(_probe_all([(arm, up.url)], opts))[0]
+                        base_env=base_env) as one, ServerWatcher(one.pid, one.url, arm) as watch:
+            facts = asyncio.run(_probe_all([(arm, one.url)], opts))[0]
             if first is None:
-                first = (arm, up.url, facts)
+                first = (arm, one.url, facts)
             elif first[0] != arm:
                 verdict = judge_fairness(
                     [_stand_in(first[0], first[1], first[2], opts),
-                     _stand_in(arm, up.url, facts, opts)],
+                     _stand_in(arm, one.url, facts, opts)],
                     allow_unfair=opts.allow_unfair)
                 state.data["preflight"] = verdict.model_dump(mode="json")
                 state.save()
-            seen = _execute(runs, lambda a: up.url, path, out_p, opts, state, live,
-                            len(plan), seen)
+            seen = _execute(runs, lambda a: one.url, path, out_p, opts, state, live,
+                            len(plan), seen, lambda a: watch)
     return _finish(out_p, state, opts, live)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from replay.errors import ConfigError
 from replay.load import RunSettings, validated
 
-__all__ = ["CompareOptions", "parse_levels"]
+__all__ = ["CompareOptions", "parse_levels", "parse_rates"]
 
 
 class CompareOptions(BaseModel):
@@ -23,8 +23,11 @@ class CompareOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    levels: tuple[int, ...] = Field(min_length=1)
-    """User counts, each run at every arm."""
+    levels: tuple[int, ...] = Field(default=(1,), min_length=1)
+    """User counts, each run at every arm (closed loop)."""
+    rates: tuple[float, ...] | None = Field(default=None, min_length=1)
+    """Session arrival rates (per second), each run at every arm: open-loop levels
+    (``levels`` is then unused)."""
     duration_s: float = Field(gt=0)
     repeats: int = Field(default=1, ge=1, le=1000)
     warmup_s: float = Field(default=0.0, ge=0)
@@ -48,10 +51,19 @@ class CompareOptions(BaseModel):
             raise ValueError("give distinct user counts of at least 1, e.g. 1,4,16")
         return levels
 
-    def config(self, target: str, users: int, label: str) -> RunSettings:
-        """The settings of one planned run."""
+    @field_validator("rates")
+    @classmethod
+    def _distinct_rates(cls, rates: tuple[float, ...] | None) -> tuple[float, ...] | None:
+        if rates is not None and (min(rates) <= 0 or len(set(rates)) != len(rates)):
+            raise ValueError("give distinct session rates above 0, e.g. 0.5,1,2")
+        return rates
+
+    def config(self, target: str, users: int, label: str,
+               rate: float | None = None) -> RunSettings:
+        """The settings of one planned run (open loop at ``rate`` when given)."""
         return validated(RunSettings, dict(
-            target=target, users=users, duration_s=self.duration_s, warmup_s=self.warmup_s,
+            target=target, users=users, rate=rate, duration_s=self.duration_s,
+            warmup_s=self.warmup_s,
             drain_s=self.drain_s, api=self.api, model=self.model,
             api_key_env=self.api_key_env, seed=self.seed, vocab_size=self.vocab_size,
             think_scale=self.think_scale, think_time_cap_s=self.think_time_cap_s,
@@ -66,4 +78,13 @@ def parse_levels(text: str, flag: str = "--users") -> tuple[int, ...]:
         return tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise ConfigError(f"{flag} {text!r}: give comma-separated integers, e.g. 1,4,16") \
+            from None
+
+
+def parse_rates(text: str, flag: str = "--rate") -> tuple[float, ...]:
+    """``"0.5,1,2"`` -> ``(0.5, 1.0, 2.0)``; anything else is a one-line error naming ``flag``."""
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r}: give comma-separated session rates, e.g. 0.5,1,2") \
             from None

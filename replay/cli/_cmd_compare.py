@@ -28,7 +28,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="an arm: LABEL=URL of a running server, or just the decode_backend "
                         "with --launch; repeat for each arm")
     p.add_argument("--workload", required=True, help="workload file (.jsonl)")
-    p.add_argument("--users", default="1", help="comma-separated user counts, e.g. 1,2,4,8")
+    p.add_argument("--users", default=None,
+                   help="comma-separated user counts, e.g. 1,2,4,8 (closed loop; default 1)")
+    p.add_argument("--rate", default=None, metavar="RATES",
+                   help="comma-separated session arrival rates per second, e.g. 0.5,1,2: "
+                        "open-loop levels instead of user counts")
     p.add_argument("--duration", type=float, required=True, help="measured window, seconds")
     p.add_argument("--warmup", type=float, default=0.0, help="warmup seconds before it")
     p.add_argument("--drain", type=float, default=30.0,
@@ -87,12 +91,23 @@ def _live(args: argparse.Namespace) -> Live:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from replay.ab import CompareOptions, compare_arms, compare_launched, parse_levels
+    from replay.ab import (
+        CompareOptions,
+        compare_arms,
+        compare_launched,
+        parse_levels,
+        parse_rates,
+    )
     from replay.errors import ConfigError
     from replay.load import validated
 
+    if args.rate is not None and args.users is not None:
+        raise ConfigError("--users and --rate: give one (user counts for closed-loop levels, "
+                          "or session rates for open-loop levels)")
     opts = validated(CompareOptions, dict(
-        levels=parse_levels(args.users), duration_s=args.duration, repeats=args.repeats,
+        levels=parse_levels(args.users or "1"),
+        rates=None if args.rate is None else parse_rates(args.rate),
+        duration_s=args.duration, repeats=args.repeats,
         warmup_s=args.warmup, drain_s=args.drain, seed=args.seed, api=args.api,
         model=None if args.launch else args.model, api_key_env=args.api_key_env,
         vocab_size=args.vocab_size, think_scale=args.think_scale,
@@ -159,8 +174,11 @@ def _search(args: argparse.Namespace, opts: CompareOptions, extra: list[str],
 
 
 def _print(result: CompareResult) -> int:
-    """Verdict and report path on stdout (progress went to stderr)."""
+    """Verdict and report path on stdout (progress went to stderr), then the
+    comparison's validity; exit 3 when it is invalid."""
     from rich.console import Console
+
+    from replay.cli import print_validity
 
     console = Console(stderr=False)
     fairness = result.fairness_sentence
@@ -168,7 +186,7 @@ def _print(result: CompareResult) -> int:
         console.print(f"warning: {fairness}", style="bold red", markup=False, soft_wrap=True)
     console.print(result.verdict, markup=False, highlight=False, soft_wrap=True)
     console.print(f"report: {result.report}", markup=False, highlight=False, soft_wrap=True)
-    return 0
+    return print_validity(result.validity, "comparison")
 
 
 def _demo(args: argparse.Namespace) -> int:

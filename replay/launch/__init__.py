@@ -22,13 +22,16 @@ from replay.launch._launcher import (
     resolve_vllm_launcher,
 )
 from replay.launch._vllm_process import ServerProcess, log_tail, port_is_free
+from replay.launch._watch import HEALTH_FAILURES, ServerWatcher
 
 __all__ = [
     "API_SERVER_MODULE",
     "DEFAULT_STARTUP_TIMEOUT_S",
+    "HEALTH_FAILURES",
     "LaunchMode",
     "LaunchedArm",
     "ServerProcess",
+    "ServerWatcher",
     "VllmArmSpec",
     "arm_log_path",
     "build_command",

@@ -22,7 +22,7 @@ from replay.load._phases import (
 )
 from replay.load._ray import RayExecutor
 from replay.load._remote import WorkerExecutor, WorkerPlan, run_plan, split_users
-from replay.load._run import run_load, run_load_sync
+from replay.load._run import ServerWatchHook, load_kind, run_load, run_load_sync
 from replay.load._settings import FLAGS, RunConfig, RunSettings, flag_of, settings_error, validated
 from replay.load._workers import ProcessExecutor, event_loop_factory
 from replay.load._writer import RunWriter, close_manifest, iso_utc
@@ -45,6 +45,7 @@ __all__ = [
     "RunConfig",
     "RunSettings",
     "RunWriter",
+    "ServerWatchHook",
     "Target",
     "WorkerExecutor",
     "WorkerPlan",
@@ -55,6 +56,7 @@ __all__ = [
     "event_loop_factory",
     "flag_of",
     "iso_utc",
+    "load_kind",
     "make_context",
     "open_plan",
     "raise_crash",

@@ -319,9 +319,10 @@ def run_load_sync(
     *,
     live: Live = "quiet",
     builder: PromptBuilder | None = None,
+    watch: ServerWatchHook | None = None,
 ) -> Path:
     """:func:`run_load` on a fresh event loop (uvloop when available), for callers
     that are not async themselves (compare, demo, benchmarks)."""
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
         return runner.run(run_load(settings, workload_path, out_dir, live=live,
-                                   builder=builder))
+                                   builder=builder, watch=watch))

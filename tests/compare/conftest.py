@@ -7,11 +7,11 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 
 from replay.sim import SimServerProcess, load_profile
-from traces._generate import generate
-from traces._io import write_workload
+from traces import generate, write_workload
 
 TIME_SCALE = 4.0
 
@@ -45,3 +45,10 @@ def profile_variant(tmp: Path, **changes: object) -> Path:
     path = tmp / "small-variant.json"
     path.write_text(json.dumps(data))
     return path
+
+
+def exit_for(out: Path) -> int:
+    """The exit code ``compare`` owes for the comparison in ``out``: 3 when its summary
+    is stamped invalid (a starved simulator on a busy machine can do that), else 0."""
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    return 3 if summary.get("validity", {}).get("verdict") == "invalid" else 0

@@ -11,7 +11,7 @@ import pytest
 from replay.ab import CompareOptions, compare_arms, is_run_complete, plan_runs
 from replay.cli import main
 from replay.errors import ConfigError
-from tests.compare.conftest import profile_variant, sims
+from tests.compare.conftest import exit_for, profile_variant, sims
 
 
 def _opts(**kw: object) -> CompareOptions:
@@ -71,7 +71,7 @@ def test_unfair_arms_are_refused_before_any_load(tiny_workload: Path, tmp_path: 
         assert "max_num_seqs" in err
         assert not (out / "runs").exists()
         code = main([*args, "--allow-unfair", "--warmup", "0.2", "--drain", "0.5"])
-    assert code == 0
+    assert code == exit_for(out)
     printed = capsys.readouterr().out
     assert "UNFAIR" in printed
     html = (out / "report.html").read_text()

@@ -11,6 +11,7 @@ import pytest
 
 from replay.ab import DEMO_PROFILE
 from replay.sim import load_profile
+from tests.compare.conftest import exit_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,7 +21,7 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     done = subprocess.run([sys.executable, "-m", "replay.cli", "demo", "--out", str(out),
                            "--quick"], cwd=ROOT, capture_output=True, timeout=180)
-    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    assert done.returncode == exit_for(out), done.stderr.decode(errors="replace")
     printed = done.stdout.decode()
     report = out / "report.html"
     assert report.exists()

@@ -20,8 +20,8 @@ from replay.ab import (
     CompareOptions,
     compare_launched,
     is_run_complete,
+    launch_groups,
     plan_runs,
-    plan_runs_by_arm,
 )
 from replay.sim import free_port
 
@@ -66,11 +66,10 @@ def test_launched_arms_run_in_order_and_are_stopped(
         str(tmp_path), arms, tiny_workload, out, _opts(), vllm_python=str(fake_python),
         mode=mode, port=port, gpus_per_arm=1 if mode == "side-by-side" else None,
         startup_timeout_s=30)  # type: ignore[arg-type]
-    if mode == "sequential":
-        names = [r.name for _, runs in plan_runs_by_arm(arms, [1, 2], 1) for r in runs]
-        assert len(list((out / "logs").iterdir())) == 2
-    else:
-        names = [r.name for r in plan_runs(arms, [1, 2], 1)]
+    plan = plan_runs(arms, [1, 2], 1)
+    names = [r.name for r in plan]
+    if mode == "sequential":  # A | B B | A: one server start per group
+        assert len(list((out / "logs").iterdir())) == len(launch_groups(plan)) == 3
     state = orjson.loads((out / "comparison.json").read_bytes())
     assert [p["name"] for p in state["plan"]] == names
     starts = [orjson.loads((out / "runs" / n / "run.json").read_bytes())["started_at"]

