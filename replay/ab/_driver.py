@@ -322,9 +322,9 @@ def compare_launched(model: str, arms: Sequence[str], workload: str | os.PathLik
     _check_arms(arms)
     path = os.fspath(workload)
     out_p = Path(out)
+    settings = _settings(arms, path, opts)
     logs = out_p / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    settings = _settings(arms, path, opts)
     launch_mode = LaunchMode(mode)
     specs = plan_arms(model, arms, launcher=resolve_vllm_launcher(vllm_python), port=port,
                       mode=launch_mode, gpus_per_arm=gpus_per_arm, extra_args=extra_args,

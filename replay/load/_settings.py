@@ -42,10 +42,10 @@ FLAGS: dict[str, str] = {
     "metrics_interval_s": "--metrics-interval",
     "workers": "--workers",
     "ray": "--ray",
-    "repeats": "--repeats",
-    "allow_unfair": "--allow-unfair",
     "first_token_timeout_s": "--ttft-timeout",
     "itl_timeout_s": "--itl-timeout",
+    "repeats": "--repeats",
+    "allow_unfair": "--allow-unfair",
 }
 """Settings field -> the command-line flag that sets it (the one place they are paired)."""
 
