@@ -50,7 +50,8 @@ class Rules(BaseModel):
     """Measured prefix-hit share below this fraction of the expected share."""
     cache_rise_caveat: float = 0.10
     """Measured prefix-hit share rising by this much (absolute) from the first to
-    the second half of the window: the cache was still warming."""
+    the second half of the window: the cache was still warming (checked from
+    ``min_requests`` requests in the window)."""
     failure_burst_share: float = 0.5
     """Failure share in the last quarter of the window that, with few failures
     before it, says the server died or restarted."""

@@ -144,6 +144,8 @@ def _cache(s: RunSummary, found: _Found, rules: Rules) -> None:
                       f" against {p.expected_share:.1%} expected: the cache was cold or too "
                       "small (a longer --warmup warms it)")
     first, second = p.measured_share_halves
+    if s.counts.in_window < rules.min_requests:
+        return  # a handful of requests per half: their shares say nothing about a trend
     if first is not None and second is not None and second - first > rules.cache_rise_caveat:
         found.add("cache_warming", "caveat", f"prefix-hit share rose from {first:.1%} to "
                   f"{second:.1%} inside the window: the cache was still warming (longer "
