@@ -24,6 +24,7 @@ from traces._import_common import (
 )
 from traces._lines import bounded_text_lines
 from traces._models import Session, WorkloadHeader
+from traces._scale import make_scaler, scale_params
 
 __all__ = ["import_azure"]
 
@@ -65,15 +66,17 @@ def _rows(reader: Any, name: str) -> Iterator[list[str]]:
 
 
 def import_azure(path: str | os.PathLike[str], *, max_context: int | None = None,
-                 block_size: int = 64) -> ImportedTrace:
+                 block_size: int = 64, token_scale: float = 1.0) -> ImportedTrace:
     """Stream one-request sessions from an Azure trace CSV."""
     file = Path(path)
     if not file.is_file():
         raise TraceError("no such file", file=str(file))
     base = WorkloadHeader(
         source="azure", block_size=block_size, arrival="timestamps", max_context=max_context,
-        params={"path": file.name, "block_ids": "synthetic, unique"},
+        params={"path": file.name, "block_ids": "synthetic, unique",
+                **scale_params(token_scale)},
     )
+    scaler = make_scaler(token_scale, block_size)
 
     def sessions(counters: Counters) -> Iterator[Session]:
         name = str(file)
@@ -114,7 +117,7 @@ def import_azure(path: str | os.PathLike[str], *, max_context: int | None = None
                 if offset < 0:
                     raise TraceError("timestamp earlier than the first row's", file=name,
                                      line=line, field="TIMESTAMP")
-                enc = ChainEncoder(block_size, max_context, counters)
+                enc = ChainEncoder(block_size, max_context, counters, scaler=scaler)
                 full = ids.fresh(-(-prompt // block_size))
                 req = enc.encode(full, prompt, output, arrival_s=offset)
                 counters.sessions_compacted += enc.compactions > 0

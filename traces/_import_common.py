@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from traces._models import Request, RequestKind, Session, Subagent, WorkloadHeader
+from traces._scale import Scaler
 
 __all__ = [
     "MAX_REQUEST_TOKENS",
@@ -145,6 +146,8 @@ class ChainEncoder:
     max_context: int | None
     counters: Counters
     shared_blocks: int = 0
+    scaler: Scaler | None = None
+    """Scales every request's sizes first (``token_scale`` below 1)."""
     _prev_raw: list[int] = field(default_factory=list)
     _prev_out: list[int] = field(default_factory=list)
     _drop: int = 0
@@ -155,8 +158,11 @@ class ChainEncoder:
         think_time_s: float = 0.0, kind: RequestKind = "other",
         arrival_s: float | None = None, subagents: tuple[Subagent, ...] = (),
     ) -> Request:
-        raw = full
         shared = min(self.shared_blocks, len(full))
+        if self.scaler is not None:
+            full, prompt_tokens, output_tokens, shared = self.scaler.apply(
+                full, prompt_tokens, output_tokens, shared)
+        raw = full
         if self.max_context is not None:
             full, prompt_tokens, output_tokens, shared = self._fit(
                 full, prompt_tokens, output_tokens, shared

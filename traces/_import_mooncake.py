@@ -19,6 +19,7 @@ from traces._errors import TraceError
 from traces._import_common import MAX_REQUEST_TOKENS, ChainEncoder, Counters, ImportedTrace
 from traces._lines import bounded_lines
 from traces._models import Session, WorkloadHeader
+from traces._scale import make_scaler, scale_params
 
 __all__ = ["MOONCAKE_BLOCK_SIZE", "import_mooncake"]
 
@@ -35,15 +36,17 @@ class _MooncakeLine(BaseModel):
 
 
 def import_mooncake(path: str | os.PathLike[str], *, max_context: int | None = None,
-                    block_size: int = MOONCAKE_BLOCK_SIZE) -> ImportedTrace:
+                    block_size: int = MOONCAKE_BLOCK_SIZE, token_scale: float = 1.0
+                    ) -> ImportedTrace:
     """Stream one-request sessions from a Mooncake JSONL file."""
     file = Path(path)
     if not file.is_file():
         raise TraceError("no such file", file=str(file))
     base = WorkloadHeader(
         source="mooncake", block_size=block_size, arrival="timestamps",
-        max_context=max_context, params={"path": file.name},
+        max_context=max_context, params={"path": file.name, **scale_params(token_scale)},
     )
+    scaler = make_scaler(token_scale, block_size)
 
     def sessions(counters: Counters) -> Iterator[Session]:
         name = str(file)
@@ -82,7 +85,8 @@ def import_mooncake(path: str | os.PathLike[str], *, max_context: int | None = N
                 if output < 1:
                     output = 1
                     counters.zero_outputs_raised += 1
-                enc = ChainEncoder(block_size, max_context, counters, len(rec.hash_ids))
+                enc = ChainEncoder(block_size, max_context, counters, len(rec.hash_ids),
+                                   scaler)
                 req = enc.encode(list(rec.hash_ids), rec.input_length, output,
                                  arrival_s=rec.timestamp / 1000.0)
                 counters.sessions_compacted += enc.compactions > 0

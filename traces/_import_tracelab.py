@@ -30,6 +30,7 @@ from traces._import_common import (
 )
 from traces._lines import bounded_lines
 from traces._models import Request, RequestKind, Session, WorkloadHeader
+from traces._scale import make_scaler, scale_params
 
 __all__ = ["import_tracelab"]
 
@@ -115,7 +116,8 @@ def _gap(later: datetime | None, earlier: datetime | None) -> float:
 
 
 def import_tracelab(path: str | os.PathLike[str], *, max_context: int | None = None,
-                    block_size: int = 64, dedupe: bool = False) -> ImportedTrace:
+                    block_size: int = 64, dedupe: bool = False, token_scale: float = 1.0
+                    ) -> ImportedTrace:
     """Sessions rebuilt from a TraceLab ``round_trace.jsonl``.
 
     A session whose rounds (all fields but ``session_id``) repeat an earlier
@@ -126,8 +128,9 @@ def import_tracelab(path: str | os.PathLike[str], *, max_context: int | None = N
         raise TraceError("no such file", file=str(file))
     base = WorkloadHeader(
         source="tracelab", block_size=block_size, arrival="closed", max_context=max_context,
-        params={"path": file.name, "dedupe": dedupe},
+        params={"path": file.name, "dedupe": dedupe, **scale_params(token_scale)},
     )
+    scaler = make_scaler(token_scale, block_size)
 
     def sessions(counters: Counters) -> Iterator[Session]:
         name = str(file)
@@ -152,7 +155,7 @@ def import_tracelab(path: str | os.PathLike[str], *, max_context: int | None = N
                 if a.round_index == b.round_index:
                     raise TraceError(f"round_index {b.round_index} repeats line {la}",
                                      file=name, line=lb, field="round_index")
-            enc = ChainEncoder(block_size, max_context, counters)
+            enc = ChainEncoder(block_size, max_context, counters, scaler=scaler)
             prev_full: list[int] = []
             prev_tokens = 0
             prev_out_time: datetime | None = None

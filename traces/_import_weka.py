@@ -37,6 +37,7 @@ from traces._import_common import (
     ImportedTrace,
 )
 from traces._models import Request, RequestKind, Session, Subagent, WorkloadHeader
+from traces._scale import Scaler, make_scaler, scale_params
 
 __all__ = ["import_weka"]
 
@@ -88,9 +89,10 @@ class _Ctx:
 
     def __init__(self, file: str, line: int | None, remap: Callable[[int], int],
                  ids: IdSpace, block_size: int, max_context: int | None,
-                 counters: Counters) -> None:
+                 counters: Counters, scaler: Scaler | None) -> None:
         self.file, self.line, self.remap, self.ids = file, line, remap, ids
         self.block_size, self.max_context, self.counters = block_size, max_context, counters
+        self.scaler = scaler
 
     def error(self, message: str, field: str) -> TraceError:
         return TraceError(message, file=self.file, line=self.line, field=field)
@@ -143,7 +145,7 @@ def _chain(ctx: _Ctx, raw: list[dict[str, Any]], shared_tokens: int, where: str,
     last one's finish ``t`` (its ``think_time`` spans the subagents' run).
     """
     bs = ctx.block_size
-    enc = ChainEncoder(bs, ctx.max_context, ctx.counters, shared_tokens // bs)
+    enc = ChainEncoder(bs, ctx.max_context, ctx.counters, shared_tokens // bs, ctx.scaler)
     pending: list[_Pending] = []
     compactions = 0
     for i, obj in enumerate(raw):
@@ -228,11 +230,12 @@ def _load(file: Path) -> tuple[list[Any], int | None]:
 
 
 def import_weka(path: str | os.PathLike[str], *, max_context: int | None = None,
-                dedupe: bool = False) -> ImportedTrace:
+                dedupe: bool = False, token_scale: float = 1.0) -> ImportedTrace:
     """Stream the sessions of a WEKA session file or a folder of them.
 
     Sessions whose content (everything but the id) repeats an earlier one are
     counted in ``duplicate_sessions``; ``dedupe`` drops them, else they are kept.
+    ``token_scale`` below 1 shrinks every size (see ``traces._scale``).
     """
     root = Path(path)
     files = _files(root)
@@ -244,8 +247,9 @@ def import_weka(path: str | os.PathLike[str], *, max_context: int | None = None,
     base = WorkloadHeader(
         source="weka", block_size=block_size, arrival="closed", max_context=max_context,
         params={"path": root.name, "files": len(files), "hash_id_scope": "session",
-                "dedupe": dedupe},
+                "dedupe": dedupe, **scale_params(token_scale)},
     )
+    scaler = make_scaler(token_scale, block_size)
 
     def sessions(counters: Counters) -> Iterator[Session]:
         ids = IdSpace()
@@ -256,7 +260,7 @@ def import_weka(path: str | os.PathLike[str], *, max_context: int | None = None,
                 top = "session" if len(objs) == 1 else f"sessions.{k}"
                 where = "requests" if len(objs) == 1 else f"{top}.requests"
                 ctx = _Ctx(str(file), line, ids.namespace(), ids, block_size, max_context,
-                           counters)
+                           counters, scaler)
                 meta = ctx.validate(_WekaSession, obj, top)
                 content = {k: v for k, v in obj.items() if k != "id"}
                 if seen.repeat(content) and dedupe:

@@ -18,5 +18,6 @@ IMPORTERS: dict[str, Callable[..., ImportedTrace]] = {
     "tracelab": import_tracelab,
     "weka": import_weka,
 }
-"""Each takes ``(path: str | os.PathLike, *, max_context: int | None = None)``."""
+"""Each takes ``(path, *, max_context: int | None = None, token_scale: float = 1.0)``;
+the session formats (tracelab, weka) also ``dedupe: bool = False``."""
 

@@ -49,7 +49,12 @@ def register(subparsers: Any) -> None:
     imp.add_argument("path", help="trace file (or folder of WEKA session files)")
     imp.add_argument("-o", "--output", required=True)
     imp.add_argument("--max-context", type=int, default=None,
-                     help="compact requests that would not fit (counted in the header)")
+                     help="the model's context: below 200000 token sizes are scaled to fit "
+                          "(session shape kept), then requests that still would not fit are "
+                          "compacted (both stated in the header)")
+    imp.add_argument("--token-scale", type=float, default=None,
+                     help="multiply every token size by this (0 < x <= 1; default: the "
+                          "scale for --max-context, 1 without it)")
     imp.add_argument("--dedupe", action="store_true",
                      help="drop sessions whose content repeats an earlier one "
                           "(default: keep them; they are counted either way)")
@@ -123,16 +128,29 @@ _SESSION_FORMATS = ("tracelab", "weka")
 
 def _import(args: argparse.Namespace) -> int:
     from replay.errors import ConfigError
-    from traces import IMPORTERS, write_workload
+    from traces import IMPORTERS, TraceError, token_scale_for, write_workload
 
     _positive(args.max_context, "--max-context")
-    options: dict[str, Any] = {"max_context": args.max_context}
+    scale = args.token_scale
+    if scale is None:
+        scale = 1.0 if args.max_context is None else token_scale_for(args.max_context)
+    elif not 0 < scale <= 1:
+        raise ConfigError(f"--token-scale: must be in (0, 1], got {scale}")
+    options: dict[str, Any] = {"max_context": args.max_context, "token_scale": scale}
     if args.format in _SESSION_FORMATS:
         options["dedupe"] = args.dedupe
     elif args.dedupe:
         raise ConfigError(f"--dedupe: {args.format} traces have no sessions to deduplicate")
-    imported = IMPORTERS[args.format](args.path, **options)
+    try:
+        imported = IMPORTERS[args.format](args.path, **options)
+    except TraceError as exc:
+        if exc.file is None and exc.field:  # a bad option, not a bad file
+            raise ConfigError(f"--{exc.field.replace('_', '-')}: {exc.message}") from None
+        raise
     written = write_workload(args.output, imported.header, imported.sessions)
+    if scale < 1:
+        print(f"note: token sizes scaled x{scale:.4g} (session shape kept: turns, think "
+              "times, prefix reuse)", file=sys.stderr)
     counts = imported.counters.as_params()
     dupes = counts.pop("duplicate_sessions")
     changed = {k: v for k, v in counts.items() if v}

@@ -48,7 +48,7 @@ def test_import_each_format(sample_traces: Path, tmp_path: Path,
         assert main(["traces", "validate", str(out)]) == 0
     out = tmp_path / "capped.jsonl"
     assert main(["traces", "import", "--format", "weka", str(cases["weka"]), "-o", str(out),
-                 "--max-context", "65536"]) == 0
+                 "--max-context", "65536", "--token-scale", "1"]) == 0
     assert "compactions" in capsys.readouterr().out
     assert read_header(out).params["compactions"] >= 1
 
@@ -116,3 +116,17 @@ def test_generate_decode_profile(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["traces", "generate", "--profile", "decode", "--sessions", "1",
                  "--input-tokens", "0", "-o", str(out)]) == 2
     assert "--input-tokens" in capsys.readouterr().err
+
+
+def test_import_scales_to_the_context(sample_traces: Path, tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "small.jsonl"
+    assert main(["traces", "import", "--format", "weka", str(sample_traces / "weka"),
+                 "-o", str(out), "--max-context", "4096"]) == 0
+    assert "scaled x0.02048" in capsys.readouterr().err
+    assert read_header(out).params["token_scale"] == pytest.approx(4096 / 200_000)
+    assert all(r.prompt_tokens + r.output_tokens <= 4096
+               for s in iter_sessions(out) for r in s.requests)
+    assert main(["traces", "import", "--format", "weka", str(sample_traces / "weka"),
+                 "-o", str(out), "--token-scale", "2"]) == 2
+    assert "--token-scale" in capsys.readouterr().err

@@ -298,3 +298,31 @@ def test_chain_encoder_compacts_like_an_agent() -> None:
     appended = [r for r, prev in zip(reqs[1:], reqs, strict=False)
                 if r.prefix_blocks == prev.num_blocks]
     assert len(appended) >= len(reqs) - 1 - counters.compactions
+
+
+# Reuse is measured in 64-token blocks: at scale s one scaled block stands for ~1/s
+# original ones, and the block holding each turn's new tail is new, so tiny contexts
+# lose a few points of reuse to granularity (2048: s = 0.01).
+@pytest.mark.parametrize(("limit", "reuse_tol"), [(2048, 0.12), (4096, 0.06), (32768, 0.03)])
+def test_weka_token_scale_keeps_the_shape(sample_traces: Path, limit: int,
+                                          reuse_tol: float) -> None:
+    from traces import inspect_sessions, token_scale_for
+
+    path = sample_traces / "weka"
+    plain = list(import_weka(path).sessions)
+    scale = token_scale_for(limit)
+    imported = import_weka(path, max_context=limit, token_scale=scale)
+    scaled = list(imported.sessions)
+    assert imported.header().params["token_scale"] == scale
+    for a, b in zip(plain, scaled, strict=True):
+        check_session(b, 64)
+        ra, rb = _all_requests([a]), _all_requests([b])
+        assert len(ra) == len(rb)  # every request kept, subagents included
+        assert [r.think_time_s for r in ra] == [r.think_time_s for r in rb]
+        for x, y in zip(ra, rb, strict=True):
+            assert y.prompt_tokens + y.output_tokens <= limit
+            if y.prompt_tokens == max(1, round(x.prompt_tokens * scale)):  # not compacted
+                assert y.output_tokens == max(1, round(x.output_tokens * scale))
+    want = inspect_sessions(plain).session_reuse_share
+    got = inspect_sessions(scaled).session_reuse_share
+    assert want is not None and got is not None and abs(got - want) <= reuse_tol
