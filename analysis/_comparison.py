@@ -26,6 +26,7 @@ from analysis._measure import measure
 from analysis._read import RunData
 from analysis._rules import DEFAULT_RULES, Rules
 from analysis._samples import Samples, pool
+from analysis._schema import RESULT_FORMAT_VERSION
 from analysis._slo import DEFAULT_TIERS, SloTier
 from analysis._stats import BOOTSTRAP_REPS, bootstrap_quantiles, bootstrap_sums, metric_rng
 from analysis._summary import RunSummary, clusters_of, summarize
@@ -152,6 +153,9 @@ class Level(_Model):
 
 
 class Comparison(_Model):
+    """What summary.json holds: every level, ratio, capacity row and verdict."""
+
+    format_version: int = RESULT_FORMAT_VERSION
     kind: str = "agentreplay-comparison"
     baseline: str
     arms: list[str]
