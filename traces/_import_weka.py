@@ -203,14 +203,19 @@ def _files(path: Path) -> list[Path]:
     return [path]
 
 
-MAX_SESSION_FILE_BYTES = 512 << 20
+MAX_SESSION_FILE_BYTES = 256 << 20
 """A WEKA session file is one JSON document; larger ones are refused unread."""
 
 
 def _load(file: Path) -> tuple[list[Any], int | None]:
     try:
         with open(file, "rb") as fh:
-            data = fh.read(MAX_SESSION_FILE_BYTES + 1)
+            head = fh.read(1 << 16)
+            start = head.lstrip()[:1]
+            if start and start not in b"{[":  # /dev/zero, a binary: refuse before reading
+                raise TraceError("invalid JSON (a session file starts with '{')",
+                                 file=str(file), line=1)
+            data = head + fh.read(MAX_SESSION_FILE_BYTES + 1 - len(head))
     except OSError as exc:
         raise TraceError(f"cannot read ({exc.strerror})", file=str(file)) from None
     if len(data) > MAX_SESSION_FILE_BYTES:

@@ -70,3 +70,11 @@ def test_absurd_token_counts_name_file_line_field(tmp_path: Path, fmt: str) -> N
         _drain(load(path))
     assert (info.value.line, info.value.field) == want
     assert f"{MAX_REQUEST_TOKENS:,}" in info.value.message
+
+
+def test_weka_import_of_dev_zero_fails_fast(capsys: pytest.CaptureFixture[str],
+                                            tmp_path: Path) -> None:
+    out = tmp_path / "w.jsonl"
+    assert main(["traces", "import", "--format", "weka", "/dev/zero", "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "/dev/zero:1" in err[0]
