@@ -148,6 +148,7 @@ def _rate(tokens: np.ndarray, window_s: float | None, n: int) -> float | None:
 
 
 def share(num: float | None, den: float | None) -> float | None:
+    """num / den; None when either is unknown or den is not positive (never 0 or NaN)."""
     if num is None or den is None or den <= 0:
         return None
     return float(num / den)
