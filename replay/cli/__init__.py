@@ -13,7 +13,7 @@ import errno
 import importlib
 import pkgutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -72,6 +72,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return EXIT_USAGE
+    from replay.cli._signals import exit_code, stop_signals
+
+    with stop_signals() as received:  # SIGTERM/SIGHUP stop in order, as Ctrl-C does
+        return exit_code(_call(func, args), received)
+
+
+def _call(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:
+    """Run a subcommand; user errors, interrupts and write errors become exit codes."""
     try:
         return int(func(args) or 0)
     except _user_error_types() as exc:

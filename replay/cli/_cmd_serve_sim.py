@@ -57,19 +57,27 @@ def _run(args: argparse.Namespace) -> int:
     try:
         import uvloop
     except ImportError:  # pragma: no cover
-        asyncio.run(_serve(config))
+        got = asyncio.run(_serve(config))
     else:
-        uvloop.run(_serve(config))
-    return 0
+        got = uvloop.run(_serve(config))
+    # Ctrl-C is how a server is meant to stop; SIGTERM/SIGHUP say so in the status
+    return 0 if got in (None, signal.SIGINT) else 128 + got
 
 
-async def _serve(config: Any) -> None:
+async def _serve(config: Any) -> int | None:
+    """Serve until a stop signal; returns the signal number."""
     from replay.sim import SimServer
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    got: list[int] = []
+
+    def on_signal(sig: int) -> None:
+        got.append(sig)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(sig, on_signal, sig)
     async with SimServer(config) as srv:
         p = srv.profile
         print(f"serve-sim: SIMULATED vLLM at {srv.url} profile={p.name} "
@@ -77,3 +85,4 @@ async def _serve(config: Any) -> None:
               + (f" slowdown={config.slowdown}" if config.slowdown != 1.0 else ""),
               file=sys.stderr, flush=True)
         await stop.wait()
+    return got[0] if got else None

@@ -1,0 +1,203 @@
+"""SIGTERM and SIGHUP stop compare, run and serve-sim the way Ctrl-C does.
+
+``compare --launch`` runs here against simulated servers started through the
+launcher (``sim_vllm`` stands in for vLLM's server module), so every phase can
+be hit in seconds: server starting, warmup, window, drain. After each signal:
+exit 128 + signal, nothing listening on the port, no server process left, no
+run left "running" in comparison.json, and rerunning the command resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+
+from replay.launch._vllm_process import port_is_free
+from tests.vllm.conftest import free_port
+from traces import Request, Session, WorkloadHeader, write_workload
+
+REPO = Path(__file__).resolve().parents[2]
+SIM_VLLM = Path(__file__).with_name("sim_vllm")
+WARMUP_S, DURATION_S = 2.0, 2.0
+
+
+def _workload(path: Path, output_tokens: int = 30) -> Path:
+    sessions = [Session(id=f"s{k}", requests=tuple(
+        Request(prompt_tokens=64 * (i + 1), output_tokens=output_tokens, prefix_blocks=4 * i,
+                new_block_ids=tuple(range(1000 * k + 20 * i, 1000 * k + 20 * i + 4)),
+                think_time_s=0.1) for i in range(4))) for k in range(2)]
+    write_workload(path, WorkloadHeader(source="hand-built", seed=0, block_size=16), sessions)
+    return path
+
+
+def _model(tmp_path: Path) -> Path:
+    d = tmp_path / "model"
+    d.mkdir(exist_ok=True)
+    (d / "config.json").write_text(json.dumps({"vocab_size": 2048,
+                                               "max_position_embeddings": 8192}))
+    return d
+
+
+def _env(startup_s: float = 0.0) -> dict[str, str]:
+    path = os.pathsep.join([str(SIM_VLLM), str(REPO), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path, "AGENTREPLAY_FAKE_STARTUP_S": str(startup_s)}
+
+
+def _compare_args(tmp_path: Path, port: int, workload: Path) -> list[str]:
+    return [sys.executable, "-m", "replay.cli", "compare", "--launch",
+            "--model", str(_model(tmp_path)), "--vllm-python", sys.executable,
+            "--arm", "auto", "--arm", "latency_specialized", "--workload", str(workload),
+            "--users", "1", "--duration", str(DURATION_S), "--warmup", str(WARMUP_S),
+            "--drain", "10", "--port", str(port), "--out", str(tmp_path / "cmp"), "--plain"]
+
+
+def _sim_servers() -> list[int]:
+    """Processes serving the simulator for a launched arm (the stand-in's exec)."""
+    left = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmd = proc.info["cmdline"] or []
+        if proc.info["status"] != psutil.STATUS_ZOMBIE and "serve-sim" in cmd \
+                and "vllm.entrypoints" not in " ".join(cmd) and proc.pid != os.getpid() \
+                and any(str(SIM_VLLM) in e for e in _environ(proc)):
+            left.append(proc.pid)
+    return left
+
+
+def _environ(proc: psutil.Process) -> list[str]:
+    try:
+        return [v for k, v in proc.environ().items() if k == "PYTHONPATH"]
+    except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+        return []
+
+
+def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _first_run(out: Path) -> dict[str, object] | None:
+    runs = sorted((out / "runs").glob("*/run.json")) if (out / "runs").exists() else []
+    for path in runs:
+        try:
+            return dict(json.loads(path.read_text()))
+        except ValueError:
+            continue
+    return None
+
+
+def _in_phase(out: Path, phase: str) -> bool:
+    """Whether the first run is in ``phase`` (by its manifest's clock)."""
+    if phase == "starting":
+        return any((out / "logs").glob("*.log")) if (out / "logs").exists() else False
+    manifest = _first_run(out)
+    if manifest is None or not manifest.get("started_at"):
+        return False
+    t0 = manifest["clock"]["t0_monotonic_ns"] / 1e9  # type: ignore[index]
+    now = time.monotonic() - t0
+    start = {"warmup": 0.3, "window": WARMUP_S + 0.5,
+             "drain": WARMUP_S + DURATION_S + 0.3}[phase]
+    return now >= start
+
+
+@pytest.mark.parametrize(("phase", "signum"), [
+    ("starting", signal.SIGTERM), ("warmup", signal.SIGHUP), ("window", signal.SIGTERM),
+    ("drain", signal.SIGTERM),
+])
+def test_compare_launch_stops_cleanly_at_every_phase(tmp_path: Path, phase: str,
+                                                     signum: int) -> None:
+    port = free_port()
+    workload = _workload(tmp_path / "w.jsonl", output_tokens=150 if phase == "drain" else 30)
+    args = _compare_args(tmp_path, port, workload)
+    out = tmp_path / "cmp"
+    env = _env(startup_s=3.0 if phase == "starting" else 0.0)
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        _wait(lambda: _in_phase(out, phase) or proc.poll() is not None, 120, phase)
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        proc.send_signal(signum)
+        _, stderr = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signum, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+    _wait(lambda: port_is_free("127.0.0.1", port), 10, "the port to be free")
+    assert not _sim_servers(), "a launched server outlived the signal"
+    state = json.loads((out / "comparison.json").read_text())
+    statuses = [r.get("status") for r in state.get("runs", {}).values()]
+    assert "running" not in statuses, statuses
+    if phase != "starting":
+        manifest = _first_run(out)
+        assert manifest is not None and manifest["interrupted"] is True
+    if phase in ("window", "drain"):  # rerun the same command: resumes and completes
+        again = subprocess.run(args, env=_env(), capture_output=True, text=True, timeout=300)
+        # 3 = the comparison is stamped invalid (runs this short are thin): still finished
+        assert again.returncode in (0, 3), again.stderr[-3000:]
+        assert "Traceback" not in again.stderr
+        state = json.loads((out / "comparison.json").read_text())
+        assert all(r["status"] == "complete" for r in state["runs"].values()), state["runs"]
+        assert not _sim_servers()
+
+
+def test_compare_refuses_changed_vllm_args_before_launch(tmp_path: Path) -> None:
+    port = free_port()
+    workload = _workload(tmp_path / "w.jsonl")
+    args = _compare_args(tmp_path, port, workload)
+    first = subprocess.run(args + ["--", "--max-num-seqs", "4"], env=_env(),
+                           capture_output=True, text=True, timeout=300)
+    assert first.returncode in (0, 3), first.stderr[-3000:]
+    logs = sorted((tmp_path / "cmp" / "logs").iterdir())
+    started = time.monotonic()
+    again = subprocess.run(args + ["--", "--max-num-seqs", "8"], env=_env(startup_s=30),
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 2, again.stderr[-3000:]
+    assert "launch_vllm_args" in again.stderr and "--max-num-seqs" in again.stderr
+    assert time.monotonic() - started < 20, "refused only after starting a server"
+    assert sorted((tmp_path / "cmp" / "logs").iterdir()) == logs
+    (tmp_path / "model" / "config.json").write_text(json.dumps({"vocab_size": 4096}))
+    changed = subprocess.run(args + ["--", "--max-num-seqs", "4"], env=_env(startup_s=30),
+                             capture_output=True, text=True, timeout=120)
+    assert changed.returncode == 2 and "launch_model_fingerprint" in changed.stderr, \
+        changed.stderr[-3000:]
+
+
+def test_run_and_serve_sim_exit_143_on_sigterm(tmp_path: Path) -> None:
+    port = free_port()
+    sim = subprocess.Popen([sys.executable, "-m", "replay.cli", "serve-sim", "--port",
+                            str(port)], stderr=subprocess.PIPE, text=True)
+    try:
+        _wait(lambda: not port_is_free("127.0.0.1", port), 30, "serve-sim to listen")
+        workload = _workload(tmp_path / "w.jsonl")
+        out = tmp_path / "run"
+        run = subprocess.Popen([sys.executable, "-m", "replay.cli", "run", "--target",
+                                f"http://127.0.0.1:{port}", "--workload", str(workload),
+                                "--users", "2", "--duration", "30", "--out", str(out),
+                                "--plain"], stderr=subprocess.PIPE, text=True)
+        _wait(lambda: (out / "requests.jsonl").exists()
+              and (out / "requests.jsonl").stat().st_size > 0, 60, "records")
+        run.send_signal(signal.SIGTERM)
+        _, err = run.communicate(timeout=60)
+        assert run.returncode == 143, err[-3000:]
+        manifest = json.loads((out / "run.json").read_text())
+        assert manifest["interrupted"] is True
+        sim.send_signal(signal.SIGTERM)
+        _, err = sim.communicate(timeout=30)
+        assert sim.returncode == 143, err[-2000:]
+        assert port_is_free("127.0.0.1", port)
+    finally:
+        for p in (sim,):
+            if p.poll() is None:
+                p.kill()
