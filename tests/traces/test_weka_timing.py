@@ -133,3 +133,21 @@ def test_cli_import_reports_duplicates(sample_traces: Path, tmp_path: Path,
     assert read_header(out).sessions == 1
     assert main(["traces", "import", "--format", "azure", str(src / "a.json"), "-o",
                  str(out), "--dedupe"]) == 2
+
+
+def test_tracelab_duplicate_sessions(sample_traces: Path, tmp_path: Path) -> None:
+    from traces import import_tracelab
+
+    rows = [json.loads(x) for x in
+            (sample_traces / "tracelab" / "round_trace.jsonl").read_text().splitlines() if x]
+    first = rows[0]["session_id"]
+    copy = [{**r, "session_id": "copy-of-" + first} for r in rows if r["session_id"] == first]
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows + copy))
+    n = len({r["session_id"] for r in rows})
+    kept = import_tracelab(path)
+    assert len(list(kept.sessions)) == n + 1
+    assert kept.header().params["duplicate_sessions"] == 1
+    dropped = import_tracelab(path, dedupe=True)
+    assert [s.id for s in dropped.sessions].count("copy-of-" + first) == 0
+    assert dropped.header().params["duplicate_sessions"] == 1
