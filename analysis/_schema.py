@@ -276,7 +276,12 @@ class RunManifest(_Model):
     gpu_count: int | None = None
     simulated: bool = False
     scenario: str | None = None
-    """Named scenario the workload came from (e.g. ``agentx``), if any."""
+    """Named replay rules the run followed (``--scenario agentx``), if any."""
+    scenario_satisfied: bool | None = None
+    """Whether the finished run satisfied its scenario's rules (None: no scenario, or
+    not judged yet)."""
+    scenario_notes: list[str] = Field(default_factory=list)
+    """Why the run did not satisfy its scenario (one line each)."""
     load_kind: LoadKind = "users"
     """What sets the load: concurrent users (closed loop), a session rate (open
     loop) or the workload's own timestamps."""

@@ -43,6 +43,9 @@ class CompareOptions(BaseModel):
     first_token_timeout_s: float | None = Field(default=600.0, gt=0)
     itl_timeout_s: float | None = Field(default=120.0, gt=0)
     allow_unfair: bool = False
+    scenario: Literal["agentx"] | None = None
+    """``--scenario``: named replay rules every run of the comparison follows."""
+    scenario_unsafe: bool = False
 
     @field_validator("levels")
     @classmethod
@@ -69,6 +72,7 @@ class CompareOptions(BaseModel):
             think_scale=self.think_scale, think_time_cap_s=self.think_time_cap_s,
             metrics_interval_s=self.metrics_interval_s, label=label,
             first_token_timeout_s=self.first_token_timeout_s, itl_timeout_s=self.itl_timeout_s,
+            scenario=self.scenario, scenario_unsafe=self.scenario_unsafe,
         ))
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from replay.cli._cmd_run import add_scenario_flags
+
 if TYPE_CHECKING:
     from replay.ab import CompareOptions, CompareResult, Live
 
@@ -67,6 +69,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="at most this many runs per arm in a search (default: 12)")
     p.add_argument("vllm_args", nargs=argparse.REMAINDER,
                    help="after --: extra vLLM arguments for launched arms")
+    add_scenario_flags(p)
     _live_flags(p)
     p.set_defaults(func=_compare)
 
@@ -104,7 +107,7 @@ def _compare(args: argparse.Namespace) -> int:
     if args.rate is not None and args.users is not None:
         raise ConfigError("--users and --rate: give one (user counts for closed-loop levels, "
                           "or session rates for open-loop levels)")
-    opts = validated(CompareOptions, dict(
+    opts = validated(CompareOptions, _scenario(args, dict(
         levels=parse_levels(args.users or "1"),
         rates=None if args.rate is None else parse_rates(args.rate),
         duration_s=args.duration, repeats=args.repeats,
@@ -112,7 +115,7 @@ def _compare(args: argparse.Namespace) -> int:
         model=None if args.launch else args.model, api_key_env=args.api_key_env,
         vocab_size=args.vocab_size, think_scale=args.think_scale,
         think_time_cap_s=args.think_time_cap, allow_unfair=args.allow_unfair,
-    ))
+    ), args.rate))
     extra = list(args.vllm_args)
     if extra and extra[0] == "--":
         extra = extra[1:]
@@ -140,6 +143,21 @@ def _compare(args: argparse.Namespace) -> int:
             arms.append((label, url))
         result = compare_arms(arms, args.workload, args.out, opts, live=live)
     return _print(result)
+
+
+def _scenario(args: argparse.Namespace, values: dict[str, object],
+              rate: str | None) -> dict[str, object]:
+    """The options with ``--scenario``'s rules filled in (as ``run`` does); refused
+    before any server is probed when a flag or the workload contradicts them."""
+    from replay.cli._cmd_run import _SCENARIO_DEFAULTS
+    from replay.load import scenario_values
+    from traces import read_header
+
+    header = read_header(args.workload) if args.scenario else None
+    out = scenario_values(args.scenario, args.scenario_unsafe, {**values, "rate": rate},
+                          _SCENARIO_DEFAULTS, header, args.workload)
+    out.pop("rate")
+    return out
 
 
 def _search(args: argparse.Namespace, opts: CompareOptions, extra: list[str],

@@ -45,10 +45,39 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--ray", default=None, metavar="ADDRESS",
                    help="run the workers as Ray actors: a cluster address, 'auto', or "
                    "'local' (needs agentreplay[ray])")
+    add_scenario_flags(p)
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quiet", action="store_true", help="no live view")
     mode.add_argument("--plain", action="store_true", help="periodic log lines (CI, non-TTY)")
     p.set_defaults(func=_main)
+
+
+def add_scenario_flags(p: argparse.ArgumentParser) -> None:
+    """``--scenario NAME`` and ``--scenario-unsafe`` (``run`` and ``compare``)."""
+    p.add_argument("--scenario", choices=("agentx",), default=None,
+                   help="replay by a benchmark's fixed rules and lock them: agentx = "
+                        "InferenceX AgentX (WEKA sessions, entry at 25-75%% of each lane's first "
+                        "session, per-run cache busting, idle gaps capped at 10 s, seed 42, "
+                        ">= 900 s window, <= 5%% failures); contradicting flags are refused")
+    p.add_argument("--scenario-unsafe", action="store_true",
+                   help="run a --scenario with contradicting flags anyway; the run is "
+                        "stamped as not satisfying it, with the reasons")
+
+
+_SCENARIO_DEFAULTS = {"think_scale": 1.0, "think_time_cap_s": None, "seed": 0,
+                      "rate": None}
+"""The command's defaults of the fields a scenario locks (what the user did not type)."""
+
+
+def _scenario(args: argparse.Namespace, values: dict[str, object]) -> dict[str, object]:
+    """The settings values with ``--scenario``'s rules filled in (refused when a flag
+    or the workload contradicts them); checked before anything is sent."""
+    from replay.load import scenario_values
+    from traces import read_header
+
+    header = read_header(args.workload) if args.scenario else None
+    return scenario_values(args.scenario, args.scenario_unsafe, values, _SCENARIO_DEFAULTS,
+                           header, args.workload)
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -60,7 +89,7 @@ def _main(args: argparse.Namespace) -> int:
     from replay.cli import EXIT_INTERRUPTED, EXIT_TERMINATED, print_validity
     from replay.load import RunSettings, event_loop_factory, run_load, validated
 
-    config = validated(RunSettings, dict(
+    config = validated(RunSettings, _scenario(args, dict(
         target=args.target, users=args.users, duration_s=args.duration,
         warmup_s=args.warmup, drain_s=args.drain, api=args.api, model=args.model,
         api_key_env=args.api_key_env, seed=args.seed, vocab_size=args.vocab_size,
@@ -69,7 +98,7 @@ def _main(args: argparse.Namespace) -> int:
         carry_output=not args.no_carry_output,
         metrics_interval_s=args.metrics_interval or None,
         workers=args.workers, ray=args.ray,
-    ))
+    )))
     live: Literal["rich", "plain", "quiet"]
     if args.quiet:
         live = "quiet"

@@ -23,12 +23,23 @@ from replay.load._phases import (
 from replay.load._ray import RayExecutor
 from replay.load._remote import WorkerExecutor, WorkerPlan, run_plan, split_users
 from replay.load._run import ServerWatchHook, load_kind, run_load, run_load_sync
+from replay.load._scenario import (
+    SCENARIOS,
+    ScenarioRules,
+    ScenarioVerdict,
+    apply_scenario,
+    entry_turn,
+    judge_scenario,
+    scenario_rules,
+    scenario_values,
+)
 from replay.load._settings import FLAGS, RunConfig, RunSettings, flag_of, settings_error, validated
 from replay.load._workers import ProcessExecutor, event_loop_factory
 from replay.load._writer import RunWriter, close_manifest, iso_utc
 
 __all__ = [
     "FLAGS",
+    "SCENARIOS",
     "Arrival",
     "ExecOutcome",
     "Executor",
@@ -45,17 +56,22 @@ __all__ = [
     "RunConfig",
     "RunSettings",
     "RunWriter",
+    "ScenarioRules",
+    "ScenarioVerdict",
     "ServerWatchHook",
     "Target",
     "WorkerExecutor",
     "WorkerPlan",
+    "apply_scenario",
     "close_manifest",
     "connections_for",
     "default_builder",
     "drive_lanes",
+    "entry_turn",
     "event_loop_factory",
     "flag_of",
     "iso_utc",
+    "judge_scenario",
     "load_kind",
     "make_context",
     "open_plan",
@@ -65,6 +81,8 @@ __all__ = [
     "run_load_sync",
     "run_plan",
     "salt_for",
+    "scenario_rules",
+    "scenario_values",
     "settings_error",
     "sleep_until",
     "split_users",

@@ -35,6 +35,7 @@ from replay.client import (
     Timeouts,
     stream_request,
 )
+from replay.load._scenario import entry_turn
 from traces import Request, Session, iter_block_ids
 
 __all__ = [
@@ -48,9 +49,11 @@ PromptBuilder = Callable[[Request, int, "np.ndarray | None", Sequence[int]], np.
 _NS = 1_000_000_000
 
 
-def salt_for(seed: int, user: int, instance: int) -> int:
-    """A salt unique per (seed, user, session instance), never 0 (0 means shared)."""
-    mixed = np.random.SeedSequence([seed & 0xFFFFFFFF, user, instance]).generate_state(1)
+def salt_for(seed: int, user: int, instance: int, nonce: int = 0) -> int:
+    """A salt unique per (seed, user, session instance), never 0 (0 means shared).
+    A ``nonce`` (a scenario's per-run cache bust) makes it unique per run too."""
+    key = [seed & 0xFFFFFFFF, user, instance] + ([nonce] if nonce else [])
+    mixed = np.random.SeedSequence(key).generate_state(1)
     return int(mixed[0]) | 1
 
 
@@ -80,6 +83,11 @@ class LaneContext:
     cancel_reason: str = "drain"
     worker: int = 0
     """Which worker process runs these lanes (``--workers``); part of request ids."""
+    entry_ratio: tuple[float, float] | None = None
+    """A scenario's entry rule: each user's first session starts at a random turn in
+    this share of its turns (``replay.load._scenario.entry_turn``)."""
+    salt_nonce: int = 0
+    """A scenario's per-run cache bust, mixed into every lane's salt (0: none)."""
     seq: int = 0
     busy: int = 0
     lanes: int = 0
@@ -319,12 +327,17 @@ async def closed_user(
         sess = sessions[idx]
         start_turn = 0
         first_delay: int | None = None
-        if instance == 0 and midway:
+        if instance == 0 and ctx.entry_ratio is not None:
+            start_turn = entry_turn(rng, len(sess.requests), *ctx.entry_ratio)
+            think = ctx.think_ns(sess.requests[start_turn].think_time_s)
+            first_delay = int(rng.uniform(0.0, 1.0) * min(think, int(warmup_s * _NS)))
+        elif instance == 0 and midway:
             start_turn = int(rng.integers(0, len(sess.requests)))
             think = ctx.think_ns(sess.requests[start_turn].think_time_s)
             first_delay = int(rng.uniform(0.0, 1.0) * min(think, int(warmup_s * _NS)))
         chain = _Chain(user=user, lane=str(user), session=sess.id, instance=instance,
-                       salt=salt_for(seed, user, instance), scope=(user, instance))
+                       salt=salt_for(seed, user, instance, ctx.salt_nonce),
+                       scope=(user, instance))
         try:
             ok = await _lane(ctx, _run_chain(ctx, chain, sess.requests, start_turn, ready_ns,
                                              first_delay))

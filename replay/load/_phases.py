@@ -34,6 +34,7 @@ from replay.load._lanes import (
     open_plan,
     timestamp_session,
 )
+from replay.load._scenario import lane_options
 from replay.load._settings import RunSettings
 from traces import Request, Session
 
@@ -131,7 +132,7 @@ def make_context(
         issue_end_ns=window_end_ns + int(settings.drain_s * _NS),
         on_record=on_record, run_tag=target.run_tag, think_scale=settings.think_scale,
         think_cap_s=settings.think_time_cap_s, max_line_bytes=settings.max_line_bytes,
-        worker=worker,
+        worker=worker, **lane_options(settings.scenario, target.run_tag),
     )
 
 

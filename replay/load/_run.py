@@ -58,6 +58,7 @@ from replay.load._inprocess import InProcessExecutor
 from replay.load._lanes import PromptBuilder
 from replay.load._live import LiveStats, LiveView
 from replay.load._phases import Arrival, Target, connections_for, walk
+from replay.load._scenario import judge_scenario
 from replay.load._settings import RunSettings
 from replay.load._workers import ProcessExecutor, event_loop_factory
 from replay.load._writer import RunWriter, close_manifest, iso_utc
@@ -183,6 +184,7 @@ async def _run(executor: Executor, settings: RunSettings, manifest: RunManifest,
         writer.write_manifest(manifest)
     raise_crash(outcome)
     manifest.validity = _assess(writer.dir)
+    _judge_scenario(manifest, writer.dir)
     writer.write_manifest(manifest)
 
 
@@ -211,6 +213,32 @@ def _assess(run_dir: Path) -> Validity:
     except ResultError as exc:
         return Validity(verdict="invalid", reasons=[ValidityReason(
             code="run_unreadable", severity="invalid", message=str(exc))])
+
+
+def _judge_scenario(manifest: RunManifest, run_dir: Path) -> None:
+    """Stamp whether the run satisfied its ``--scenario`` (``scenario_satisfied``,
+    with the reasons in ``scenario_notes``); nothing without a scenario."""
+    if manifest.scenario is None:
+        return
+    from analysis import measure, summarize
+
+    share: float | None = None
+    try:
+        summary = summarize(measure(read_run(run_dir)), bootstrap=False, tiers=())
+        share = summary.counts.failure_share
+    except ResultError:
+        pass
+    header = read_header(manifest.workload.path) if manifest.workload.path else None
+    window = manifest.window
+    verdict = judge_scenario(
+        manifest.scenario, manifest.load, source=manifest.workload.source,
+        header_params=header.params if header is not None else {},
+        max_context=header.max_context if header is not None else None,
+        window_s=(window.end_s - window.start_s) if window is not None else None,
+        failure_share=share, interrupted=manifest.interrupted,
+        workload=manifest.workload.path or "workload")
+    manifest.scenario_satisfied = verdict.satisfied
+    manifest.scenario_notes = list(verdict.notes)
 
 
 class _Sink:
@@ -271,6 +299,7 @@ def _manifest(settings: RunSettings, run_id: str, facts: ServerFacts, header: Wo
         vocab_size=facts.vocab_size, server_block_size=facts.block_size,
     )
     manifest.load_kind = load_kind(settings, arrival)
+    manifest.scenario = settings.scenario
     if settings.split:
         manifest.workers = settings.workers
     if facts.max_model_len is None:

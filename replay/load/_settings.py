@@ -46,6 +46,8 @@ FLAGS: dict[str, str] = {
     "itl_timeout_s": "--itl-timeout",
     "repeats": "--repeats",
     "allow_unfair": "--allow-unfair",
+    "scenario": "--scenario",
+    "scenario_unsafe": "--scenario-unsafe",
 }
 """Settings field -> the command-line flag that sets it (the one place they are paired)."""
 
@@ -124,6 +126,10 @@ class RunSettings(BaseModel):
     ray: str | None = None
     """Ray cluster address (``auto``, ``host:port`` or ``local``); None runs workers as
     local processes."""
+    scenario: Literal["agentx"] | None = None
+    """Named replay rules (``replay.load._scenario``): set and locked by ``--scenario``."""
+    scenario_unsafe: bool = False
+    """``--scenario-unsafe``: rules the user overrode; the run is stamped not satisfied."""
 
     @field_validator("target")
     @classmethod
