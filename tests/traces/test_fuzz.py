@@ -185,3 +185,25 @@ def test_workload_reader_corruption(tmp_path: Path, workload_lines: list[Any],
     path = tmp_path / "w.jsonl"
     path.write_bytes(raw)
     _consume(iter_sessions, path)
+
+
+@FUZZ
+@given(max_context=st.integers(2048, 1_100_000), block_size=st.sampled_from([16, 64, 256]),
+       seed=st.integers(0, 2**32 - 1), scale=st.sampled_from([None, 0.5, 1.0]))
+def test_generate_any_context_is_valid_or_refused(max_context: int, block_size: int, seed: int,
+                                                  scale: float | None) -> None:
+    """Auto-scaled: always valid; an explicit prompt scale may be refused, never crash."""
+    from traces import check_session
+
+    try:
+        _, sessions = generate(sessions=4, seed=seed, max_context=max_context,
+                               block_size=block_size, prompt_scale=scale)
+        got = list(sessions)
+    except TraceError as exc:
+        assert scale is not None and exc.field == "max_context"
+        return
+    for s in got:
+        check_session(s, block_size)
+        chains = [s.requests, *(sub.requests for r in s.requests for sub in r.subagents)]
+        assert all(r.prompt_tokens + r.output_tokens <= max_context
+                   for chain in chains for r in chain)
