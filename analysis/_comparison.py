@@ -171,10 +171,17 @@ class Comparison(_Model):
     rules: Rules = DEFAULT_RULES
     run_validity: dict[str, Validity] = Field(default_factory=dict)
     """Per run id."""
+    scenario: str | None = None
+    """The named replay rules the runs followed (``--scenario``), when they all did."""
+    scenario_satisfied: bool | None = None
+    """True when every run satisfied the scenario (None: no scenario)."""
+    scenario_notes: list[str] = Field(default_factory=list)
+    """Why not: each run's reasons, prefixed by its run id."""
 
 
 def _ratio(metric: _Metric, a: RunSummary, b: RunSummary, sa: Samples, sb: Samples,
-           seed: int, level: str, arm: str, evidence: str | None) -> Ratio:
+           seed: int, level: str, arm: str, evidence: str | None,
+           min_effect: float) -> Ratio:
     pa, pb = metric.point(a), metric.point(b)
     ratio = pb / pa if pa and pb is not None and pa > 0 else None
     ci = None
@@ -191,6 +198,9 @@ def _ratio(metric: _Metric, a: RunSummary, b: RunSummary, sa: Samples, sb: Sampl
                 ci = (float(lo), float(hi))
     better = None if ratio is None or ratio == 1 else (ratio > 1) == metric.higher_is_better
     sure = ci is not None and (ci[0] > 1 or ci[1] < 1)
+    if sure and evidence is None and ratio is not None and abs(ratio - 1) < min_effect:
+        evidence = (f"a {abs(ratio - 1):.1%} difference is below the {min_effect:.0%} that "
+                    "drift between runs of one machine can cause")
     return Ratio(metric=metric.key, label=metric.label, unit=metric.unit,
                  higher_is_better=metric.higher_is_better, baseline=pa, other=pb,
                  ratio=ratio, ci=ci, better=better, sure=sure,
@@ -275,7 +285,7 @@ def compare_runs(
                     evidence[arm] = ev
                     ratios[arm] = [
                         _ratio(m, summaries[base], summaries[arm], pooled[base], pooled[arm],
-                               seed, load.label, arm, ev) for m in HEADLINE]
+                               seed, load.label, arm, ev, rules.min_effect) for m in HEADLINE]
         levels.append(Level(
             users=int(load.value) if load.kind == "users" else 0, load=load, arms=summaries,
             ratios=ratios, validity=lv_valid, evidence=evidence,
@@ -290,5 +300,19 @@ def compare_runs(
         verdict=verdict_sentence(base, arms, levels, verdict_f, validity, cap, mf),
         tiers=list(tiers_t), capacity=cap, incomplete=bool(reasons), reasons=reasons,
         simulated=any(r.manifest.simulated for r in runs), validity=validity, rules=rules,
-        run_validity=run_valid,
+        run_validity=run_valid, **_scenario_stamp([r.manifest for r in ordered]),
     )
+
+
+def _scenario_stamp(manifests: Sequence[RunManifest]) -> dict[str, Any]:
+    """The comparison's scenario fields from its runs' stamps: a scenario only when
+    every run followed the same one; satisfied only when every run satisfied it."""
+    names = {m.scenario for m in manifests}
+    if not manifests or len(names) != 1 or None in names:
+        notes = [f"{m.run_id}: ran without --scenario" for m in manifests
+                 if m.scenario is None] if names - {None} else []
+        return {"scenario": None, "scenario_satisfied": None, "scenario_notes": notes}
+    notes = [f"{m.run_id}: {x}" for m in manifests for x in m.scenario_notes]
+    notes += [f"{m.run_id}: not judged" for m in manifests if m.scenario_satisfied is None]
+    return {"scenario": names.pop(), "scenario_notes": notes,
+            "scenario_satisfied": all(m.scenario_satisfied for m in manifests)}

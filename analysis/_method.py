@@ -43,8 +43,9 @@ def method_rules(rules: Rules = DEFAULT_RULES) -> tuple[str, ...]:
         "arm the interval does not cover drift between runs.",
         "Established: a difference is called established only when its 95% interval "
         f"excludes 1, each arm has at least {r.min_users} independent users (across pooled "
-        f"runs) and {r.min_requests} requests in the window, and no run of the level is "
-        "invalid; otherwise it is 'not established' with the reason.",
+        f"runs) and {r.min_requests} requests in the window, the difference is at least "
+        f"{r.min_effect:.0%}, and no run of the level is invalid; otherwise it is 'not "
+        "established' with the reason.",
         "Validity: each run is valid, valid with caveats, or invalid. Invalid: no request in "
         "the window, every lane out of work before the window ended, the server died or a "
         "failure burst, client schedule-lag P99 above "

@@ -27,6 +27,9 @@ class Rules(BaseModel):
     can be called established."""
     min_requests: int = Field(default=20, ge=1)
     """Requests sent in the window per arm before a difference can be established."""
+    min_effect: float = Field(default=0.02, ge=0)
+    """A ratio closer to 1 than this is never established, interval or not: a
+    machine drifts this much between runs."""
     min_window_requests: int = Field(default=3, ge=1)
     """Requests a run's window needs before its percentiles mean anything (a caveat)."""
     schedule_lag_p99_caveat_s: float = 0.050

@@ -325,3 +325,26 @@ def test_client_imbalance_between_arms_blocks_a_verdict(tmp_path: Path) -> None:
     assert codes["client_imbalance"] == "invalid"
     assert codes["client_schedule_lag"] == "caveat"
     assert not _head(c).established and c.validity.verdict == "invalid"
+
+
+def _steady(tpot: float, users: int = 16, per_user: int = 10) -> list[dict[str, Any]]:
+    """Records whose TPOT varies by 0.1% between users, not at all within one."""
+    out = []
+    for u in range(users):
+        tp = tpot * (1 + 0.001 * (u % 3))
+        for j in range(per_user):
+            sent = 10.0 + 5.0 * j + 0.1 * u
+            out.append(rec(len(out), user=u, turn=j, sent_s=sent, output_tokens=21,
+                           last_token_s=sent + 1.0 + 20 * tp))
+    return out
+
+
+def test_a_tiny_systematic_difference_is_not_established(tmp_path: Path) -> None:
+    # arm b 1% slower in every request: the interval excludes 1, but 1% is
+    # within what a machine drifts between two runs
+    c = _arms(tmp_path, _steady(0.01), _steady(0.0101), users=16)
+    r = _head(c)
+    assert r.sure and not r.established
+    assert r.not_established is not None and "below the 2%" in r.not_established
+    c = _arms(tmp_path / "big", _steady(0.01), _steady(0.0105), users=16)
+    assert _head(c).established  # 5% with the same evidence is
