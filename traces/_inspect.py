@@ -303,6 +303,9 @@ def header_rows(header: WorkloadHeader) -> list[tuple[str, str]]:
     """
     p = header.params
     rows: list[tuple[str, str]] = []
+    if p.get("profile") == "decode":
+        rows.append(("decode: input / output tokens",
+                     f"{p.get('input_tokens')} / {p.get('output_tokens')} (ignore_eos)"))
     if header.max_context is not None:
         rows.append(("max context (tokens)", f"{header.max_context:,}"))
     if "token_scale" in p:
