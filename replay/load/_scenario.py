@@ -280,4 +280,4 @@ def _judged(note: str) -> str:
     if note.startswith("--duration "):
         head, _, tail = note.partition(": ")
         return f"window {head.removeprefix('--duration ')} s is below the minimum ({tail})"
-    return note
+    return note.removeprefix("--")
