@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,7 +27,7 @@ from analysis._measure import measure
 from analysis._read import RunData
 from analysis._rules import DEFAULT_RULES, Rules
 from analysis._samples import Samples, pool
-from analysis._schema import RESULT_FORMAT_VERSION
+from analysis._schema import RESULT_FORMAT_VERSION, RunManifest
 from analysis._slo import DEFAULT_TIERS, SloTier
 from analysis._stats import BOOTSTRAP_REPS, bootstrap_quantiles, bootstrap_sums, metric_rng
 from analysis._summary import RunSummary, clusters_of, summarize
@@ -305,14 +306,19 @@ def compare_runs(
 
 
 def _scenario_stamp(manifests: Sequence[RunManifest]) -> dict[str, Any]:
-    """The comparison's scenario fields from its runs' stamps: a scenario only when
-    every run followed the same one; satisfied only when every run satisfied it."""
-    names = {m.scenario for m in manifests}
-    if not manifests or len(names) != 1 or None in names:
-        notes = [f"{m.run_id}: ran without --scenario" for m in manifests
-                 if m.scenario is None] if names - {None} else []
-        return {"scenario": None, "scenario_satisfied": None, "scenario_notes": notes}
-    notes = [f"{m.run_id}: {x}" for m in manifests for x in m.scenario_notes]
-    notes += [f"{m.run_id}: not judged" for m in manifests if m.scenario_satisfied is None]
-    return {"scenario": names.pop(), "scenario_notes": notes,
-            "scenario_satisfied": all(m.scenario_satisfied for m in manifests)}
+    """The comparison's scenario fields from its runs' stamps: satisfied only when
+    every run followed the same scenario and satisfied it."""
+    named = sorted({m.scenario for m in manifests if m.scenario is not None})
+    if not named:
+        return {}
+    notes: list[str] = []
+    for m in manifests:
+        if m.scenario != named[0]:
+            how = "without --scenario" if m.scenario is None else f"scenario {m.scenario}"
+            notes.append(f"{m.run_id}: ran {how}")
+            continue
+        notes += [f"{m.run_id}: {x}" for x in m.scenario_notes]
+        if m.scenario_satisfied is None:
+            notes.append(f"{m.run_id}: not judged (the run did not close normally)")
+    satisfied = not notes and all(m.scenario_satisfied is True for m in manifests)
+    return {"scenario": named[0], "scenario_satisfied": satisfied, "scenario_notes": notes}
