@@ -29,7 +29,13 @@ from analysis._rules import DEFAULT_RULES, Rules
 from analysis._samples import Samples, pool
 from analysis._schema import RESULT_FORMAT_VERSION, RunManifest
 from analysis._slo import DEFAULT_TIERS, SloTier
-from analysis._stats import BOOTSTRAP_REPS, bootstrap_quantiles, bootstrap_sums, metric_rng
+from analysis._stats import (
+    BOOTSTRAP_REPS,
+    bootstrap_quantiles,
+    bootstrap_sums,
+    metric_rng,
+    small_sample_widening,
+)
 from analysis._summary import RunSummary, clusters_of, summarize
 from analysis._validity import assess_comparison, assess_run, merge_validity
 from analysis._verdict import verdict_sentence
@@ -193,10 +199,9 @@ def _ratio(metric: _Metric, a: RunSummary, b: RunSummary, sa: Samples, sb: Sampl
         if ra is not None and rb is not None:
             with np.errstate(divide="ignore", invalid="ignore"):
                 rr = rb / ra
-            rr = rr[np.isfinite(rr)]
+            rr = rr[np.isfinite(rr) & (rr > 0)]
             if len(rr) >= 0.9 * BOOTSTRAP_REPS:
-                lo, hi = np.quantile(rr, [0.025, 0.975])
-                ci = (float(lo), float(hi))
+                ci = _widened(ratio, rr, min(sa.n_users, sb.n_users))
     better = None if ratio is None or ratio == 1 else (ratio > 1) == metric.higher_is_better
     sure = ci is not None and (ci[0] > 1 or ci[1] < 1)
     if sure and evidence is None and ratio is not None and abs(ratio - 1) < min_effect:
@@ -207,6 +212,16 @@ def _ratio(metric: _Metric, a: RunSummary, b: RunSummary, sa: Samples, sb: Sampl
                  ratio=ratio, ci=ci, better=better, sure=sure,
                  established=sure and evidence is None,
                  not_established=evidence if sure else None)
+
+
+def _widened(point: float, reps: np.ndarray, units: int) -> tuple[float, float]:
+    """The replicates' 95% interval, widened about the point in log space for the
+    few units it rests on (``small_sample_widening``)."""
+    lo, hi = np.log(np.quantile(reps, [0.025, 0.975]))
+    mid = float(np.log(point))
+    lo, hi = min(lo, mid), max(hi, mid)
+    k = small_sample_widening(units)
+    return float(np.exp(mid - k * (mid - lo))), float(np.exp(mid + k * (hi - mid)))
 
 
 def _evidence(sa: Samples, sb: Samples, validity: Validity, rules: Rules) -> str | None:

@@ -40,7 +40,10 @@ def method_rules(rules: Rules = DEFAULT_RULES) -> tuple[str, ...]:
         "95% intervals are percentile bootstrap intervals (1000 seeded replicates) that "
         "resample users, not requests; with pooled repeats they resample runs first, then "
         "users within runs, so drift between runs is inside the interval. With one run per "
-        "arm the interval does not cover drift between runs.",
+        "arm the interval does not cover drift between runs. A ratio's interval is widened "
+        "in log space by t(n-1)/z x sqrt(n/(n-1)) for the n users of the smaller arm, the "
+        "usual small-sample correction (a plain bootstrap over 4 users calls identical "
+        "arms different about three times too often).",
         "Established: a difference is called established only when its 95% interval "
         f"excludes 1, each arm has at least {r.min_users} independent users (across pooled "
         f"runs) and {r.min_requests} requests in the window, the difference is at least "

@@ -136,3 +136,13 @@ def test_weights_equal_repeated_values() -> None:
     e = distribution(expanded, np.repeat(g, w), unit="s", rng=metric_rng(0, "w"))
     assert d.count == e.count and d.mean == pytest.approx(e.mean)
     assert d.p90 == pytest.approx(e.p90) and d.p90_ci == pytest.approx(e.p90_ci)
+
+
+def test_small_sample_widening_follows_student_t() -> None:
+    from analysis._stats import small_sample_widening
+
+    assert small_sample_widening(4) == pytest.approx(3.182 / 1.96 * (4 / 3) ** 0.5, rel=1e-3)
+    assert small_sample_widening(1000) == pytest.approx(1.0, abs=0.01)
+    assert small_sample_widening(1) == float("inf")
+    widths = [small_sample_widening(n) for n in range(2, 60)]
+    assert widths == sorted(widths, reverse=True)
