@@ -109,17 +109,19 @@ def _stand_in(label: str, url: str, facts: ServerFacts, opts: CompareOptions) ->
     )
 
 
-def preflight(arms: Sequence[tuple[str, str]], opts: CompareOptions) -> FairnessVerdict:
+def preflight(arms: Sequence[tuple[str, str]], opts: CompareOptions, *,
+              launch_commands: Sequence[Sequence[str]] | None = None) -> FairnessVerdict:
     """Fetch every arm's ``/v1/models`` and ``/server_info`` and judge fairness before load.
 
     Raises ``FairnessError`` (exit 2, naming the differing fields) unless the arms
-    differ only in the decode backend or ``allow_unfair`` is set.
+    differ only in the decode backend or ``allow_unfair`` is set. Launched arms pass
+    their command lines, which are diffed too.
     """
     facts = asyncio.run(_probe_all(arms, opts))
     manifests = [_stand_in(label, url, f, opts)
                  for (label, url), f in zip(arms, facts, strict=True)]
     return judge_fairness(manifests, allow_unfair=opts.allow_unfair,
-                          require_config=len(arms) > 1)
+                          require_config=len(arms) > 1, launch_commands=launch_commands)
 
 
 def reset_prefix_cache(url: str, api_key_env: str | None = None) -> bool:
@@ -165,6 +167,10 @@ def _check_resume(out: Path, settings: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"{path}: unreadable; remove it or use another --out") from None
     before = old.get("settings", {})
     diff = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
+    if diff and not old.get("runs"):
+        # No load was sent yet (the attempt failed while starting or probing): nothing
+        # can be mixed, so the corrected command starts afresh instead of being refused.
+        return {k: v for k, v in old.items() if k not in ("settings", "runs", "preflight")}
     if diff:
         shown = "; ".join(f"{k}: was {before.get(k)!r}, now {settings.get(k)!r}" for k in diff)
         raise ConfigError(f"{path}: cannot resume with different settings ({shown}); "
@@ -313,8 +319,10 @@ def compare_launched(model: str, arms: Sequence[str], workload: str | os.PathLik
         LaunchMode,
         ServerWatcher,
         arm_log_path,
+        build_command,
         launch_arm,
         launch_arms,
+        launch_facts,
         plan_arms,
         resolve_vllm_launcher,
     )
@@ -322,14 +330,20 @@ def compare_launched(model: str, arms: Sequence[str], workload: str | os.PathLik
     _check_arms(arms)
     path = os.fspath(workload)
     out_p = Path(out)
-    settings = _settings(arms, path, opts)
+    launch_mode = LaunchMode(mode)
+    launcher = resolve_vllm_launcher(vllm_python)
+    specs = plan_arms(model, arms, launcher=launcher, port=port, mode=launch_mode,
+                      gpus_per_arm=gpus_per_arm, extra_args=extra_args, env=None)
+    # Before any server starts: model files, vLLM version, context length, vocabulary;
+    # all of it is stored so that resume refuses a changed model, install or argument.
+    known = launch_facts(model, launcher, extra_args, path, opts.vocab_size)
+    if opts.vocab_size is None and known.vocab_size is not None:
+        opts = opts.model_copy(update={"vocab_size": known.vocab_size})
+    settings = {**_settings(arms, path, opts), **known.settings(extra_args),
+                "launch_mode": mode, "launch_gpus_per_arm": gpus_per_arm}
+    _check_resume(out_p, settings)
     logs = out_p / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    launch_mode = LaunchMode(mode)
-    specs = plan_arms(model, arms, launcher=resolve_vllm_launcher(vllm_python), port=port,
-                      mode=launch_mode, gpus_per_arm=gpus_per_arm, extra_args=extra_args,
-                      env=None)
-    _check_resume(out_p, settings)
     by_label = {s.label: s for s in specs}
     timeout = startup_timeout_s or DEFAULT_STARTUP_TIMEOUT_S
     plan = plan_runs(arms, opts.levels, opts.repeats, rates=opts.rates)
@@ -339,7 +353,8 @@ def compare_launched(model: str, arms: Sequence[str], workload: str | os.PathLik
                 contextlib.ExitStack() as stack:
             watches = {a.spec.label: stack.enter_context(
                 ServerWatcher(a.pid, a.url, a.spec.label)) for a in up}
-            verdict = preflight([(a.spec.label, a.url) for a in up], opts)
+            verdict = preflight([(a.spec.label, a.url) for a in up], opts,
+                                launch_commands=[build_command(a.spec) for a in up])
             state.data["preflight"] = verdict.model_dump(mode="json")
             state.save()
             _execute(plan, lambda arm: by_label[arm].url, path, out_p, opts, state, live,
@@ -367,7 +382,8 @@ def compare_launched(model: str, arms: Sequence[str], workload: str | os.PathLik
                 verdict = judge_fairness(
                     [_stand_in(first[0], first[1], first[2], opts),
                      _stand_in(arm, one.url, facts, opts)],
-                    allow_unfair=opts.allow_unfair)
+                    allow_unfair=opts.allow_unfair,
+                    launch_commands=[build_command(by_label[first[0]]), build_command(spec)])
                 state.data["preflight"] = verdict.model_dump(mode="json")
                 state.save()
             seen = _execute(runs, lambda a: one.url, path, out_p, opts, state, live,

@@ -21,6 +21,8 @@ from replay.launch._launcher import (
     plan_arms,
     resolve_vllm_launcher,
 )
+from replay.launch._model_files import ModelFiles, read_model_files, vllm_version
+from replay.launch._prelaunch import LaunchFacts, check_workload_fits, launch_facts
 from replay.launch._vllm_process import ServerProcess, log_tail, port_is_free
 from replay.launch._watch import HEALTH_FAILURES, ServerWatcher
 
@@ -28,8 +30,10 @@ __all__ = [
     "API_SERVER_MODULE",
     "DEFAULT_STARTUP_TIMEOUT_S",
     "HEALTH_FAILURES",
+    "LaunchFacts",
     "LaunchMode",
     "LaunchedArm",
+    "ModelFiles",
     "ServerProcess",
     "ServerWatcher",
     "VllmArmSpec",
@@ -37,13 +41,17 @@ __all__ = [
     "build_command",
     "build_env",
     "check_server_info",
+    "check_workload_fits",
     "fetch_server_info",
     "format_command",
     "group_members",
     "launch_arm",
     "launch_arms",
+    "launch_facts",
     "log_tail",
     "plan_arms",
     "port_is_free",
+    "read_model_files",
     "resolve_vllm_launcher",
+    "vllm_version",
 ]

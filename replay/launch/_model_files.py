@@ -21,8 +21,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from replay.errors import ConfigError
-
 __all__ = ["ModelFiles", "max_model_len_arg", "read_model_files", "vllm_version"]
 
 _SMALL_FILE = 4 << 20  # hashed by content below this size, by name/size/mtime above
@@ -97,10 +95,8 @@ def read_model_files(model: str) -> ModelFiles | None:
     model_dir = Path(model).expanduser()
     if not model_dir.is_dir():
         return None
-    config = _read_json(model_dir / "config.json")
-    if config is None:
-        raise ConfigError(f"--model {model}: no readable config.json in that directory")
-    text = _text_config(config)
+    config = _read_json(model_dir / "config.json")  # None: vLLM will say what is wrong
+    text = _text_config(config or {})
     sizes = [s for s in (text.get("vocab_size"), _tokenizer_size(model_dir))
              if isinstance(s, int) and s > 0]
     context = next((int(v) for k in _CONTEXT_KEYS if isinstance(v := text.get(k), int)),
