@@ -214,14 +214,15 @@ def _ratio(metric: _Metric, a: RunSummary, b: RunSummary, sa: Samples, sb: Sampl
                  not_established=evidence if sure else None)
 
 
-def _widened(point: float, reps: np.ndarray, units: int) -> tuple[float, float]:
+def _widened(point: float, reps: np.ndarray, units: int) -> tuple[float, float] | None:
     """The replicates' 95% interval, widened about the point in log space for the
     few units it rests on (``small_sample_widening``)."""
     lo, hi = np.log(np.quantile(reps, [0.025, 0.975]))
     mid = float(np.log(point))
     lo, hi = min(lo, mid), max(hi, mid)
     k = small_sample_widening(units)
-    return float(np.exp(mid - k * (mid - lo))), float(np.exp(mid + k * (hi - mid)))
+    out = float(np.exp(mid - k * (mid - lo))), float(np.exp(mid + k * (hi - mid)))
+    return out if np.isfinite(out).all() else None
 
 
 def _evidence(sa: Samples, sb: Samples, validity: Validity, rules: Rules) -> str | None:

@@ -2,8 +2,10 @@
 
 Closed loop (the default): each user is a lane that replays one session at a
 time; a request becomes due ``think_time`` (scaled, capped) after the previous
-response ended, or after the subagents it spawned ended. Subagents run as extra
-concurrent lanes (``"U/subK"``) that the parent waits for. Sessions are recycled
+response ended, or after the blocking subagents it spawned ended. Subagents run
+as extra concurrent lanes (``"U/subK"``); the parent waits for the blocking ones
+only: a background one (``Subagent.background``) runs on beside it, even into the
+user's next session, and stops and drains like any other lane. Sessions are recycled
 round robin from a per-user offset, each session instance with its own salt.
 
 Open loop: sessions arrive on a precomputed plan of absolute times (seeded
@@ -103,6 +105,19 @@ class LaneContext:
     sessions (subagent lanes are not counted)."""
     done_early: int = 0
     """Of those, how many ran out of work before the window ended (not stopped)."""
+    scope_holds: dict[object, int] = field(default_factory=dict)
+    """Lanes using a cache scope (a session instance, its background subagents)."""
+
+    def hold_scope(self, scope: object) -> None:
+        self.scope_holds[scope] = self.scope_holds.get(scope, 0) + 1
+
+    def release_scope(self, scope: object) -> None:
+        """A holder is done; the scope's private blocks go when nobody uses it."""
+        held = self.scope_holds.pop(scope, 0) - 1
+        if held > 0:
+            self.scope_holds[scope] = held
+        else:
+            self.cache.end_scope(scope)
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Start a lane task the run will cancel and wait for at the end."""
@@ -292,6 +307,7 @@ def _standalone(requests: Sequence[Request], turn: int) -> Request:
 
 
 async def _run_subagents(ctx: LaneContext, parent: _Chain, req: Request) -> bool:
+    """Start every subagent of ``req`` together; wait for the blocking ones only."""
     now = time.monotonic_ns()
     tasks = []
     for sub in req.subagents:
@@ -299,9 +315,22 @@ async def _run_subagents(ctx: LaneContext, parent: _Chain, req: Request) -> bool
                        session=parent.session, instance=parent.instance, salt=parent.salt,
                        scope=parent.scope, agent=sub.id)
         parent.subagents += 1
-        tasks.append(ctx.spawn(_lane(ctx, _run_chain(ctx, chain, sub.requests, 0, now))))
+        if sub.background:
+            ctx.hold_scope(chain.scope)
+            ctx.spawn(_background(ctx, chain, sub.requests, now))
+        else:
+            tasks.append(ctx.spawn(_lane(ctx, _run_chain(ctx, chain, sub.requests, 0, now))))
     results = await asyncio.gather(*tasks)
     return all(results)
+
+
+async def _background(ctx: LaneContext, chain: _Chain, requests: Sequence[Request],
+                      ready_ns: int) -> None:
+    """A background subagent: nobody waits for it; it lets go of its scope at its end."""
+    try:
+        await _lane(ctx, _run_chain(ctx, chain, requests, 0, ready_ns))
+    finally:
+        ctx.release_scope(chain.scope)
 
 
 async def _lane(ctx: LaneContext, coro: Coroutine[Any, Any, bool]) -> bool:
@@ -338,11 +367,12 @@ async def closed_user(
         chain = _Chain(user=user, lane=str(user), session=sess.id, instance=instance,
                        salt=salt_for(seed, user, instance, ctx.salt_nonce),
                        scope=(user, instance))
+        ctx.hold_scope(chain.scope)
         try:
             ok = await _lane(ctx, _run_chain(ctx, chain, sess.requests, start_turn, ready_ns,
                                              first_delay))
         finally:
-            ctx.cache.end_scope(chain.scope)
+            ctx.release_scope(chain.scope)
         if not ok:
             ctx.lane_ended()
             return
@@ -384,10 +414,11 @@ async def open_arrivals(
 
 
 async def _open_lane(ctx: LaneContext, chain: _Chain, sess: Session, due_ns: int) -> None:
+    ctx.hold_scope(chain.scope)
     try:
         await _lane(ctx, _run_chain(ctx, chain, sess.requests, 0, due_ns, 0))
     finally:
-        ctx.cache.end_scope(chain.scope)
+        ctx.release_scope(chain.scope)
 
 
 async def timestamp_session(

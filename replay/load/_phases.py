@@ -91,10 +91,14 @@ def walk(requests: Sequence[Request]) -> list[tuple[int, Request]]:
 
 def connections_for(users: int, sessions: Sequence[Session]) -> int:
     """Connections a share of ``users`` closed-loop users can hold at once: one per
-    user plus one per subagent that may run beside it (nested ones included)."""
-    widest = max((len(req.subagents) for s in sessions for _, req in walk(s.requests)),
-                 default=0)
-    return users * (1 + widest) + _SPARE_CONNECTIONS
+    user, one per blocking subagent that may run beside it (nested ones included),
+    and one per background subagent of two sessions (a session's background
+    subagents may all still run when the user's next session spawns its own)."""
+    widest = max((sum(not sub.background for sub in req.subagents)
+                  for s in sessions for _, req in walk(s.requests)), default=0)
+    background = max((sum(sub.background for _, req in walk(s.requests)
+                          for sub in req.subagents) for s in sessions), default=0)
+    return users * (1 + widest + 2 * background) + _SPARE_CONNECTIONS
 
 
 def default_builder(block_size: int, vocab_size: int) -> PromptBuilder:
