@@ -12,13 +12,12 @@ import asyncio
 from pathlib import Path
 
 import orjson
-import pytest
 
 from analysis import RequestRecord
 from replay.load import RunSettings, connections_for, run_load
 from replay.sim import SimConfig, SimServer
 from tests.replay.conftest import chain_requests
-from traces import Request, Session, Subagent, WorkloadHeader, write_workload
+from traces import Session, Subagent, WorkloadHeader, write_workload
 
 _BS = 16
 
