@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from analysis import RunManifest
 
 __all__ = ["register"]
 
@@ -80,6 +83,19 @@ def _scenario(args: argparse.Namespace, values: dict[str, object]) -> dict[str, 
                            header, args.workload)
 
 
+def _print_scenario(manifest: RunManifest) -> None:
+    """One line on stderr: whether the run satisfied its ``--scenario`` and why not."""
+    import sys
+
+    if manifest.scenario is None or manifest.scenario_satisfied is None:
+        return
+    if manifest.scenario_satisfied:
+        print(f"agentreplay: scenario {manifest.scenario}: satisfied", file=sys.stderr)
+        return
+    why = "; ".join(manifest.scenario_notes)
+    print(f"agentreplay: scenario {manifest.scenario}: NOT satisfied: {why}", file=sys.stderr)
+
+
 def _main(args: argparse.Namespace) -> int:
     import asyncio
     import signal
@@ -138,7 +154,9 @@ def _main(args: argparse.Namespace) -> int:
         print(f"agentreplay: run written to {out}{note}", file=sys.stderr)
         if caught:
             return EXIT_INTERRUPTED if caught[0] == signal.SIGINT else EXIT_TERMINATED
-        return print_validity(read_manifest(out).validity, "run")
+        manifest = read_manifest(out)
+        _print_scenario(manifest)
+        return print_validity(manifest.validity, "run")
 
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
         return runner.run(main())
