@@ -51,8 +51,10 @@ class SimServer:
         self.model_name = self.profile.model
         self._live: dict[SimRequest, Live] = {}
         self._seen_ids: dict[str, int] = {}
+        wants_steps = cfg.keep_truth or cfg.truth_path is not None
         self.loop = StepLoop(self.engine, self._live, time_scale=cfg.time_scale,
-                             slowdown=cfg.slowdown, on_step=self._on_step)
+                             slowdown=cfg.slowdown,
+                             on_step=self._on_step if wants_steps else None)
         self._loop_task: asyncio.Task[None] | None = None
         self._runner: web.AppRunner | None = None
         self._truth_file: IO[bytes] | None = None
