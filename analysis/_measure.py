@@ -5,7 +5,8 @@ Rules (written in the report's methodology):
   one outcome (ok, error kind, timeout, incomplete, cancelled);
 - latency samples come from ok requests; an incomplete request's latency is
   right-censored (it ran at least until it was cut), kept as a lower bound;
-  its TTFT is exact when its first token came;
+  its TTFT is exact when its first token came, and so are its TPOT and ITL
+  over the tokens that arrived before the cut (a decode rate, not a duration);
 - throughputs count every token that *arrived* in the window, whatever the
   request's outcome or the phase it was sent in.
 """
@@ -82,7 +83,7 @@ def _tokens_in_window(
 def _itl(
     r: RequestColumns, good: np.ndarray, user_code: np.ndarray, *, by_read: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
-    """ITL samples of ok requests: (per-token gap, user, weight, chunks after the
+    """ITL samples of the ``good`` requests: (per-token gap, user, weight, chunks after the
     first, of which arrived in the same read as the one before).
 
     A chunk of k tokens arriving g after the previous one gives k gaps of g/k; the
@@ -136,19 +137,21 @@ def measure(run: RunData) -> Samples:
         keep = np.isfinite(v)
         values[name], groups[name] = v[keep], g[keep]
 
-    for name in ("ttft", "ttft_due", "e2e", "tpot"):
+    decoding = good | cut  # whose decode rate was measured (incomplete: until the cut)
+    for name in ("ttft", "ttft_due", "e2e"):
         put(name, getattr(lat, name)[good], user_code[good])
+    put("tpot", lat.tpot[decoding], user_code[decoding])
     put("schedule_lag", (r.sent_s - r.due_s)[in_win], user_code[in_win])
-    multi = good & (r.output_tokens >= 2) & np.isfinite(lat.decode_time)
+    multi = decoding & (r.output_tokens >= 2) & np.isfinite(lat.decode_time)
     tok = np.bincount(user_code[multi], weights=r.output_tokens[multi] - 1, minlength=n_users)
     dt = np.bincount(user_code[multi], weights=lat.decode_time[multi], minlength=n_users)
     with np.errstate(divide="ignore", invalid="ignore"):
         per_user = np.where(dt > 0, tok / dt, np.nan)
     put("interactivity_user", per_user, np.arange(n_users))
     weights: dict[str, np.ndarray] = {}
-    values["itl"], groups["itl"], weights["itl"], later, same = _itl(r, good, user_code)
+    values["itl"], groups["itl"], weights["itl"], later, same = _itl(r, decoding, user_code)
     values["itl_reads"], groups["itl_reads"], weights["itl_reads"], _, _ = _itl(
-        r, good, user_code, by_read=True)
+        r, decoding, user_code, by_read=True)
     put("session_latency", *_session_latency(run, user_code, start, end))
 
     # incomplete requests: latencies are at least what they ran (right-censored)

@@ -25,7 +25,9 @@ def method_rules(rules: Rules = DEFAULT_RULES) -> tuple[str, ...]:
         "Latency percentiles come from ok requests plus the incomplete ones, which are "
         "right-censored: their TTFT (when no token came) and E2E are at least the time they "
         "ran until the drain cut them. A percentile that a censored value could still move is "
-        "shown as a lower bound (\u2265); none is dropped silently.",
+        "shown as a lower bound (\u2265); none is dropped silently. Their TPOT and ITL over "
+        "the tokens that arrived before the cut are measured decode rates and count as "
+        "they are.",
         "Throughputs count every token that arrived inside the window, whatever the outcome "
         "of its request (ok, failed, incomplete) and whenever it was sent, by chunk arrival "
         "time, divided by the window's length (summed over pooled repeats).",

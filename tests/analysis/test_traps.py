@@ -348,3 +348,16 @@ def test_a_tiny_systematic_difference_is_not_established(tmp_path: Path) -> None
     assert r.not_established is not None and "below the 2%" in r.not_established
     c = _arms(tmp_path / "big", _steady(0.01), _steady(0.0105), users=16)
     assert _head(c).established  # 5% with the same evidence is
+
+
+def test_a_cut_request_still_measures_its_decode_rate(tmp_path: Path) -> None:
+    # the only request of the window was cut by the drain after 11 tokens at 0.1 s each
+    times = [11.0 + 0.1 * i for i in range(11)]
+    cut = rec(0, status="incomplete", output_tokens=11, output_tokens_asked=50,
+              first_token_s=11.0, last_token_s=12.0, end_s=115.0, chunk_times_s=times,
+              chunk_tokens=[1] * 11)
+    s = analyse_run(read_run(make_run(tmp_path, [cut])))
+    assert s.tpot.p50 == pytest.approx(0.1) and s.interactivity.p50 == pytest.approx(10.0)
+    assert s.itl.count == 10
+    assert s.e2e.count == 1 and s.e2e.bounds and s.e2e.p50 == pytest.approx(105.0)
+    assert s.ttft.p50 == pytest.approx(1.0) and not s.ttft.bounds  # its first token came
