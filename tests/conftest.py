@@ -31,6 +31,8 @@ INTEGRATION = (
     "replay/test_connector.py",
     "replay/test_probe.py",
     "analysis/test_report.py",
+    "report/test_browser.py",
+    "report/test_search_sim.py",
     "traces/test_cli.py",
     "load/",
 )
