@@ -268,3 +268,30 @@ def test_the_cache_bust_differs_run_to_run(tmp_path: Path, sim: SimServerProcess
     first = _records(tmp_path / "d")[0]
     prompt = int(first["prompt_tokens"])  # type: ignore[call-overload]
     assert int(first["cached_tokens"]) == (prompt - 1) // BS * BS > SHARED_BLOCKS * BS  # type: ignore[call-overload]
+
+
+def test_compare_carries_the_scenario_into_every_run_and_the_summary(tmp_path: Path) -> None:
+    """compare --scenario agentx --scenario-unsafe: every run follows the rules and
+    is judged; summary.json and the report say the comparison did not satisfy them
+    (its windows are 1 s), naming each run."""
+    from tests.compare.conftest import sims
+
+    wl = _weka_like(tmp_path / "wl.jsonl", sessions=2, turns=8)
+    out = tmp_path / "cmp"
+    with sims(("small", "auto"), ("small", "latency_specialized")) as urls:
+        code = main(["compare", "--arm", f"auto={urls[0]}",
+                     "--arm", f"latency_specialized={urls[1]}", "--workload", str(wl),
+                     "--users", "1", "--duration", "1", "--drain", "0.5", "--out", str(out),
+                     "--scenario", "agentx", "--scenario-unsafe", "--quiet"])
+    assert code in (0, 3)
+    runs = sorted((out / "runs").iterdir())
+    manifests = [RunManifest.model_validate_json((r / "run.json").read_bytes()) for r in runs]
+    assert manifests and all(m.scenario == "agentx" and m.scenario_satisfied is False
+                             and m.load.seed == 42 for m in manifests)
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    assert summary["scenario"] == "agentx" and summary["scenario_satisfied"] is False
+    for m in manifests:
+        assert any(n.startswith(f"{m.run_id}: window 1 s") and "900 s" in n
+                   for n in summary["scenario_notes"])
+    html = (out / "report.html").read_text()
+    assert 'id="scenario"' in html and "NOT satisfied" in html
