@@ -2,8 +2,9 @@
 
 ``--scenario agentx`` replays by the rules of InferenceX AgentX (AIPerf 0.13's
 ``inferencex-agentx-mvp`` scenario, with the flags InferenceX runs it with):
-WEKA coding-agent sessions (subagents included), streaming chat requests with
-``ignore_eos`` and server token counts, prompts never truncated or rescaled,
+WEKA coding-agent sessions (subagents included), streaming requests with
+``ignore_eos`` and server token counts (how agentreplay always sends and counts;
+either API: prompts are exact token ids in both), prompts never truncated or rescaled,
 each lane's first session entered at a random turn between 25% and 75% of it,
 a per-run cache-busting salt on every lane's content after the shared head
 (system prompt and tools stay shared, the rest is cold), idle gaps capped at
