@@ -245,10 +245,12 @@ class ScenarioVerdict(BaseModel):
 def judge_scenario(
     name: str, load: LoadSettings, *, source: str, header_params: Mapping[str, object],
     max_context: int | None, window_s: float | None, failure_share: float | None,
-    interrupted: bool = False, workload: str = "workload",
+    interrupted: bool = False, workload: str = "workload", uncounted: int = 0,
 ) -> ScenarioVerdict:
     """Judge a finished run against its scenario from what it recorded: the load
-    settings it ran with, its workload, its window and its failure share."""
+    settings it ran with, its workload, its window, its failure share and how many
+    of the window's completed requests came back without the server's token counts
+    (``uncounted``)."""
     rules = scenario_rules(name)
     values = {"duration_s": load.duration_s, "api": load.api, "rate": load.rate,
               "think_scale": load.think_scale, "think_time_cap_s": load.think_time_cap_s,
@@ -273,6 +275,10 @@ def judge_scenario(
     elif failure_share > rules.max_failure_share:
         notes.append(f"{failure_share:.1%} of the window's requests failed; scenario {name} "
                      f"allows {rules.max_failure_share:.0%}")
+    if uncounted:
+        notes.append(f"{uncounted} completed request(s) in the window came back without the "
+                     f"server's token counts (usage); scenario {name} counts tokens as the "
+                     "server reports them")
     return ScenarioVerdict(scenario=name, satisfied=not notes, notes=notes)
 
 

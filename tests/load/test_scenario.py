@@ -16,10 +16,10 @@ import numpy as np
 import orjson
 import pytest
 
-from analysis import RunManifest, compare_runs, read_run
+from analysis import LoadSettings, RunManifest, compare_runs, read_run
 from replay.cli import main
 from replay.errors import ConfigError
-from replay.load import SCENARIOS, entry_turn, scenario_values
+from replay.load import SCENARIOS, entry_turn, judge_scenario, scenario_values
 from replay.sim import SimServerProcess
 from tests.replay.conftest import chain_requests
 from traces import Session, WorkloadHeader, write_workload
@@ -164,6 +164,39 @@ def test_the_rules_fill_what_the_user_left_unset() -> None:
                         "wl.jsonl")
     kept = scenario_values("agentx", True, {**values, "seed": 7}, defaults, header, "wl.jsonl")
     assert kept["seed"] == 7 and kept["scenario_unsafe"] is True
+
+
+def _judge(**kw: object) -> list[str]:
+    load = dict(users=4, duration_s=900.0, warmup_s=60.0, drain_s=30.0, seed=42,
+                think_time_cap_s=10.0)
+    load.update({k: v for k, v in kw.items() if k in LoadSettings.model_fields})
+    rest: dict[str, object] = dict(source="weka", header_params={}, max_context=None,
+                                   window_s=900.0, failure_share=0.01)
+    rest.update({k: v for k, v in kw.items() if k not in LoadSettings.model_fields})
+    verdict = judge_scenario("agentx", LoadSettings(**load), **rest)  # type: ignore[arg-type]
+    assert verdict.satisfied == (not verdict.notes)
+    return verdict.notes
+
+
+def test_a_run_by_the_rules_is_satisfied_and_each_breach_is_named() -> None:
+    assert _judge() == []
+    assert _judge(duration_s=1800.0, window_s=1800.0, users=64) == []
+    for kw, words in [
+        (dict(duration_s=600.0, window_s=600.0), "900 s"),
+        (dict(failure_share=0.06), "6.0% of the window's requests failed"),
+        (dict(failure_share=None), "failure share unknown"),
+        (dict(uncounted=3), "without the server's token counts"),
+        (dict(interrupted=True, window_s=400.0), "interrupted"),
+        (dict(think_time_cap_s=None), "not capped"),
+        (dict(think_time_cap_s=30.0), "think-time-cap 30"),
+        (dict(think_scale=0.5), "think-scale 0.5"),
+        (dict(seed=1), "seed 42"),
+        (dict(arrival="open", rate=1.0), "closed loop"),
+        (dict(source="mooncake"), "source is 'mooncake'"),
+        (dict(header_params={"truncated_requests": 2}), "forbids input truncation"),
+    ]:
+        notes = _judge(**kw)
+        assert notes and any(words in n for n in notes), (kw, notes)
 
 
 @pytest.mark.parametrize("turns", [1, 2, 3, 4, 7, 20, 101])
