@@ -52,7 +52,7 @@ from replay.ab._order import (
 )
 from replay.client import ServerFacts, connect_url, make_session, probe_server
 from replay.errors import ConfigError
-from replay.load import ServerWatchHook, run_load_sync
+from replay.load import ServerWatchHook, check_time_controls, run_load_sync
 from traces import read_header
 
 __all__ = ["CompareResult", "Live", "compare_arms", "compare_launched",
@@ -145,7 +145,10 @@ def _settings(arms: Sequence[str], workload: str, opts: CompareOptions) -> dict[
         raise ConfigError(f"--users: {workload} replays its own arrival times (arrival mode "
                           f"{header.arrival!r}), so users do not set its load; drop --users "
                           "(or give --rate for open-loop levels)")
+    check_time_controls(opts, header.arrival, workload, rated=opts.rates is not None)
+    timing = {"time_scale": opts.time_scale, "start_s": opts.start_s, "slice_s": opts.slice_s}
     return {
+        **{k: v for k, v in timing.items() if v != CompareOptions.model_fields[k].default},
         "arms": list(arms), "levels": list(opts.levels), "repeats": opts.repeats,
         "rates": None if opts.rates is None else list(opts.rates),
         "duration_s": opts.duration_s, "warmup_s": opts.warmup_s, "drain_s": opts.drain_s,

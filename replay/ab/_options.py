@@ -46,6 +46,12 @@ class CompareOptions(BaseModel):
     scenario: Literal["agentx"] | None = None
     """``--scenario``: named replay rules every run of the comparison follows."""
     scenario_unsafe: bool = False
+    time_scale: float = Field(default=1.0, gt=0)
+    """Timestamp workloads: arrival offsets multiplied by this (``--time-scale``)."""
+    start_s: float | None = Field(default=None, ge=0)
+    """Timestamp workloads: trace time replayed from (``--start``)."""
+    slice_s: float | None = Field(default=None, gt=0)
+    """Timestamp workloads: only sessions starting this soon after the start (``--slice``)."""
 
     @field_validator("levels")
     @classmethod
@@ -73,6 +79,7 @@ class CompareOptions(BaseModel):
             metrics_interval_s=self.metrics_interval_s, label=label,
             first_token_timeout_s=self.first_token_timeout_s, itl_timeout_s=self.itl_timeout_s,
             scenario=self.scenario, scenario_unsafe=self.scenario_unsafe,
+            time_scale=self.time_scale, start_s=self.start_s, slice_s=self.slice_s,
         ))
 
 

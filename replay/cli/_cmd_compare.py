@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from replay.cli._cmd_run import add_scenario_flags
+from replay.cli._cmd_run import add_scenario_flags, add_time_flags
 
 if TYPE_CHECKING:
     from replay.ab import CompareOptions, CompareResult, Live
@@ -70,6 +70,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("vllm_args", nargs=argparse.REMAINDER,
                    help="after --: extra vLLM arguments for launched arms")
     add_scenario_flags(p)
+    add_time_flags(p)
     _live_flags(p)
     p.set_defaults(func=_compare)
 
@@ -115,6 +116,7 @@ def _compare(args: argparse.Namespace) -> int:
         model=None if args.launch else args.model, api_key_env=args.api_key_env,
         vocab_size=args.vocab_size, think_scale=args.think_scale,
         think_time_cap_s=args.think_time_cap, allow_unfair=args.allow_unfair,
+        time_scale=args.time_scale, start_s=args.start, slice_s=args.slice,
     ), args.rate))
     extra = list(args.vllm_args)
     if extra and extra[0] == "--":

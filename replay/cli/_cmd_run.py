@@ -49,10 +49,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="run the workers as Ray actors: a cluster address, 'auto', or "
                    "'local' (needs agentreplay[ray])")
     add_scenario_flags(p)
+    add_time_flags(p)
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quiet", action="store_true", help="no live view")
     mode.add_argument("--plain", action="store_true", help="periodic log lines (CI, non-TTY)")
     p.set_defaults(func=_main)
+
+
+def add_time_flags(p: argparse.ArgumentParser) -> None:
+    """``--time-scale``, ``--start``, ``--slice`` (``run`` and ``compare``): reshape a
+    workload replayed at its own arrival times (``replay.load._timeline``)."""
+    p.add_argument("--time-scale", type=float, default=1.0, metavar="F",
+                   help="timestamp workloads: multiply arrival offsets by F (0.5 = twice "
+                        "as fast; default: %(default)s)")
+    p.add_argument("--start", type=float, default=None, metavar="S",
+                   help="timestamp workloads: replay from trace time S seconds (default: "
+                        "the first arrival)")
+    p.add_argument("--slice", type=float, default=None, metavar="S",
+                   help="timestamp workloads: only sessions whose first arrival is within "
+                        "S trace seconds of the start")
 
 
 def add_scenario_flags(p: argparse.ArgumentParser) -> None:
@@ -114,6 +129,7 @@ def _main(args: argparse.Namespace) -> int:
         carry_output=not args.no_carry_output,
         metrics_interval_s=args.metrics_interval or None,
         workers=args.workers, ray=args.ray,
+        time_scale=args.time_scale, start_s=args.start, slice_s=args.slice,
     )))
     live: Literal["rich", "plain", "quiet"]
     if args.quiet:

@@ -34,6 +34,7 @@ from replay.load._scenario import (
     scenario_values,
 )
 from replay.load._settings import FLAGS, RunConfig, RunSettings, flag_of, settings_error, validated
+from replay.load._timeline import check_time_controls, retimed
 from replay.load._workers import ProcessExecutor, event_loop_factory
 from replay.load._writer import RunWriter, close_manifest, iso_utc
 
@@ -63,6 +64,7 @@ __all__ = [
     "WorkerExecutor",
     "WorkerPlan",
     "apply_scenario",
+    "check_time_controls",
     "close_manifest",
     "connections_for",
     "default_builder",
@@ -77,6 +79,7 @@ __all__ = [
     "open_plan",
     "raise_crash",
     "render_lines",
+    "retimed",
     "run_load",
     "run_load_sync",
     "run_plan",

@@ -185,12 +185,13 @@ def _start(ctx: LaneContext, settings: RunSettings, arrival: Arrival,
             plan = open_plan(settings.rate, settings.seed, horizon)
         else:
             plan = sorted((s.requests[0].arrival_s or 0.0) for s in sessions)
-            base = plan[0] if plan else 0.0
+            base = plan[0] if plan and settings.start_s is None else 0.0  # --start: kept
             plan = [a - base for a in plan]
             sessions = sorted(sessions, key=lambda s: s.requests[0].arrival_s or 0.0)
         ctx.spawn(open_arrivals(ctx, sessions, plan, settings.seed))
     else:
-        origin = min((r.arrival_s or 0.0) for s in sessions for r in s.requests)
+        origin = 0.0 if settings.start_s is not None else \
+            min((r.arrival_s or 0.0) for s in sessions for r in s.requests)
         for user, sess in enumerate(sessions):
             ctx.spawn(timestamp_session(ctx, user, sess, settings.seed, origin))
 

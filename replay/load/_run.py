@@ -60,6 +60,7 @@ from replay.load._live import LiveStats, LiveView
 from replay.load._phases import Arrival, Target, connections_for, walk
 from replay.load._scenario import judge_scenario
 from replay.load._settings import RunSettings
+from replay.load._timeline import check_time_controls, empty_window_note, retimed
 from replay.load._workers import ProcessExecutor, event_loop_factory
 from replay.load._writer import RunWriter, close_manifest, iso_utc
 from traces import Session, WorkloadHeader, iter_sessions, read_header
@@ -97,6 +98,9 @@ async def run_load(
     if settings.split and arrival != "closed":
         raise ConfigError(f"{path}: --workers/--ray split closed-loop users; this "
                           f"workload's arrival mode is {arrival!r}")
+    check_time_controls(settings, header.arrival, path, rated=settings.rate is not None)
+    sessions = retimed(settings, sessions, path)
+    caveats = _time_caveats(settings, sessions, arrival)
     root, basic = connect_url(settings.target)
     headers = _auth_headers(settings)
     if basic is not None and "Authorization" not in headers:
@@ -123,8 +127,9 @@ async def run_load(
                   target=target, sink=_Sink(writer, stats))
         executor = _executor(job, session, builder)
         try:
+            manifest.warnings.extend(c.message for c in caveats)
             await _run(executor, settings, manifest, writer, stats, session, target, live,
-                       stop or asyncio.Event(), watch)
+                       stop or asyncio.Event(), watch, caveats)
         finally:
             writer.close()
     return out
@@ -145,7 +150,7 @@ def _executor(job: Job, session: aiohttp.ClientSession,
 async def _run(executor: Executor, settings: RunSettings, manifest: RunManifest,
                writer: RunWriter, stats: LiveStats, session: aiohttp.ClientSession,
                target: Target, live: Live, stop: asyncio.Event,
-               watch: ServerWatchHook | None) -> None:
+               watch: ServerWatchHook | None, caveats: Sequence[ValidityReason] = ()) -> None:
     """Prepare, set the origin, start, watch, close and stamp the manifest (one way
     for all executors)."""
     await executor.prepare()
@@ -183,7 +188,7 @@ async def _run(executor: Executor, settings: RunSettings, manifest: RunManifest,
                        interrupted=outcome.interrupted, crash=outcome.crash)
         writer.write_manifest(manifest)
     raise_crash(outcome)
-    manifest.validity = _assess(writer.dir)
+    manifest.validity = _assess(writer.dir, caveats)
     _judge_scenario(manifest, writer.dir)
     writer.write_manifest(manifest)
 
@@ -206,10 +211,15 @@ def _facts(manifest: RunManifest, outcome: ExecOutcome, stats: LiveStats,
         manifest.server_watch = ServerWatch(server_died=bool(watch.died), detail=watch.detail)
 
 
-def _assess(run_dir: Path) -> Validity:
-    """``analysis.assess_run`` on the run as written; an unreadable run is invalid."""
+def _assess(run_dir: Path, caveats: Sequence[ValidityReason] = ()) -> Validity:
+    """``analysis.assess_run`` on the run as written, plus what the replay knew before
+    it started (``caveats``); an unreadable run is invalid."""
     try:
-        return assess_run(read_run(run_dir))
+        found = assess_run(read_run(run_dir))
+        if not caveats:
+            return found
+        verdict = "caveats" if found.verdict == "valid" else found.verdict
+        return Validity(verdict=verdict, reasons=[*found.reasons, *caveats])
     except ResultError as exc:
         return Validity(verdict="invalid", reasons=[ValidityReason(
             code="run_unreadable", severity="invalid", message=str(exc))])
@@ -223,9 +233,13 @@ def _judge_scenario(manifest: RunManifest, run_dir: Path) -> None:
     from analysis import measure, summarize
 
     share: float | None = None
+    uncounted = 0
     try:
-        summary = summarize(measure(read_run(run_dir)), bootstrap=False, tiers=())
-        share = summary.counts.failure_share
+        run = read_run(run_dir)
+        share = summarize(measure(run), bootstrap=False, tiers=()).counts.failure_share
+        r = run.requests
+        done = (r.phase == "measure") & (r.status == "ok")
+        uncounted = int((done & (r.prompt_tokens_server < 0)).sum())
     except ResultError:
         pass
     header = read_header(manifest.workload.path) if manifest.workload.path else None
@@ -236,7 +250,7 @@ def _judge_scenario(manifest: RunManifest, run_dir: Path) -> None:
         max_context=header.max_context if header is not None else None,
         window_s=(window.end_s - window.start_s) if window is not None else None,
         failure_share=share, interrupted=manifest.interrupted,
-        workload=manifest.workload.path or "workload")
+        workload=manifest.workload.path or "workload", uncounted=uncounted)
     manifest.scenario_satisfied = verdict.satisfied
     manifest.scenario_notes = list(verdict.notes)
 
@@ -313,6 +327,19 @@ def load_kind(settings: RunSettings, arrival: Arrival) -> LoadKind:
     if settings.rate is not None:
         return "rate"
     return "users" if arrival == "closed" else "timestamps"
+
+
+def _time_caveats(settings: RunSettings, sessions: Sequence[Session],
+                  arrival: Arrival) -> list[ValidityReason]:
+    """A window that would see no arrival of a timestamp workload, said on stderr
+    before the run starts (and kept as a caveat of its validity)."""
+    if arrival == "closed" or settings.rate is not None:
+        return []
+    note = empty_window_note(settings, sessions, settings.warmup_s, settings.duration_s)
+    if note is None:
+        return []
+    print(f"warning: {note.message}", file=sys.stderr, flush=True)
+    return [note]
 
 
 def _check_fits(sessions: Sequence[Session], path: str, facts: ServerFacts, shown: str) -> None:

@@ -48,6 +48,9 @@ FLAGS: dict[str, str] = {
     "allow_unfair": "--allow-unfair",
     "scenario": "--scenario",
     "scenario_unsafe": "--scenario-unsafe",
+    "time_scale": "--time-scale",
+    "start_s": "--start",
+    "slice_s": "--slice",
 }
 """Settings field -> the command-line flag that sets it (the one place they are paired)."""
 
@@ -130,6 +133,14 @@ class RunSettings(BaseModel):
     """Named replay rules (``replay.load._scenario``): set and locked by ``--scenario``."""
     scenario_unsafe: bool = False
     """``--scenario-unsafe``: rules the user overrode; the run is stamped not satisfied."""
+    time_scale: float = Field(default=1.0, gt=0)
+    """Timestamp replay: workload arrival offsets multiplied by this (0.5 = twice as
+    fast); with ``start_s``/``slice_s`` see ``replay.load._timeline``."""
+    start_s: float | None = Field(default=None, ge=0)
+    """Timestamp replay: trace time that replay time 0 stands for (None: first arrival)."""
+    slice_s: float | None = Field(default=None, gt=0)
+    """Timestamp replay: only sessions whose first arrival is within this many trace
+    seconds of the start."""
 
     @field_validator("target")
     @classmethod
@@ -168,6 +179,8 @@ class RunSettings(BaseModel):
             warmup_start=self.warmup_start,
         )
         values[scale] = self.think_scale
+        if arrival != "closed" and self.rate is None and "time_scale" in fields:
+            values["time_scale"] = self.time_scale
         return LoadSettings(**values)
 
 
