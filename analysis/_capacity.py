@@ -177,34 +177,54 @@ def _row(
     )
 
 
+def _kind(s: RunSummary) -> str:
+    return s.level.kind if s.level is not None else "users"
+
+
 def capacity_table(
     arms: Mapping[str, Sequence[RunSummary | tuple[RunSummary, Samples]]],
     tiers: Sequence[SloTier], *, max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE,
     seed: int = 0,
 ) -> list[CapacityRow]:
-    """One row per (tier, arm), from each arm's level summaries. With samples
-    beside the summaries, each row carries a 95% interval, and every arm but
-    the first its capacity ratio to the first arm (the baseline)."""
+    """One row per (tier, load kind, arm), from each arm's level summaries. With
+    samples beside the summaries, each row carries a 95% interval, and every arm
+    but the first its capacity ratio to the first arm (the baseline)."""
+    pairs = {arm: [g if isinstance(g, tuple) else (g, None) for g in given]
+             for arm, given in arms.items()}
+    kinds = list(dict.fromkeys(_kind(s) for given in pairs.values() for s, _ in given))
     rows = []
     for tier in tiers:
-        base_reps: np.ndarray | None = None
-        base_row: CapacityRow | None = None
-        for arm, given in arms.items():
-            pairs = [g if isinstance(g, tuple) else (g, None) for g in given]
-            ordered = sorted(pairs, key=lambda p: _x(p[0]))
-            if not ordered:
-                continue
-            row = _row(arm, ordered, tier, max_failure_share)
-            with_samples = [(s, smp) for s, smp in ordered if smp is not None]
-            if len(with_samples) == len(ordered):
-                reps = _replicates(with_samples, tier, max_failure_share, seed, arm)
-                row.ci = _interval(reps) if row.users is not None else None
-                if base_reps is None:
-                    base_reps, base_row = reps, row
-                elif base_row is not None and base_row.users and row.users is not None:
-                    row.ratio = row.users / base_row.users
-                    with np.errstate(divide="ignore", invalid="ignore"):
-                        rr = reps / base_reps
-                    row.ratio_ci = _interval(np.where(np.isfinite(rr), rr, np.nan))
-            rows.append(row)
+        for kind in kinds:
+            rows += _tier_rows(
+                {arm: sorted([p for p in given if _kind(p[0]) == kind],
+                             key=lambda p: _x(p[0])) for arm, given in pairs.items()},
+                tier, max_failure_share, seed)
+    return rows
+
+
+def _tier_rows(
+    arms: Mapping[str, Sequence[tuple[RunSummary, Samples | None]]], tier: SloTier,
+    max_failure_share: float, seed: int,
+) -> list[CapacityRow]:
+    rows = []
+    base_reps: np.ndarray | None = None
+    base_row: CapacityRow | None = None
+    baseline = next(iter(arms), None)
+    for arm, ordered in arms.items():
+        if not ordered:
+            continue
+        row = _row(arm, ordered, tier, max_failure_share)
+        with_samples = [(s, smp) for s, smp in ordered if smp is not None]
+        if len(with_samples) == len(ordered):
+            reps = _replicates(with_samples, tier, max_failure_share, seed, arm)
+            row.ci = _interval(reps) if row.users is not None else None
+            if arm == baseline:
+                base_reps, base_row = reps, row
+            elif (base_reps is not None and base_row is not None and base_row.users
+                  and row.users is not None):
+                row.ratio = row.users / base_row.users
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    rr = reps / base_reps
+                row.ratio_ci = _interval(np.where(np.isfinite(rr), rr, np.nan))
+        rows.append(row)
     return rows

@@ -60,6 +60,7 @@ __all__ = ["CompareResult", "Live", "compare_arms", "compare_launched",
 
 Live = Literal["rich", "plain", "quiet"]
 STATE_FILE = "comparison.json"
+_MAX_LABEL_BYTES = 100
 
 
 @dataclass
@@ -275,6 +276,26 @@ def _check_arms(labels: Sequence[str]) -> None:
         raise ConfigError("a comparison needs at least two --arm")
     if len(set(labels)) != len(labels):
         raise ConfigError("--arm labels must be distinct: " + ", ".join(labels))
+    _check_arm_dirs(labels)
+
+
+def _check_arm_dirs(labels: Sequence[str]) -> None:
+    """Each arm's runs go to ``runs/<safe label>-...``: two labels that clean to one
+    name (``a/b`` and ``a_b``, or ``A`` and ``a`` on a case-blind disk) would share
+    runs, so they are refused before anything is loaded."""
+    from replay.ab._order import _safe
+
+    taken: dict[str, str] = {}
+    for label in labels:
+        safe = _safe(label)
+        if len(safe.encode()) > _MAX_LABEL_BYTES:
+            raise ConfigError(f"--arm {label[:40]!r}...: a label is at most "
+                              f"{_MAX_LABEL_BYTES} bytes (it names directories)")
+        other = taken.setdefault(safe.casefold(), label)
+        if other != label:
+            raise ConfigError(f"--arm labels {other!r} and {label!r} would share the run "
+                              f"directories runs/{safe}-...; make them differ in letters, "
+                              "digits, '-', '_' or '.'")
 
 
 def compare_arms(arms: Sequence[tuple[str, str]], workload: str | os.PathLike[str],

@@ -53,6 +53,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="environment variable holding the API key (sent as Bearer)")
     p.add_argument("--think-scale", type=float, default=1.0, help="multiply think times")
     p.add_argument("--think-time-cap", type=float, default=None, help="cap on think time, s")
+    _stall_flags(p)
     p.add_argument("--launch", action="store_true", help="start a vLLM server per arm")
     p.add_argument("--vllm-python", default=None, help="python of the vLLM install (--launch)")
     p.add_argument("--mode", choices=("sequential", "side-by-side"), default="sequential")
@@ -84,6 +85,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     d.set_defaults(func=_demo)
 
 
+def _stall_flags(p: argparse.ArgumentParser) -> None:
+    from replay.cli._cmd_run import add_stall_flags
+
+    add_stall_flags(p)
+
+
 def _live(args: argparse.Namespace) -> Live:
     import sys
 
@@ -95,6 +102,8 @@ def _live(args: argparse.Namespace) -> Live:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from replay.ab import (
         CompareOptions,
         compare_arms,
@@ -103,8 +112,9 @@ def _compare(args: argparse.Namespace) -> int:
         parse_rates,
     )
     from replay.errors import ConfigError
-    from replay.load import validated
+    from replay.load import check_writable_dir, validated
 
+    check_writable_dir(Path(args.out))  # before any server is asked anything
     if args.rate is not None and args.users is not None:
         raise ConfigError("--users and --rate: give one (user counts for closed-loop levels, "
                           "or session rates for open-loop levels)")
@@ -116,6 +126,7 @@ def _compare(args: argparse.Namespace) -> int:
         model=None if args.launch else args.model, api_key_env=args.api_key_env,
         vocab_size=args.vocab_size, think_scale=args.think_scale,
         think_time_cap_s=args.think_time_cap, allow_unfair=args.allow_unfair,
+        first_token_timeout_s=args.ttft_timeout, itl_timeout_s=args.itl_timeout,
         time_scale=args.time_scale, start_s=args.start, slice_s=args.slice,
     ), args.rate))
     extra = list(args.vllm_args)
@@ -210,6 +221,10 @@ def _print(result: CompareResult) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from replay.ab import run_demo
+    from pathlib import Path
 
+    from replay.ab import run_demo
+    from replay.load import check_writable_dir
+
+    check_writable_dir(Path(args.out))
     return _print(run_demo(args.out, quick=args.quick, live=_live(args)))

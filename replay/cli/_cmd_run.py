@@ -48,12 +48,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--ray", default=None, metavar="ADDRESS",
                    help="run the workers as Ray actors: a cluster address, 'auto', or "
                    "'local' (needs agentreplay[ray])")
+    add_stall_flags(p)
+    p.add_argument("--force", action="store_true",
+                   help="replace the run already in --out (its files are removed first)")
     add_scenario_flags(p)
     add_time_flags(p)
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quiet", action="store_true", help="no live view")
     mode.add_argument("--plain", action="store_true", help="periodic log lines (CI, non-TTY)")
     p.set_defaults(func=_main)
+
+
+def add_stall_flags(p: argparse.ArgumentParser) -> None:
+    """The per-request stall limits (``run`` and ``compare``): a server that stops
+    sending ends the request as a timeout instead of pinning its user."""
+    p.add_argument("--ttft-timeout", type=float, default=600.0, metavar="S",
+                   help="a request with no output token this many seconds after it was "
+                        "sent is a timeout (default: %(default)s)")
+    p.add_argument("--itl-timeout", type=float, default=120.0, metavar="S",
+                   help="a request whose next output token takes longer than this many "
+                        "seconds is a timeout (default: %(default)s)")
 
 
 def add_time_flags(p: argparse.ArgumentParser) -> None:
@@ -115,10 +129,11 @@ def _main(args: argparse.Namespace) -> int:
     import asyncio
     import signal
     import sys
+    from pathlib import Path
 
     from analysis import read_manifest
     from replay.cli import EXIT_INTERRUPTED, EXIT_TERMINATED, print_validity
-    from replay.load import RunSettings, event_loop_factory, run_load, validated
+    from replay.load import RunSettings, claim_run_dir, event_loop_factory, run_load, validated
 
     config = validated(RunSettings, _scenario(args, dict(
         target=args.target, users=args.users, duration_s=args.duration,
@@ -129,8 +144,10 @@ def _main(args: argparse.Namespace) -> int:
         carry_output=not args.no_carry_output,
         metrics_interval_s=args.metrics_interval or None,
         workers=args.workers, ray=args.ray,
+        first_token_timeout_s=args.ttft_timeout, itl_timeout_s=args.itl_timeout,
         time_scale=args.time_scale, start_s=args.start, slice_s=args.slice,
     )))
+    claim_run_dir(Path(args.out), force=args.force)
     live: Literal["rich", "plain", "quiet"]
     if args.quiet:
         live = "quiet"

@@ -166,7 +166,8 @@ async def stream_request(
         if state.expired():
             _timed_out(out, state)
         else:
-            out.fail("cancelled", "cancelled", "request cancelled")
+            if not out.done:  # cancelled while waiting for the body's end: still complete
+                out.fail("cancelled", "cancelled", "request cancelled")
             raise
     except TimeoutError as exc:
         if state.expired() or not isinstance(exc, aiohttp.ClientError):

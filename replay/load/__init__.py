@@ -36,7 +36,14 @@ from replay.load._scenario import (
 from replay.load._settings import FLAGS, RunConfig, RunSettings, flag_of, settings_error, validated
 from replay.load._timeline import check_time_controls, retimed
 from replay.load._workers import ProcessExecutor, event_loop_factory
-from replay.load._writer import RunWriter, close_manifest, iso_utc
+from replay.load._writer import (
+    RunWriteError,
+    RunWriter,
+    check_writable_dir,
+    claim_run_dir,
+    close_manifest,
+    iso_utc,
+)
 
 __all__ = [
     "FLAGS",
@@ -56,6 +63,7 @@ __all__ = [
     "RecordSink",
     "RunConfig",
     "RunSettings",
+    "RunWriteError",
     "RunWriter",
     "ScenarioRules",
     "ScenarioVerdict",
@@ -65,6 +73,8 @@ __all__ = [
     "WorkerPlan",
     "apply_scenario",
     "check_time_controls",
+    "check_writable_dir",
+    "claim_run_dir",
     "close_manifest",
     "connections_for",
     "default_builder",

@@ -193,7 +193,8 @@ async def _send(
                              max_line_bytes=ctx.max_line_bytes, max_tokens=req.output_tokens,
                              keep_output_ids=ctx.spec.carry_output)
     except asyncio.CancelledError:
-        out.error_kind = f"cancelled_{ctx.cancel_reason}"
+        if out.status == "cancelled":  # not a complete answer cancelled while settling
+            out.error_kind = f"cancelled_{ctx.cancel_reason}"
         ctx.on_record(_record(ctx, rid, chain, turn, req, prompt, expected, due_ns, think_s, out))
         raise
     finally:

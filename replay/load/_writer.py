@@ -24,8 +24,51 @@ from pathlib import Path
 import orjson
 
 from analysis import RunManifest, RunWindow
+from replay.errors import ConfigError
 
-__all__ = ["RunWriteError", "RunWriter", "close_manifest", "iso_utc"]
+__all__ = ["RESULT_FILES", "RunWriteError", "RunWriter", "check_writable_dir", "claim_run_dir",
+           "close_manifest", "iso_utc"]
+
+RESULT_FILES = ("run.json", "run.json.tmp", "requests.jsonl", "server_metrics.jsonl",
+                "summary.json", "summary.schema.json", "report.html", "requests.csv",
+                "levels.csv")
+"""What a run directory holds: what ``--force`` removes before a new run."""
+
+
+def claim_run_dir(out: Path, *, force: bool, flag: str = "--out") -> None:
+    """Check, before any server is asked anything, that a run may be written to
+    ``out``: a finished (or crashed) run there is never silently replaced; with
+    ``force`` its files are removed first, so nothing stale stays beside the new run.
+    """
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{flag} {out}: exists and is not a directory")
+    held = [name for name in ("run.json", "requests.jsonl") if (out / name).exists()]
+    if held and not force:
+        raise ConfigError(f"{flag} {out} already holds a run ({held[0]}); choose another "
+                          f"{flag}, or pass --force to replace it")
+    if force:
+        for name in RESULT_FILES:
+            try:
+                (out / name).unlink(missing_ok=True)
+            except OSError as exc:
+                raise ConfigError(f"{flag} {out}: cannot remove the old {name} "
+                                  f"({exc.strerror or exc})") from None
+    check_writable_dir(out, flag)
+
+
+def check_writable_dir(out: Path, flag: str = "--out") -> None:
+    """Create ``out`` if needed and prove a file can be written in it; else one line
+    naming the flag (exit 2) instead of a traceback after the work is done."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{flag} {out}: exists and is not a directory")
+    probe = out / f".agentreplay-probe-{os.getpid()}"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"{flag} {out}: cannot write there ({exc.strerror or exc})") \
+            from None
 
 
 def iso_utc(dt: datetime) -> str:

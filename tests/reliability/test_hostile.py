@@ -297,7 +297,7 @@ def test_whole_run_against_a_hostile_server(tmp_path: Path, name: str) -> None:
     recs = records(run)
     want = {"endless": "too_many_tokens", "usage": "malformed",
             "oversized": "line_too_long"}[name]
-    assert recs and all(r.error_kind in (want, "cancelled_drain") for r in recs)
+    assert recs and all(r.error_kind == want or r.status == "incomplete" for r in recs)
     assert any(r.error_kind == want for r in recs)
     assert manifest(run).complete
     read_run(run)  # the analysis reads what was written
