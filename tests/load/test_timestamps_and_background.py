@@ -16,6 +16,7 @@ import pytest
 
 from analysis import RequestRecord, RunManifest
 from replay.cli import main
+from replay.errors import ConfigError
 from replay.load import RunSettings, connections_for, run_load
 from replay.sim import SimConfig, SimServer, SimServerProcess
 from tests.replay.conftest import chain_requests, make_workload
@@ -228,3 +229,58 @@ def test_time_controls_refused_with_rate(tmp_path: Path,
                  "--duration", "1", "--out", str(tmp_path / "run"), "--quiet",
                  "--rate", "2", "--time-scale", "0.5"])
     assert code == 2 and "does not combine with --rate" in capsys.readouterr().err
+
+
+# --- compare ------------------------------------------------------------------------------
+
+_DEAD = "http://127.0.0.1:9"
+
+
+@pytest.mark.parametrize(("flags", "closed", "needle"), [
+    (("--time-scale", "-1"), False, "--time-scale:"),
+    (("--time-scale", "2"), True, "--time-scale: only for workloads replayed"),
+    (("--slice", "5", "--rate", "1"), False, "--slice: does not combine with --rate"),
+])
+def test_compare_refuses_bad_time_controls_before_any_connection(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: tuple[str, ...], closed: bool,
+    needle: str,
+) -> None:
+    wl = make_workload(tmp_path / "c.jsonl") if closed \
+        else _timestamp_workload(tmp_path / "wl.jsonl")
+    out = tmp_path / "cmp"
+    code = main(["compare", "--arm", f"auto={_DEAD}", "--arm", f"b={_DEAD}", "--workload",
+                 str(wl), "--duration", "1", "--out", str(out), "--quiet", *flags])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and needle in err and len(err.splitlines()) == 1
+    assert "cannot reach" not in err and not (out / "runs").exists()
+
+
+def test_compare_runs_at_the_time_scale(tmp_path: Path) -> None:
+    """Every run of ``compare --time-scale 0.5`` replays the trace twice as fast (due
+    times from the workload) and is labelled with that level; the stored settings
+    carry it, so a resume with another time scale is refused."""
+    from replay.ab import CompareOptions, compare_arms, plan_runs
+
+    wl = _timestamp_workload(tmp_path / "wl.jsonl")
+    arrivals = _arrivals(wl)
+    first = min(arrivals.values())
+    out = tmp_path / "cmp"
+    opts = CompareOptions(duration_s=1.5, warmup_s=0.0, drain_s=1.0, metrics_interval_s=None,
+                          time_scale=0.5)
+    with SimServerProcess("small", "auto", time_scale=4.0) as a, \
+            SimServerProcess("small", "latency_specialized", time_scale=4.0) as b:
+        arms = [("auto", a.url), ("latency_specialized", b.url)]
+        compare_arms(arms, wl, out, opts)
+        for run in plan_runs(["auto", "latency_specialized"], [1], 1):
+            m = RunManifest.model_validate_json((out / "runs" / run.name / "run.json")
+                                                .read_bytes())
+            assert m.load_kind == "timestamps" and m.load.time_scale == 0.5
+            recs = _records(out / "runs" / run.name)
+            assert len(recs) == len(arrivals)
+            for r in recs:
+                assert r.due_s == pytest.approx((arrivals[(r.session, r.turn)] - first) * 0.5,
+                                                abs=1e-6)
+        state = orjson.loads((out / "comparison.json").read_bytes())
+        assert state["settings"]["time_scale"] == 0.5
+        with pytest.raises(ConfigError, match="time_scale"):
+            compare_arms(arms, wl, out, opts.model_copy(update={"time_scale": 1.0}))
