@@ -88,6 +88,24 @@ def _analyse(args: argparse.Namespace, paths: list[str]) -> tuple[list[RunData],
     return runs, comparison
 
 
+def _bundle_names(out: Path, default: Path) -> dict[str, str]:
+    """The report's file names. Beside its results they are the plain names; anywhere
+    else every companion carries the report's stem (``x.summary.json``), so a report
+    written into another directory never replaces that directory's own files."""
+    from replay.errors import ConfigError
+    from replay.load import RESULT_FILES
+
+    if out.name in RESULT_FILES and out.name != "report.html":
+        raise ConfigError(f"-o {out}: {out.name} is a result file name; name the report "
+                          "something.html")
+    names = {"report": out.name}
+    if out.name != default.name or out.parent.resolve() != default.parent.resolve():
+        stem = out.stem
+        names.update(summary=f"{stem}.summary.json", levels=f"{stem}.levels.csv",
+                     requests=f"{stem}.requests.csv", schema=f"{stem}.summary.schema.json")
+    return names
+
+
 def _write(out_dir: Path, files: dict[str, str]) -> None:
     from replay.errors import UserError
 
@@ -126,12 +144,9 @@ def run_report(args: argparse.Namespace) -> int:
 
     console = Console(stderr=True)
     runs, comparison = _analyse(args, args.paths)
-    out = Path(args.output) if args.output else Path(args.paths[0]) / "report.html"
-    stem = out.stem
-    names = {"report": out.name}
-    if stem != "report":  # keep the data files of two reports in one directory apart
-        names.update(summary=f"{stem}.summary.json", levels=f"{stem}.levels.csv",
-                     requests=f"{stem}.requests.csv")
+    default = Path(args.paths[0]) / "report.html"
+    out = Path(args.output) if args.output else default
+    names = _bundle_names(out, default)
     files = report_bundle(comparison, runs, charts=not args.no_charts,
                           extras=read_extras(args.paths[0]), names=names)
     _write(out.parent, files)

@@ -37,6 +37,7 @@ from replay.load._settings import FLAGS, RunConfig, RunSettings, flag_of, settin
 from replay.load._timeline import check_time_controls, retimed
 from replay.load._workers import ProcessExecutor, event_loop_factory
 from replay.load._writer import (
+    RESULT_FILES,
     RunWriteError,
     RunWriter,
     check_writable_dir,
@@ -47,6 +48,7 @@ from replay.load._writer import (
 
 __all__ = [
     "FLAGS",
+    "RESULT_FILES",
     "SCENARIOS",
     "Arrival",
     "ExecOutcome",

@@ -159,3 +159,50 @@ def test_compare_and_demo_refuse_an_out_that_is_a_file(wl: Path, tmp_path: Path,
     assert code == 2
     _one_line(err, "--out", str(a_file))
     assert a_file.read_text() == "keep me"
+
+
+@pytest.fixture(scope="module")
+def a_run(sim: str, wl: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("arun") / "run"
+    code, err = _run(sim, wl, out)
+    assert code in (0, 3), err
+    return out
+
+
+def _report(run: Path, *extra: str) -> tuple[int, str]:
+    return _call(["report", str(run), "--no-charts", *extra])
+
+
+@pytest.mark.parametrize("name", ["report.html", "x.html"])
+def test_report_elsewhere_writes_only_its_own_names(a_run: Path, tmp_path: Path,
+                                                    name: str) -> None:
+    other = tmp_path / "other"
+    shutil.copytree(a_run, other)  # another run's directory, with its own files
+    (other / "summary.json").write_text("theirs")
+    (other / "requests.csv").write_text("theirs")
+    before = _digest(other)
+    code, err = _report(a_run, "-o", str(other / name))
+    assert code in (0, 3), err
+    stem = Path(name).stem
+    after = _digest(other)
+    new = set(after) - set(before)
+    assert new == {name, f"{stem}.summary.json", f"{stem}.requests.csv", f"{stem}.levels.csv",
+                   f"{stem}.summary.schema.json"}, new
+    assert all(after[k] == v for k, v in before.items())  # nothing of theirs replaced
+
+
+def test_report_beside_its_run_keeps_the_plain_names(a_run: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(a_run, run)
+    code, err = _report(run)
+    assert code in (0, 3), err
+    assert {"report.html", "summary.json", "requests.csv"} <= {p.name for p in run.iterdir()}
+
+
+@pytest.mark.parametrize("name", ["run.json", "requests.jsonl"])
+def test_report_never_takes_a_result_files_name(a_run: Path, tmp_path: Path,
+                                                name: str) -> None:
+    code, err = _report(a_run, "-o", str(tmp_path / name))
+    assert code == 2
+    _one_line(err, "-o", name)
+    assert not (tmp_path / name).exists()
