@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from replay.cli._cmd_run import add_scenario_flags, add_time_flags
@@ -217,7 +218,28 @@ def _print(result: CompareResult) -> int:
         console.print(f"warning: {fairness}", style="bold red", markup=False, soft_wrap=True)
     console.print(result.verdict, markup=False, highlight=False, soft_wrap=True)
     console.print(f"report: {result.report}", markup=False, highlight=False, soft_wrap=True)
+    _print_scenario(result.out / "summary.json")
     return print_validity(result.validity, "comparison")
+
+
+def _print_scenario(summary: Path) -> None:
+    """One line on stderr when the comparison ran under ``--scenario``: whether every
+    run satisfied it (the reasons are in summary.json and the report)."""
+    import sys
+
+    import orjson
+
+    try:
+        data = orjson.loads(summary.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return
+    name = data.get("scenario") if isinstance(data, dict) else None
+    if not name:
+        return
+    notes = data.get("scenario_notes") or []
+    state = "satisfied" if data.get("scenario_satisfied") else \
+        f"NOT satisfied ({len(notes)} reason(s) in {summary.name})"
+    print(f"agentreplay: scenario {name}: {state}", file=sys.stderr)
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -303,7 +303,9 @@ def test_the_cache_bust_differs_run_to_run(tmp_path: Path, sim: SimServerProcess
     assert int(first["cached_tokens"]) == (prompt - 1) // BS * BS > SHARED_BLOCKS * BS  # type: ignore[call-overload]
 
 
-def test_compare_carries_the_scenario_into_every_run_and_the_summary(tmp_path: Path) -> None:
+def test_compare_carries_the_scenario_into_every_run_and_the_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
     """compare --scenario agentx --scenario-unsafe: every run follows the rules and
     is judged; summary.json and the report say the comparison did not satisfy them
     (its windows are 1 s), naming each run."""
@@ -317,6 +319,7 @@ def test_compare_carries_the_scenario_into_every_run_and_the_summary(tmp_path: P
                      "--users", "1", "--duration", "1", "--drain", "0.5", "--out", str(out),
                      "--scenario", "agentx", "--scenario-unsafe", "--quiet"])
     assert code in (0, 3)
+    assert "scenario agentx: NOT satisfied" in capsys.readouterr().err
     runs = sorted((out / "runs").iterdir())
     manifests = [RunManifest.model_validate_json((r / "run.json").read_bytes()) for r in runs]
     assert manifests and all(m.scenario == "agentx" and m.scenario_satisfied is False
