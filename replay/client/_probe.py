@@ -172,6 +172,23 @@ async def _accepts_id(session: aiohttp.ClientSession, root: str, headers: dict[s
         f"one-token prompt [{token_id}]; pass --vocab-size")
 
 
+def _reported_size(found: object, key: str, least: int, shown: str, flag: str, *,
+                   given: int | None = None) -> int | None:
+    """A size ``/server_info`` reports, if it is one: a whole number from ``least`` to
+    2**31; anything else there (0, negative, fractional, huge) is one clear line,
+    unless the user gave the size (``given``), which is then used instead."""
+    if found is None:
+        return None
+    ok = isinstance(found, int | float) and not isinstance(found, bool) and \
+        least <= found <= 2**31 and float(found).is_integer()
+    if not ok and given is not None:
+        return None
+    if not ok:
+        raise TargetError(f"{shown}/server_info reports {key} {str(found)[:40]}, which is "
+                          f"not a usable size; pass {flag} to give the right one")
+    return int(found)
+
+
 async def search_vocab_size(session: aiohttp.ClientSession, root: str,
                             headers: dict[str, str], model: str, shown: str) -> int:
     """The first token id the server rejects in a prompt (= its vocabulary size)."""
@@ -233,7 +250,7 @@ async def probe_server(
     vocab = vocab_size
     if vocab is None and isinstance(config, dict):
         found = find_key(config.get("model_config"), "vocab_size")
-        vocab = int(found) if isinstance(found, int | float) else None
+        vocab = _reported_size(found, "vocab_size", 2, shown, "--vocab-size")
         if vocab is None:
             vocab = _vocab_from_files(config.get("model_config"))
     if vocab is None:
@@ -241,7 +258,8 @@ async def probe_server(
     bs = None
     if isinstance(config, dict):
         found = find_key(config.get("cache_config"), "block_size")
-        bs = int(found) if isinstance(found, int | float) else None
+        bs = _reported_size(found, "block_size", 1, shown, "--server-block-size",
+                            given=block_size)
     if bs is None:
         bs = block_size if block_size is not None else 16
     gpus = None

@@ -206,7 +206,8 @@ async def _start(app: web.Application) -> tuple[web.AppRunner, str]:
     return runner, f"http://127.0.0.1:{runner.addresses[0][1]}"
 
 
-def _app(completions: Handler, log: list[str]) -> web.Application:
+def _app(completions: Handler, log: list[str],
+         server_info: dict[str, object] | None = None) -> web.Application:
     async def models(request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [
             {"id": MODEL, "object": "model", "max_model_len": 4096}]})
@@ -222,12 +223,19 @@ def _app(completions: Handler, log: list[str]) -> web.Application:
     app.router.add_get("/v1/models", models)
     app.router.add_get("/metrics", metrics)
     app.router.add_post("/v1/completions", logged)
+    if server_info is not None:
+        async def info(request: web.Request) -> web.Response:
+            return web.json_response(server_info)
+
+        app.router.add_get("/server_info", info)
     return app
 
 
 @asynccontextmanager
-async def hostile_server(mode: str) -> AsyncIterator[Hostile]:
-    """Serve one mode on a free loopback port (and the decoy a redirect points at)."""
+async def hostile_server(mode: str, server_info: dict[str, object] | None = None,
+                         ) -> AsyncIterator[Hostile]:
+    """Serve one mode on a free loopback port (and the decoy a redirect points at);
+    ``server_info`` is what ``/server_info`` answers (404 when None)."""
     decoy_log: list[str] = []
 
     async def decoy(request: web.Request) -> web.StreamResponse:
@@ -238,7 +246,7 @@ async def hostile_server(mode: str) -> AsyncIterator[Hostile]:
     decoy_runner, elsewhere = await _start(_app(decoy, decoy_log))
     try:
         state = Hostile(url="", mode=mode, elsewhere_seen=decoy_log)
-        runner, url = await _start(_app(_handlers(elsewhere)[mode], state.seen))
+        runner, url = await _start(_app(_handlers(elsewhere)[mode], state.seen, server_info))
         state.url = url
         try:
             yield state

@@ -25,7 +25,7 @@ from tests.replay.conftest import make_workload
 
 
 @contextmanager
-def serving(mode: str) -> Iterator[Hostile]:
+def serving(mode: str, server_info: dict[str, object] | None = None) -> Iterator[Hostile]:
     """The hostile server on its own loop in a thread (the command runs its own loop)."""
     loop = asyncio.new_event_loop()
     ready = threading.Event()
@@ -35,7 +35,7 @@ def serving(mode: str) -> Iterator[Hostile]:
 
     async def serve() -> None:
         try:
-            async with hostile_server(mode) as srv:
+            async with hostile_server(mode, server_info) as srv:
                 box.append(srv)
                 ready.set()
                 await stop.wait()

@@ -206,3 +206,25 @@ def test_report_never_takes_a_result_files_name(a_run: Path, tmp_path: Path,
     assert code == 2
     _one_line(err, "-o", name)
     assert not (tmp_path / name).exists()
+
+
+@pytest.mark.parametrize(("key", "value", "flag"), [
+    ("vocab_size", 0, "--vocab-size"), ("vocab_size", -5, "--vocab-size"),
+    ("vocab_size", 1.5, "--vocab-size"), ("vocab_size", 10**15, "--vocab-size"),
+    ("block_size", 0, "--server-block-size"), ("block_size", -1, "--server-block-size"),
+])
+def test_impossible_server_info_sizes_are_one_line(wl: Path, tmp_path: Path, key: str,
+                                                   value: object, flag: str) -> None:
+    from tests.reliability.test_hostile_run import serving
+
+    config: dict[str, dict[str, object]] = {"model_config": {"vocab_size": 1000},
+                                            "cache_config": {"block_size": 16}}
+    config["model_config" if key == "vocab_size" else "cache_config"][key] = value
+    info = {"vllm_config": config}
+    with serving("double_count", server_info=info) as srv:
+        code, err = _call(["run", "--target", srv.url, "--workload", str(wl), "--duration",
+                           "0.5", "--out", str(tmp_path / "run"), "--quiet"])
+        asked = list(srv.seen)
+    assert code == 2
+    _one_line(err, "/server_info", key, flag)
+    assert asked == []  # refused before any load
