@@ -13,6 +13,12 @@ from replay.ab._driver import (
     reset_prefix_cache,
     write_report,
 )
+from replay.ab._experiment import (
+    EXPERIMENT_KEYS,
+    apply_experiment,
+    experiment_toml,
+    load_experiment,
+)
 from replay.ab._options import CompareOptions, parse_levels, parse_rates
 from replay.ab._order import (
     PlannedRun,
@@ -32,6 +38,7 @@ from replay.ab._search import (
 
 __all__ = [
     "DEMO_PROFILE",
+    "EXPERIMENT_KEYS",
     "CompareOptions",
     "CompareResult",
     "DemoSettings",
@@ -39,10 +46,13 @@ __all__ = [
     "PlannedRun",
     "SearchAnswer",
     "SearchResult",
+    "apply_experiment",
     "compare_arms",
     "compare_launched",
     "demo_settings",
+    "experiment_toml",
     "is_run_complete",
+    "load_experiment",
     "is_run_reusable",
     "launch_groups",
     "next_probe",

@@ -27,21 +27,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "workload against each in A B B A order at every user count, and write report.html, "
         "summary.json, requests.csv and comparison.json. Rerun the same command to resume.",
     )
-    p.add_argument("--arm", action="append", required=True, metavar="LABEL[=URL]",
+    p.add_argument("--arm", action="append", metavar="LABEL[=URL]",
                    help="an arm: LABEL=URL of a running server, or just the decode_backend "
-                        "with --launch; repeat for each arm")
-    p.add_argument("--workload", required=True, help="workload file (.jsonl)")
+                        "with --launch; repeat for each arm (required, here or in --config)")
+    p.add_argument("--workload", help="workload file (.jsonl) (required, here or in "
+                   "--config)")
     p.add_argument("--users", default=None,
                    help="comma-separated user counts, e.g. 1,2,4,8 (closed loop; default 1)")
     p.add_argument("--rate", default=None, metavar="RATES",
                    help="comma-separated session arrival rates per second, e.g. 0.5,1,2: "
                         "open-loop levels instead of user counts")
-    p.add_argument("--duration", type=float, required=True, help="measured window, seconds")
+    p.add_argument("--duration", type=float,
+                   help="measured window, seconds (required, here or in --config)")
     p.add_argument("--warmup", type=float, default=0.0, help="warmup seconds before it")
     p.add_argument("--drain", type=float, default=30.0,
                    help="at most this many seconds for in-flight requests after the window")
     p.add_argument("--repeats", type=int, default=1, help="repeats of every (arm, users)")
-    p.add_argument("--out", required=True, help="comparison directory")
+    p.add_argument("--out", help="comparison directory (required, here or in --config)")
     p.add_argument("--allow-unfair", action="store_true",
                    help="proceed when the arms differ beyond the decode backend (warned)")
     p.add_argument("--seed", type=int, default=0)
@@ -69,12 +71,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="largest user count the search tries (default: 256)")
     p.add_argument("--search-max-probes", type=int, default=12, metavar="N",
                    help="at most this many runs per arm in a search (default: 12)")
+    p.add_argument("--config", metavar="FILE.toml",
+                   help="experiment file: the flags of a comparison (arms, workload, levels, "
+                        "durations, SLO tiers, search, launch settings); a flag given here "
+                        "overrides it; stored as experiment.toml with the results")
+    p.add_argument("--save-config", metavar="FILE.toml",
+                   help="write this command's settings as an experiment file and exit "
+                        "without running")
     p.add_argument("vllm_args", nargs=argparse.REMAINDER,
                    help="after --: extra vLLM arguments for launched arms")
     add_scenario_flags(p)
     add_time_flags(p)
     _live_flags(p)
     p.set_defaults(func=_compare)
+    p.set_defaults(compare_defaults={a.dest: a.default for a in p._actions})
 
     d = subparsers.add_parser(
         "demo", help="compare two simulated servers end to end (about a minute)",
@@ -115,6 +125,9 @@ def _compare(args: argparse.Namespace) -> int:
     from replay.errors import ConfigError
     from replay.load import check_writable_dir, validated
 
+    done = _experiment(args)
+    if done is not None:
+        return done
     check_writable_dir(Path(args.out))  # before any server is asked anything
     if args.rate is not None and args.users is not None:
         raise ConfigError("--users and --rate: give one (user counts for closed-loop levels, "
@@ -130,6 +143,7 @@ def _compare(args: argparse.Namespace) -> int:
         first_token_timeout_s=args.ttft_timeout, itl_timeout_s=args.itl_timeout,
         time_scale=args.time_scale, start_s=args.start, slice_s=args.slice,
     ), args.rate))
+    _store_experiment(args)
     extra = list(args.vllm_args)
     if extra and extra[0] == "--":
         extra = extra[1:]
@@ -172,6 +186,43 @@ def _scenario(args: argparse.Namespace, values: dict[str, object],
                           _SCENARIO_DEFAULTS, header, args.workload)
     out.pop("rate")
     return out
+
+
+def _experiment(args: argparse.Namespace) -> int | None:
+    """--config fills the flags, --save-config writes them (and ends the command);
+    a comparison that runs stores its experiment file with its results."""
+    from pathlib import Path
+
+    from replay.ab import apply_experiment
+    from replay.errors import ConfigError
+
+    if args.config:
+        apply_experiment(args, args.compare_defaults)
+    missing = [f for f in ("arm", "workload", "duration", "out") if getattr(args, f) is None]
+    if missing:
+        raise ConfigError(f"--{missing[0]} is required (on the command line or in --config)")
+    if args.save_config:
+        _store_experiment(args, Path(args.save_config))
+        print(f"wrote {args.save_config}; run it with: agentreplay compare --config "
+              f"{args.save_config}")
+        return 0
+    return None
+
+
+def _store_experiment(args: argparse.Namespace, target: object = None) -> None:
+    """The experiment file, by default ``OUT/experiment.toml`` (once the settings are valid)."""
+    from pathlib import Path
+
+    from analysis import EXPERIMENT_FILE
+    from replay.ab import experiment_toml
+    from replay.errors import ConfigError
+
+    path = Path(str(target)) if target is not None else Path(args.out) / EXPERIMENT_FILE
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(experiment_toml(args, args.compare_defaults), encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def _search(args: argparse.Namespace, opts: CompareOptions, extra: list[str],

@@ -84,8 +84,21 @@ def _analyse(args: argparse.Namespace, paths: list[str]) -> tuple[list[RunData],
 
     runs = read_runs(paths)
     comparison = compare_runs(runs, allow_unfair=args.allow_unfair, baseline=args.baseline,
-                              tiers=_tiers(args.slo), seed=args.seed)
+                              tiers=_tiers(args.slo or _experiment_slo(paths[0])),
+                              seed=args.seed)
     return runs, comparison
+
+
+def _experiment_slo(directory: str) -> list[str] | None:
+    """The SLO tiers of the experiment file stored with the results, if any."""
+    from analysis import EXPERIMENT_FILE
+    from replay.ab import load_experiment
+
+    path = Path(directory) / EXPERIMENT_FILE
+    if not path.is_file():
+        return None
+    slo = load_experiment(path).get("slo")
+    return list(slo) if slo else None
 
 
 def _bundle_names(out: Path, default: Path) -> dict[str, str]:

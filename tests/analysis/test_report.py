@@ -149,10 +149,10 @@ def test_cli_report_and_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     out = tmp_path / "out" / "report.html"
     assert main(["report", str(root), "-o", str(out), "--slo", "30:10", "--no-charts"]) == 0
     assert out.exists()
-    summary = orjson.loads((out.parent / "summary.json").read_bytes())
+    summary = orjson.loads((out.parent / "report.summary.json").read_bytes())
     assert summary["kind"] == "agentreplay-comparison"
     assert summary["tiers"] == [{"floor_tok_s": 30.0, "ttft_s": 10.0}]
-    assert (out.parent / "requests.csv").read_text().startswith("run_id,")
+    assert (out.parent / "report.requests.csv").read_text().startswith("run_id,")
     capsys.readouterr()
     assert main(["plan", str(root), "--slo", "30:10", "--slo", "100:10"]) == 0
     text = capsys.readouterr().out

@@ -1,0 +1,112 @@
+"""Experiment files: a comparison's whole command line as a TOML file a reviewer can read
+and rerun (``compare --config FILE``, written by ``compare --save-config FILE`` and
+stored as ``experiment.toml`` with the results).
+
+Keys are the ``compare`` flags' names with underscores (``think_scale`` for
+``--think-scale``); values have the flags' types, lists for repeatable flags
+(``arm``, ``search``, ``slo``). On the command line, a flag whose value differs
+from its default overrides the file. ``slo`` lists the SLO tiers the report of
+the results uses. Unknown keys and wrong types are refused, naming the file and
+key. Never holds an API key: only the name of the environment variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from replay.errors import ConfigError
+
+__all__ = ["EXPERIMENT_KEYS", "apply_experiment", "experiment_toml", "load_experiment"]
+
+FORMAT_VERSION = 1
+_LIST = (list,)
+EXPERIMENT_KEYS: dict[str, tuple[type, ...]] = {
+    "arm": _LIST, "workload": (str,), "out": (str,), "users": (str, int), "rate": (str,),
+    "duration": (int, float), "warmup": (int, float), "drain": (int, float),
+    "repeats": (int,), "seed": (int,), "allow_unfair": (bool,), "vocab_size": (int,),
+    "api": (str,), "model": (str,), "api_key_env": (str,), "think_scale": (int, float),
+    "think_time_cap": (int, float), "launch": (bool,), "vllm_python": (str,),
+    "mode": (str,), "port": (int,), "gpus_per_arm": (int,), "vllm_args": _LIST,
+    "search": _LIST, "search_max_users": (int,), "search_max_probes": (int,), "slo": _LIST,
+    "scenario": (str,), "scenario_unsafe": (bool,), "time_scale": (int, float),
+    "start": (int, float), "slice": (int, float),
+}
+"""Key -> accepted TOML types (every key optional; required flags must come from
+the file or the command line)."""
+_PATHS = ("workload", "out")
+
+
+def load_experiment(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The file's settings, checked; relative paths are relative to the file."""
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"--config {p}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"--config {p}: not valid TOML ({exc})") from None
+    version = data.pop("format_version", FORMAT_VERSION)
+    if version != FORMAT_VERSION:
+        raise ConfigError(f"--config {p}: format_version {version!r} is not supported "
+                          f"(this agentreplay reads {FORMAT_VERSION})")
+    for key, value in data.items():
+        types = EXPERIMENT_KEYS.get(key)
+        if types is None:
+            raise ConfigError(f"--config {p}: unknown key {key!r} (known: "
+                              + ", ".join(sorted(EXPERIMENT_KEYS)) + ")")
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            want = " or ".join(t.__name__ for t in types)
+            raise ConfigError(f"--config {p}: {key} = {value!r} must be a {want}")
+        if types is _LIST and not all(isinstance(x, str) for x in value):
+            raise ConfigError(f"--config {p}: {key} must be a list of strings")
+    for key in _PATHS:
+        if key in data and not Path(data[key]).is_absolute():
+            data[key] = str((p.parent / data[key]).resolve())
+    if "users" in data:
+        data["users"] = str(data["users"])
+    return data
+
+
+def apply_experiment(args: argparse.Namespace, defaults: Mapping[str, Any]) -> None:
+    """Fill ``args`` from ``args.config``: the file's value wherever the command line
+    left a flag at its default."""
+    data = load_experiment(args.config)
+    for key, value in data.items():
+        if getattr(args, key, None) == defaults.get(key):
+            setattr(args, key, list(value) if isinstance(value, list) else value)
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    text = str(v).replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + "".join(c if c >= " " else f"\\u{ord(c):04x}" for c in text) + '"'
+
+
+def experiment_toml(args: argparse.Namespace, defaults: Mapping[str, Any]) -> str:
+    """The command's settings as an experiment file (defaults omitted, paths absolute)."""
+    lines = ["# agentreplay experiment: rerun with `agentreplay compare --config FILE`",
+             "# (keys are the compare flags; a flag given on the command line overrides)",
+             f"format_version = {FORMAT_VERSION}"]
+    for key in EXPERIMENT_KEYS:
+        value = getattr(args, key, None)
+        if key == "vllm_args" and value and value[0] == "--":
+            value = value[1:]
+        if value is None or value == defaults.get(key) or value == []:
+            if key not in ("arm", "workload", "out", "duration"):
+                continue
+        if value is None:
+            continue
+        if key in _PATHS:
+            value = str(Path(value).resolve())
+        lines.append(f"{key} = {_toml_value(value)}")
+    return "\n".join(lines) + "\n"
