@@ -40,13 +40,16 @@ def _failures(levels: Sequence[Level], max_share: float) -> list[str]:
 
 
 def _validity_text(v: Validity) -> str:
+    """Invalid: the reasons in full (they void the verdict). Caveats: their codes
+    only; the validity block lists them in full."""
     if v.verdict == "valid":
         return ""
     bad = [r for r in v.reasons if r.severity == "invalid"]
-    shown = bad or v.reasons
-    head = "INVALID" if bad else "With caveats"
-    return f"{head}: " + "; ".join(r.message for r in shown[:4]) + \
-        (f" (+{len(shown) - 4} more)" if len(shown) > 4 else "") + ". "
+    if bad:
+        more = f" (+{len(bad) - 4} more)" if len(bad) > 4 else ""
+        return "INVALID: " + "; ".join(r.message for r in bad[:4]) + more + ". "
+    codes = list(dict.fromkeys(r.code for r in v.reasons))
+    return "With caveats (" + ", ".join(codes) + "; see validity). "
 
 
 def _arm_sentence(arm: str, base: str, levels: Sequence[Level]) -> str:
