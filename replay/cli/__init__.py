@@ -57,9 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _user_error_types() -> tuple[type[BaseException], ...]:
-    from analysis._errors import ResultError
+    from analysis import ResultError
     from replay.errors import UserError
-    from traces._errors import TraceError
+    from traces import TraceError
 
     return (UserError, TraceError, ResultError)
 
