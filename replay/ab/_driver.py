@@ -247,17 +247,16 @@ def _execute(runs: Sequence[PlannedRun], url_of: Callable[[str], str], workload:
 
 
 def write_report(out: Path, *, allow_unfair: bool, seed: int = 0) -> tuple[Path, Comparison]:
-    """Compare the runs under ``out/runs``; write report.html, summary.json, requests.csv."""
-    from analysis import compare_runs, read_runs, render_report, requests_csv
+    """Compare the runs under ``out/runs``; write report.html and its data files
+    (``analysis.report_bundle``: summary.json, levels.csv, requests.csv, the schema),
+    with the experiment file or search stored in ``out`` shown in the report."""
+    from analysis import compare_runs, read_extras, read_runs, report_bundle
 
     runs = read_runs([out / "runs"])
     comparison = compare_runs(runs, allow_unfair=allow_unfair, seed=seed)
-    report = out / "report.html"
-    html = render_report(comparison, runs, data_files=("summary.json", "requests.csv"))
-    report.write_text(html, encoding="utf-8")
-    (out / "summary.json").write_text(comparison.model_dump_json(indent=2), encoding="utf-8")
-    (out / "requests.csv").write_text(requests_csv(runs), encoding="utf-8")
-    return report, comparison
+    for name, text in report_bundle(comparison, runs, extras=read_extras(out)).items():
+        (out / name).write_text(text, encoding="utf-8")
+    return out / "report.html", comparison
 
 
 def _finish(out: Path, state: _State, opts: CompareOptions, live: Live) -> CompareResult:
