@@ -66,8 +66,8 @@ def _arm_sentence(arm: str, base: str, levels: Sequence[Level]) -> str:
             key = "unsure"
         elif not r.established:
             key = "weak"
-            if r.not_established and r.not_established not in why:
-                why.append(r.not_established)
+            if r.not_established:
+                why.append(f"at {lv.load.label}: {r.not_established}")
         else:
             key = "wins" if r.better else "losses"
         groups[key].append((lv.load.label, r.ratio))
