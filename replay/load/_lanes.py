@@ -3,10 +3,9 @@
 Closed loop (the default): each user is a lane that replays one session at a
 time; a request becomes due ``think_time`` (scaled, capped) after the previous
 response ended, or after the blocking subagents it spawned ended. Subagents run
-as extra concurrent lanes (``"U/subK"``); the parent waits for the blocking ones
-only: a background one (``Subagent.background``) runs on beside it, even into the
-user's next session, and stops and drains like any other lane. Sessions are recycled
-round robin from a per-user offset, each session instance with its own salt.
+as extra lanes (``"U/subK"``); a background one (``Subagent.background``) runs on
+unwaited, even into the user's next session. Sessions are recycled round robin
+from a per-user offset, each session instance with its own salt.
 
 Open loop: sessions arrive on a precomputed plan of absolute times (seeded
 Poisson at a rate, or the workload's own ``arrival_s``); timestamp replay sends
@@ -316,22 +315,14 @@ async def _run_subagents(ctx: LaneContext, parent: _Chain, req: Request) -> bool
                        session=parent.session, instance=parent.instance, salt=parent.salt,
                        scope=parent.scope, agent=sub.id)
         parent.subagents += 1
-        if sub.background:
+        task = ctx.spawn(_lane(ctx, _run_chain(ctx, chain, sub.requests, 0, now)))
+        if sub.background:  # nobody waits for it; it holds the scope until it ends
             ctx.hold_scope(chain.scope)
-            ctx.spawn(_background(ctx, chain, sub.requests, now))
+            task.add_done_callback(lambda _t, scope=chain.scope: ctx.release_scope(scope))
         else:
-            tasks.append(ctx.spawn(_lane(ctx, _run_chain(ctx, chain, sub.requests, 0, now))))
+            tasks.append(task)
     results = await asyncio.gather(*tasks)
     return all(results)
-
-
-async def _background(ctx: LaneContext, chain: _Chain, requests: Sequence[Request],
-                      ready_ns: int) -> None:
-    """A background subagent: nobody waits for it; it lets go of its scope at its end."""
-    try:
-        await _lane(ctx, _run_chain(ctx, chain, requests, 0, ready_ns))
-    finally:
-        ctx.release_scope(chain.scope)
 
 
 async def _lane(ctx: LaneContext, coro: Coroutine[Any, Any, bool]) -> bool:
