@@ -51,6 +51,27 @@ def test_single_run_report(sweep: Path, tmp_path: Path) -> None:
     assert "Fairness" not in html and "fair comparison" not in html.lower()
 
 
+def test_search_report(sweep: Path, tmp_path: Path) -> None:
+    import shutil
+
+    import orjson
+
+    root = tmp_path / "search"
+    shutil.copytree(sweep, root)
+    evidence = [{"users": u, "run": f"auto-u{u}", "validity": "valid", "reason": "",
+                 "verdict": "meets" if u < 16 else "fails"} for u in (1, 4, 16)]
+    (root / "search.json").write_bytes(orjson.dumps({"kind": "agentreplay-search", "results": [
+        {"arm": "auto", "tier": "\u2265 100 tok/s/user, TTFT \u2264 15 s", "answer": "4 users",
+         "users": 4, "bracket": [4, 16], "how": "stopped after 3 probes",
+         "evidence": evidence}]}))
+    assert main(["report", str(root)]) in (0, 3)
+    out = root / "report.html"
+    _check_first_screen(out, tmp_path, ["search"])
+    html = out.read_text(encoding="utf-8")
+    assert "4 \u2013 16" in html and "16: fails" in html
+    assert html.index('<section id="search">') < html.index('<section id="metrics">')
+
+
 def test_history_view(sweep: Path, tmp_path: Path) -> None:
     later = make_sweep(tmp_path / "later", arms={"auto": 0.006, "latency_specialized": 0.004})
     out = tmp_path / "hist" / "history.html"
