@@ -118,7 +118,7 @@ def test_bootstrap_is_seeded() -> None:
 
 
 def test_weights_equal_repeated_values() -> None:
-    from analysis._stats import weighted_percentile
+    from analysis._weighted import weighted_percentile
 
     rng = np.random.default_rng(8)
     v = rng.normal(size=200)
