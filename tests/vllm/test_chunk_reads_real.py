@@ -6,8 +6,10 @@ The analysis reports "share of chunks in the same read" and "ITL over reads",
 which are only right if the client stamps once per read and never splits or
 merges reads. A proxy between client and server makes the reads known: it
 forwards the server's bytes in bursts (everything that arrived in a 25 ms
-window, cut at an event boundary), a few ms apart. The client's run of equal
-timestamps must then be exactly the bursts' token-event counts.
+window, cut at an event boundary), 15 ms apart. The client's runs of equal
+timestamps must then be the bursts' token-event counts: never part of a burst,
+whole bursts merged only when the client's loop was late (it stamps when it
+reads). The analysis's same-read share and ITL over reads follow from them.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ import re
 import threading
 from pathlib import Path
 
+import numpy as np
 import orjson
 import pytest
 
+from analysis import measure, read_run, summarize
 from replay.launch._launcher import LaunchedArm
 from replay.load import RunSettings, run_load_sync
 from traces import Request, Session, WorkloadHeader, write_workload
@@ -27,7 +31,7 @@ from traces import Request, Session, WorkloadHeader, write_workload
 pytestmark = pytest.mark.vllm
 
 WINDOW_S = 0.025
-GAP_S = 0.005
+GAP_S = 0.015
 _EVENT = re.compile(rb"data: (\{.*\})")
 
 
@@ -150,4 +154,17 @@ def test_chunk_timestamps_follow_socket_reads(vllm_server: LaunchedArm, tmp_path
     per_burst = [n for n in (_token_events(b) for b in proxy.bursts) if n]
     assert sum(per_burst) == len(rec["chunk_times_s"])
     assert max(per_burst) > 1, "the proxy should have coalesced events"
-    assert _runs(rec["chunk_times_s"]) == per_burst
+    per_stamp = _runs(rec["chunk_times_s"])
+    # Chunks of one read share one stamp, and a stamp never spans part of a read. Reads
+    # that arrived while the client's loop was busy are taken in one go (the stamp is
+    # when the client got them), so stamps may merge whole reads, rarely on a quiet loop.
+    assert set(np.cumsum(per_stamp)) <= set(np.cumsum(per_burst))
+    assert len(per_stamp) >= 0.8 * len(per_burst), (per_stamp, per_burst)
+
+    # What the analysis makes of it: the same-read share counts the coalesced chunks
+    # (after the first), and ITL over reads has no gaps of 0 from coalescing.
+    summary = summarize(measure(read_run(out)), bootstrap=False, tiers=())
+    later = len(rec["chunk_times_s"]) - 1
+    assert summary.chunks_same_read_share == pytest.approx(
+        (later - (len(per_stamp) - 1)) / later)
+    assert summary.itl_reads is not None and (summary.itl_reads.p50 or 0) > 0
