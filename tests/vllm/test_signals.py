@@ -201,3 +201,30 @@ def test_run_and_serve_sim_exit_143_on_sigterm(tmp_path: Path) -> None:
         for p in (sim,):
             if p.poll() is None:
                 p.kill()
+
+
+def test_server_dying_mid_run_is_stamped_and_redone_on_resume(tmp_path: Path) -> None:
+    port = free_port()
+    workload = _workload(tmp_path / "w.jsonl")
+    args = _compare_args(tmp_path, port, workload)
+    out = tmp_path / "cmp"
+    proc = subprocess.Popen(args, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        _wait(lambda: _in_phase(out, "window") or proc.poll() is not None, 120, "the window")
+        servers = _sim_servers()
+        assert len(servers) == 1
+        os.killpg(os.getpgid(servers[0]), signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode not in (0, 143), stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+    first = _first_run(out)
+    assert first is not None and first["server_watch"]["server_died"] is True
+    again = subprocess.run(args, env=_env(), capture_output=True, text=True, timeout=300)
+    assert again.returncode in (0, 3), again.stderr[-3000:]
+    redone = _first_run(out)
+    assert redone is not None and not (redone.get("server_watch") or {}).get("server_died")
+    assert not _sim_servers()
