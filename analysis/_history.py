@@ -101,7 +101,7 @@ def _capacity(entries: Sequence[HistoryEntry]) -> dict[str, Any]:
         for r in e.comparison.capacity:
             prefix = "\u2265 " if r.how == "at least" else ""
             text = "none" if r.users is None else prefix + fmt_num(r.users, 1)
-            ci = fmt_ci(getattr(r, "ci", None), "num")
+            ci = "" if r.how == "at least" else fmt_ci(getattr(r, "ci", None), "num")
             tiers.setdefault(r.tier.label, {})[(e.name, r.arm)] = (
                 f"{text} {ci}".strip() + f" ({r.how})")
     return {"columns": [f"{e.name} / {a}" if a else e.name for e, a in cols],

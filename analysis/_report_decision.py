@@ -128,7 +128,8 @@ def capacity_view(c: Comparison) -> dict[str, Any]:
         unit = {"rate": "sessions/s", "timestamps": "time scale"}.get(kind, "users")
         t = tiers.setdefault(r.tier.label, {"tier": r.tier.label, "arms": {}})
         t["arms"][r.arm] = {
-            "users": _users_text(r), "ci": fmt_ci(getattr(r, "ci", None), "num"),
+            "users": _users_text(r),
+            "ci": "" if r.how == "at least" else fmt_ci(getattr(r, "ci", None), "num"),
             "how": r.how, "per_gpu": fmt_num(r.users_per_gpu, 2),
             "decode": fmt_num(r.decode_tok_s_per_gpu, 1), "row": r,
         }

@@ -80,3 +80,14 @@ def test_history_view(sweep: Path, tmp_path: Path) -> None:
     assert in_first_screen(m["boxes"]["entries-table"])
     assert m["boxes"]["summary-table"]["top"] < 900  # the side-by-side table starts on screen
     assert m["charts"] == 1 and m["overlaps"] == []
+
+
+def test_demo_report_decision_in_first_screen(tmp_path: Path) -> None:
+    """The issue's check, on the real thing: ``agentreplay demo``'s report (quick)."""
+    from replay.ab import run_demo
+
+    result = run_demo(tmp_path / "demo", quick=True, live="quiet")
+    _check_first_screen(result.report, tmp_path, ["capacity-table"])
+    html = result.report.read_text(encoding="utf-8")
+    assert html.index('id="capacity-table"') < html.index('<section id="metrics">')
+    assert "[SIMULATED]" in html
