@@ -71,8 +71,8 @@ def build_body(spec: BodySpec, prompt: np.ndarray, output_tokens: int,
     if spec.carry_output:
         body["return_token_ids"] = True
     if spec.api == "chat":
-        text = spec.chat.text(prompt) if spec.chat is not None else chat_text(prompt)
-        body["messages"] = [{"role": "user", "content": text}]
+        content = spec.chat.text(prompt) if spec.chat is not None else chat_text(prompt)
+        body["messages"] = [{"role": "user", "content": content}]
         return orjson.dumps(body, option=_BODY_OPTS)
     text = ids_text(prompt) if prompt_text is None else prompt_text
     return b"".join((orjson.dumps(body)[:-1], b',"prompt":[', text, b"]}"))

@@ -131,10 +131,10 @@ def _vocab_from_files(model_config: object) -> int | None:
             if not isinstance(data, dict):
                 continue
             if name == "config.json":
-                text = data.get("text_config") if isinstance(data.get("text_config"), dict) \
-                    else data
-                if isinstance(text.get("vocab_size"), int):
-                    sizes.append(int(text["vocab_size"]))
+                inner = data.get("text_config")
+                size = (inner if isinstance(inner, dict) else data).get("vocab_size")
+                if isinstance(size, int):
+                    sizes.append(size)
                 continue
             model = data.get("model")
             vocab = model.get("vocab") if isinstance(model, dict) else None
@@ -186,7 +186,7 @@ def _reported_size(found: object, key: str, least: int, shown: str, flag: str, *
     if not ok:
         raise TargetError(f"{shown}/server_info reports {key} {str(found)[:40]}, which is "
                           f"not a usable size; pass {flag} to give the right one")
-    return int(found)
+    return int(found) if isinstance(found, int | float) else None
 
 
 async def search_vocab_size(session: aiohttp.ClientSession, root: str,
