@@ -22,6 +22,7 @@ import asyncio
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, cast
 
 import aiohttp
@@ -110,7 +111,7 @@ class LaneContext:
     def hold_scope(self, scope: object) -> None:
         self.scope_holds[scope] = self.scope_holds.get(scope, 0) + 1
 
-    def release_scope(self, scope: object) -> None:
+    def release_scope(self, scope: object, _task: object = None) -> None:
         """A holder is done; the scope's private blocks go when nobody uses it."""
         held = self.scope_holds.pop(scope, 0) - 1
         if held > 0:
@@ -318,7 +319,7 @@ async def _run_subagents(ctx: LaneContext, parent: _Chain, req: Request) -> bool
         task = ctx.spawn(_lane(ctx, _run_chain(ctx, chain, sub.requests, 0, now)))
         if sub.background:  # nobody waits for it; it holds the scope until it ends
             ctx.hold_scope(chain.scope)
-            task.add_done_callback(lambda _t, scope=chain.scope: ctx.release_scope(scope))
+            task.add_done_callback(partial(ctx.release_scope, chain.scope))
         else:
             tasks.append(task)
     results = await asyncio.gather(*tasks)
