@@ -39,6 +39,7 @@ REFERENCE_CONTEXT = 200_000
 """The context the calibrated sessions are shaped for (most real sessions ran
 on 200K-context models); smaller ``max_context`` scales token sizes down."""
 
+_MAX_SESSIONS = 10_000_000
 _COUNTED = ("truncated_requests", "compactions", "sessions_compacted", "outputs_capped")
 
 
@@ -76,6 +77,8 @@ def _positive(name: str, value: float) -> None:
 def _check_common(sessions: int, block_size: int, max_context: int) -> None:
     if sessions < 0:
         raise TraceError("must be >= 0", field="sessions")
+    if sessions > _MAX_SESSIONS:  # a typo such as 2**80 would write until the disk is full
+        raise TraceError(f"must be <= {_MAX_SESSIONS:,}", field="sessions")
     if block_size < 1:
         raise TraceError("must be >= 1", field="block_size")
     if max_context < 16:

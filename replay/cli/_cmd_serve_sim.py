@@ -39,6 +39,8 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
     from replay.errors import ConfigError
     from replay.sim import SimConfig, parse_faults
 
@@ -48,11 +50,18 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError("--slowdown must be >= 1")
     if not 0 <= args.port <= 65535:
         raise ConfigError("--port must be in 0..65535")
-    config = SimConfig(
-        profile=args.profile, backend=args.backend, host=args.host, port=args.port,
-        time_scale=args.time_scale, slowdown=args.slowdown, faults=parse_faults(args.faults),
-        truth_path=args.truth, seed=args.seed, split_tokens=args.split_tokens, keep_truth=False,
-    )
+    try:
+        config = SimConfig(
+            profile=args.profile, backend=args.backend, host=args.host, port=args.port,
+            time_scale=args.time_scale, slowdown=args.slowdown,
+            faults=parse_faults(args.faults), truth_path=args.truth, seed=args.seed,
+            split_tokens=args.split_tokens, keep_truth=False,
+        )
+    except ValidationError as exc:  # one line naming the flag, never a traceback
+        err = exc.errors()[0]
+        field = str(err["loc"][0]) if err["loc"] else ""
+        flag = "--truth" if field == "truth_path" else "--" + field.replace("_", "-")
+        raise ConfigError(f"{flag}: {err['msg']}") from None
     config.resolved_profile()  # a bad profile is a user error before anything starts
     try:
         import uvloop
