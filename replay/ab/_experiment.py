@@ -62,7 +62,7 @@ def load_experiment(path: str | os.PathLike[str]) -> dict[str, Any]:
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             want = " or ".join(t.__name__ for t in types)
             raise ConfigError(f"--config {p}: {key} = {value!r} must be a {want}")
-        if types is _LIST and not all(isinstance(x, str) for x in value):
+        if isinstance(value, list) and not all(isinstance(x, str) for x in value):
             raise ConfigError(f"--config {p}: {key} must be a list of strings")
     for key in _PATHS:
         if key in data and not Path(data[key]).is_absolute():

@@ -237,6 +237,8 @@ def _search(args: argparse.Namespace, opts: CompareOptions, extra: list[str],
     if args.launch or extra:
         raise ConfigError("--search runs against servers already running (LABEL=URL arms); "
                           "it does not take --launch yet")
+    if args.rate is not None:
+        raise ConfigError("--search finds user counts (closed loop); it does not take --rate")
     if any(":" not in t for t in args.search):
         raise ConfigError("--search takes FLOOR:TTFT, both parts, e.g. --search 100:15")
     arms = []
