@@ -195,6 +195,8 @@ def measure(run: RunData) -> Samples:
         req_user=user_code[win_idx], req_ttft_due=lat.ttft_due[win_idx],
         req_tpot=lat.tpot[win_idx], total_records=len(r),
         output_mismatch=int((r.output_tokens[ok_win] != r.output_tokens_asked[ok_win]).sum()),
+        prompt_mismatch=int(((r.prompt_tokens_server[ok_win] >= 0)
+                             & (r.prompt_tokens_server[ok_win] != r.prompt_tokens[ok_win])).sum()),
         prompt_tokens=int(r.prompt_tokens[win_idx].sum()),
         expected_cached=int(expected[expected >= 0].sum()) if (expected >= 0).any() else None,
         reported_cached=int(cached[cached >= 0].sum()) if (cached >= 0).any() else None,

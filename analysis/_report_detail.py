@@ -67,6 +67,7 @@ _EXTRA: tuple[tuple[str, Callable[[RunSummary], str]], ...] = (
     ("incomplete (still running when the drain ended)", _count("incomplete")),
     ("failure share (errors + timeouts + incomplete)", lambda s: fmt_share(failure_share(s))),
     ("output length mismatches (ok requests)", _count("output_mismatch")),
+    ("prompt length mismatches (ok requests, server's count)", _count("prompt_mismatch")),
     ("steady window", lambda s: fmt_time(s.window_s, "window")),
     ("runs pooled", lambda s: str(len(s.runs))),
 )

@@ -54,6 +54,7 @@ class Samples:
     req_tpot: np.ndarray
     total_records: int
     output_mismatch: int
+    prompt_mismatch: int
     prompt_tokens: int
     expected_cached: int | None
     reported_cached: int | None
@@ -121,6 +122,7 @@ def pool(parts: list[Samples]) -> Samples:
         req_ttft_due=cat("req_ttft_due"), req_tpot=cat("req_tpot"),
         total_records=sum(p.total_records for p in parts),
         output_mismatch=sum(p.output_mismatch for p in parts),
+        prompt_mismatch=sum(p.prompt_mismatch for p in parts),
         prompt_tokens=sum(p.prompt_tokens for p in parts),
         expected_cached=total("expected_cached"), reported_cached=total("reported_cached"),
         counters=_sum_counters([p.counters for p in parts]),

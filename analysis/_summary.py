@@ -43,6 +43,10 @@ class RequestCounts(_Model):
     """(errors + timeouts + incomplete) / (requests sent in the window - cancelled)."""
     output_mismatch: int = 0
     """ok requests whose output token count differs from the one asked for."""
+    prompt_mismatch: int = 0
+    """ok requests whose server-reported prompt tokens differ from the workload's
+    (chat mode: the template's tokens are counted in; a prompt shorter than them
+    cannot be exact)."""
 
 
 class Goodput(_Model):
@@ -172,6 +176,7 @@ def _counts(s: Samples) -> RequestCounts:
         error_rate=share(per["error"], n), timeout_rate=share(per["timeout"], n),
         incomplete_rate=share(per["incomplete"], n),
         failure_share=share(fails, n - per["cancelled"]), output_mismatch=s.output_mismatch,
+        prompt_mismatch=s.prompt_mismatch,
     )
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from analysis import measure, read_run, summarize
 from replay.client._poller import parse_prometheus
 from replay.launch._launcher import LaunchedArm
 from replay.load import RunSettings, run_load_sync
@@ -68,5 +69,7 @@ def test_chat_prompts_are_exact_and_hits_match_the_server(
         time.sleep(0.2)
         delta = _hits(vllm_server.url) - before
     assert delta == expected, f"server hits {delta}, client predicted {expected}"
+    summary = summarize(measure(read_run(out)), bootstrap=False, tiers=())
+    assert summary.counts.prompt_mismatch == 0
     manifest = json.loads((out / "run.json").read_text())
     assert manifest["api"] == "chat" and manifest["vocab_size"] == 2048
