@@ -48,7 +48,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="proceed when the arms differ beyond the decode backend (warned)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--vocab-size", type=int, default=None,
-                   help="vocabulary size when the server does not expose it")
+                   help="override the vocabulary size (by default read from the model's files "
+                        "or found by asking the server)")
     p.add_argument("--api", choices=("completions", "chat"), default="completions")
     p.add_argument("--model", default=None,
                    help="served model name; with --launch the model directory")

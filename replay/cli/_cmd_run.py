@@ -31,7 +31,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="environment variable holding the API key (sent as Bearer)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--vocab-size", type=int, default=None,
-                   help="vocabulary size when the server does not expose it")
+                   help="override the vocabulary size (by default read from the model's files "
+                        "or found by asking the server)")
     p.add_argument("--server-block-size", type=int, default=None,
                    help="KV block size when the server does not expose it (default 16)")
     p.add_argument("--think-time-cap", type=float, default=None, help="cap on think time, s")
