@@ -7,13 +7,14 @@ as srv`` (a child process, always stopped), and ``agentreplay serve-sim``.
 Endpoints as vLLM 0.32/0.33 shapes them: ``/v1/models``, ``/v1/completions``
 (text or token ids), ``/v1/chat/completions``, streaming or not, ``/metrics``
 (``vllm:`` names), ``/server_info?config_format=json`` (plus ``simulated``,
-``sim_profile``, ``time_scale``), ``/health``, ``/version``, ``/tokenize``,
+``sim_profile``, ``time_scale``), ``/health``, ``/version``, ``/tokenize``, ``/detokenize``,
 ``/reset_prefix_cache``. Every response carries ``X-Simulated: agentreplay``.
 
 The performance model (``Engine`` over a ``PrefixCache``) is pure and clockless;
 profiles (``list_profiles()``) hold the published step-time figures. Text is
 tokenized by ``SimTokenizer`` (documented there); generated token ``N`` reads
-``" tN"``. Faults come from ``parse_faults("KIND=VALUE,...")``; the truth log
+``" t" + letters(N)`` (one word of letters that tokenizes back to ``N``). Faults
+come from ``parse_faults("KIND=VALUE,...")``; the truth log
 (``TruthRecord``) says what the server did for each request, the step log
 (``StepTruth``, ``read_step_log``) what each engine step was modelled to take and
 really took; ``/metrics`` adds their sums as ``vllm_sim:engine_step_*_seconds_total``

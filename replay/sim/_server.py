@@ -111,6 +111,7 @@ class SimServer:
         r.add_get("/server_info", self._server_info)
         r.add_get("/metrics", self._metrics)
         r.add_post("/tokenize", self._tokenize)
+        r.add_post("/detokenize", self._detokenize)
         r.add_post("/reset_prefix_cache", self._reset_prefix_cache)
         r.add_post("/v1/completions", self._completions)
         r.add_post("/v1/chat/completions", self._chat)
@@ -204,6 +205,20 @@ class SimServer:
                                  status=exc.status)
         return json_response({"count": len(ids), "max_model_len": self.profile.max_model_len,
                               "tokens": ids, "token_strs": None})
+
+    async def _detokenize(self, request: web.Request) -> web.Response:
+        try:
+            ids = orjson.loads(await request.read())["tokens"]
+            if not (isinstance(ids, list) and all(type(t) is int for t in ids)):
+                raise TypeError
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            return json_response(error_body("body must be a JSON object with 'tokens': "
+                                            "a list of token ids", 400), status=400)
+        bad = next((t for t in ids if not 0 <= t < self.profile.vocab_size), None)
+        if bad is not None:
+            return json_response(error_body(f"Token id {bad} is out of vocabulary", 400,
+                                            param="tokens"), status=400)
+        return json_response({"prompt": self.tokenizer.decode(ids)})
 
     # -- generation -----------------------------------------------------------
     async def _completions(self, request: web.Request) -> web.StreamResponse:

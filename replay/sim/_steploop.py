@@ -91,6 +91,8 @@ class StepLoop:
             deadline = start + int(model_s * stretch)
             delay = deadline - time.monotonic_ns()
             await asyncio.sleep(delay / 1e9 if delay > 0 else 0)
+            while (delay := deadline - time.monotonic_ns()) > 0:  # a timer may fire early
+                await asyncio.sleep(delay / 1e9)
             end = time.monotonic_ns()
             actual_s = (end - prev_end) / 1e9
             self.model_s_total += model_s

@@ -36,7 +36,9 @@ def test_completion_stream_shape_and_usage() -> None:
     assert [e["usage"]["completion_tokens"] for e in content] == [1, 2, 3, 4, 5]
     assert [e["choices"][0]["finish_reason"] for e in content] == [None] * 4 + ["length"]
     ids = got.token_ids()
-    assert "".join(e["choices"][0]["text"] for e in content) == "".join(f" t{i}" for i in ids)
+    tk = SimTokenizer(32000)
+    assert "".join(e["choices"][0]["text"] for e in content) == tk.decode(ids)
+    assert tk.encode(tk.decode(ids)) == ids
     assert final["choices"] == []
     assert final["usage"] == {"prompt_tokens": 4, "completion_tokens": 5, "total_tokens": 9,
                               "prompt_tokens_details": {"cached_tokens": 0}}
@@ -74,10 +76,32 @@ def test_chat_stream_nonstream_and_usage_null() -> None:
 
 def test_generated_text_tokenizes_back_to_its_ids() -> None:
     tk = SimTokenizer(32000)
-    ids = [16, 999, 31999]
-    assert tk.encode(tk.decode(ids)) == ids
+    ids = [16, 17, 41, 42, 999, 31999]
+    text = tk.decode(ids)
+    assert tk.encode(text) == ids
+    # one word of letters per token: what a chat client looks for to build exact prompts
+    assert all(w.isalpha() for w in text.split())
     assert tk.encode("hello, world") == tk.encode("hello ,world")
     assert len(tk.encode("hello, world")) == 3
+    assert tk.encode("a\nb") == [tk.encode("a")[0], 8, tk.encode("b")[0]]  # newline: 1 token
+    assert tk.encode("t40 t999") == [40, 999]  # digits read as ids too
+
+
+def test_detokenize_is_the_inverse_of_tokenize() -> None:
+    async def go():
+        async with _sim() as srv, aiohttp.ClientSession() as s:
+            async with s.post(srv.url + "/detokenize",
+                              json={"model": "sim/small", "tokens": [20, 8, 300, 8]}) as r:
+                text = (await r.json())["prompt"]
+            async with s.post(srv.url + "/tokenize",
+                              json={"prompt": text, "add_special_tokens": False}) as r:
+                back = (await r.json())["tokens"]
+            async with s.post(srv.url + "/detokenize", json={"tokens": [32000]}) as r:
+                bad = r.status, await r.json()
+            return text, back, bad
+    text, back, bad = run(go())
+    assert text.split("\n") == [" tt", " tkn", ""] and back == [20, 8, 300, 8]
+    assert bad[0] == 400 and "out of vocabulary" in bad[1]["error"]["message"]
 
 
 def test_errors_use_vllm_shapes() -> None:

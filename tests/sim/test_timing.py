@@ -19,7 +19,7 @@ from replay.sim import SimConfig, SimServer, StepTruth, TruthRecord, load_profil
 from tests.sim._util import Stream, body, run, stream
 
 _EARLY_NS = 2_000_000
-"""Timers may fire this early (event loops round to the millisecond)."""
+"""Slack for clock rounding (the step loop itself never delivers before a deadline)."""
 
 
 def _serve(config: SimConfig, prompts: list[tuple[list[int], int]],
@@ -38,7 +38,7 @@ def _busy_periods(steps: list[StepTruth]) -> list[list[StepTruth]]:
     """Runs of steps where each started at the previous one's deadline or later."""
     periods: list[list[StepTruth]] = []
     for st in steps:
-        if periods and st.start_ns <= periods[-1][-1].end_ns:
+        if periods and st.start_ns <= periods[-1][-1].end_ns + _EARLY_NS:
             periods[-1].append(st)
         else:
             periods.append([st])
@@ -98,7 +98,7 @@ def test_step_log_wall_times_add_up_to_the_time_that_passed() -> None:
     # the request's record carries the same figures as the step log
     by_end = {s.end_ns: s for s in steps}
     assert [by_end[e].actual_s for e in rec.emit_ns] == pytest.approx(
-        [a / 1e9 for a in rec.step_actual_ns], abs=1e-9)
+        [a / 1e9 for a in rec.step_actual_ns], abs=2e-9)  # ns ints
     assert rec.emit_ns == [s.end_ns for s in steps if s.emitted_tokens]
 
 
