@@ -104,7 +104,7 @@ class LaneContext:
     """Load sources started: closed-loop users, the open-loop arrival plan, timestamp
     sessions (subagent lanes are not counted)."""
     done_early: int = 0
-    """Of those, how many ran out of work before the window ended (not stopped)."""
+    """Of those, how many ran out of work too early (see :meth:`lane_ended`)."""
     scope_holds: dict[object, int] = field(default_factory=dict)
     """Lanes using a cache scope (a session instance, its background subagents)."""
 
@@ -132,9 +132,11 @@ class LaneContext:
             self.crash = task.exception()
             self.crashed.set()
 
-    def lane_ended(self) -> None:
-        """A load source finished its work; counted when that left the window short."""
-        if not self.stopped and time.monotonic_ns() < self.window_end_ns:
+    def lane_ended(self, by_ns: int) -> None:
+        """A load source stopped issuing before ``by_ns`` (not stopped by the run):
+        window start for users (one thinking past the window's end is ordinary load),
+        window end for an arrival plan or a trace."""
+        if not self.stopped and time.monotonic_ns() < by_ns:
             self.done_early += 1
 
     def think_ns(self, think_s: float) -> int:
@@ -367,7 +369,7 @@ async def closed_user(
         finally:
             ctx.release_scope(chain.scope)
         if not ok:
-            ctx.lane_ended()
+            ctx.lane_ended(ctx.warmup_end_ns)
             return
         ready_ns = time.monotonic_ns()
         instance += 1
@@ -403,7 +405,7 @@ async def open_arrivals(
         chain = _Chain(user=k, lane=str(k), session=sess.id, instance=k // n,
                        salt=salt_for(seed, k, k // n), scope=("open", k))
         ctx.spawn(_open_lane(ctx, chain, sess, due_ns))
-    ctx.lane_ended()
+    ctx.lane_ended(ctx.window_end_ns)
 
 
 async def _open_lane(ctx: LaneContext, chain: _Chain, sess: Session, due_ns: int) -> None:
@@ -442,6 +444,6 @@ async def timestamp_session(
                                            due_ns, 0.0)))
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
-        ctx.lane_ended()
+        ctx.lane_ended(ctx.window_end_ns)
     finally:
         ctx.cache.end_scope(chain.scope)

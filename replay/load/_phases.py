@@ -76,7 +76,9 @@ class LaneOutcome:
     """Load sources: users (closed loop), the arrival plan (open loop), the trace
     (timestamps: one source, done early when every session ended early)."""
     done_early: int = 0
-    """Load sources that ran out of work before the window ended."""
+    """Load sources that ran out of work: users that stopped before the window began
+    (their next turn due past the drain), a plan or trace that ended before the
+    window did (``LaneContext.lane_ended``)."""
 
 
 def walk(requests: Sequence[Request]) -> list[tuple[int, Request]]:

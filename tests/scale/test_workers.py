@@ -1,9 +1,10 @@
 """``--workers`` and ``--ray`` replay the same request set as one process.
 
-A closed-loop run whose schedule ends well clear of any request's due time (think
-0.3 s, window 1.05 s, no drain, instant server) has a deterministic request set:
-each user sends the same sessions, instances, turns and token counts however the
-users are spread over processes.
+A closed-loop run whose work ends by construction has a deterministic request set:
+each user sends five turns 0.15 s apart (instant server), then its sixth is due
+100 s later, past the 1.5 s window (no drain), so the lane stops. Each user sends
+the same sessions, turns and token counts however the users are spread over
+processes.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from analysis._schema import RequestRecord, RunManifest
+from analysis import Coverage, RequestRecord, RunManifest
 from replay.errors import ConfigError
 from replay.load import RunSettings, run_load_sync, split_users
 from replay.sim import SimServerProcess, load_profile
-from tests.replay.conftest import make_workload
+from tests.replay.conftest import chain_requests
+from traces import Session, WorkloadHeader, write_workload
 
 USERS = 5
 
@@ -36,7 +38,14 @@ def _key(r: RequestRecord) -> tuple[object, ...]:
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     tmp = tmp_path_factory.mktemp("scale")
-    wl = make_workload(tmp / "wl.jsonl", sessions=3, turns=3, think_s=0.3, output=8)
+    wl = tmp / "wl.jsonl"
+    sessions = []
+    for s in range(3):
+        reqs = list(chain_requests(turns=6, new_blocks=4, block_size=16, output=8,
+                                   think_s=0.15, first_id=10_000 * (s + 1)))
+        reqs[5] = reqs[5].model_copy(update={"think_time_s": 100.0})
+        sessions.append(Session(id=f"s{s}", requests=tuple(reqs)))
+    write_workload(wl, WorkloadHeader(source="test", block_size=16), sessions)
     prof = tmp / "instant.json"
     prof.write_text(load_profile("instant").model_dump_json())
     with SimServerProcess(str(prof), startup_timeout_s=60) as srv:
@@ -44,7 +53,7 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
 
 
 def _run(url: str, wl: Path, out: Path, **kw: object) -> Path:
-    cfg = RunSettings(target=url, users=USERS, duration_s=1.05, warmup_s=0.0, drain_s=0.0,
+    cfg = RunSettings(target=url, users=USERS, duration_s=1.5, warmup_s=0.0, drain_s=0.0,
                     warmup_start="start", metrics_interval_s=None, **kw)  # type: ignore[arg-type]
     return run_load_sync(cfg, wl, out)
 
@@ -53,7 +62,7 @@ def _run(url: str, wl: Path, out: Path, **kw: object) -> Path:
 def single(sim: tuple[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Counter:
     url, wl = sim
     recs = _records(_run(url, wl, tmp_path_factory.mktemp("one") / "run"))
-    # 5 requests per user: 3 turns of instance 0, then 2 of instance 1 before the end.
+    # 5 requests per user: turns 0-4 of its first session; turn 5 is due 100 s later.
     assert len(recs) == USERS * 5
     return Counter(_key(r) for r in recs)
 
@@ -78,6 +87,9 @@ def test_workers_replay_the_same_requests(sim: tuple[str, Path], single: Counter
     assert max(r.sent_s - r.due_s for r in recs) < 0.25
     man = RunManifest.model_validate_json((run / "run.json").read_bytes())
     assert man.workers == 2 and man.complete and not man.warnings
+    # every user worked inside the window; health measured per worker, the worst kept
+    assert man.coverage == Coverage(lanes=USERS, lanes_done_before_window_end=0)
+    assert man.client_health is not None and man.client_health.cpu_share is not None
 
 
 def test_workers_need_closed_loop(sim: tuple[str, Path]) -> None:
@@ -133,7 +145,8 @@ def test_a_dead_worker_is_reported(sim: tuple[str, Path], single: Counter,
     out = tmp_path / "run"
 
     def kill_after_first_record() -> None:
-        for _ in range(400):
+        deadline = time.monotonic() + 120  # worker start-up (imports) may take seconds
+        while time.monotonic() < deadline:
             path = out / "requests.jsonl"
             if path.exists() and b'"worker":1' in path.read_bytes():
                 break
