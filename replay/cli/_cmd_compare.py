@@ -270,10 +270,22 @@ def _print(result: CompareResult) -> int:
     fairness = result.fairness_sentence
     if fairness.startswith("UNFAIR"):
         console.print(f"warning: {fairness}", style="bold red", markup=False, soft_wrap=True)
-    console.print(result.verdict, markup=False, highlight=False, soft_wrap=True)
+    sim = "[SIMULATED] " if _simulated(result.out / "summary.json") else ""
+    console.print(sim + result.verdict, markup=False, highlight=False, soft_wrap=True)
     console.print(f"report: {result.report}", markup=False, highlight=False, soft_wrap=True)
     _print_scenario(result.out / "summary.json")
     return print_validity(result.validity, "comparison")
+
+
+def _simulated(summary: Path) -> bool:
+    """Whether the comparison's runs were served by the simulator (summary.json says)."""
+    import orjson
+
+    try:
+        data = orjson.loads(summary.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return False
+    return isinstance(data, dict) and bool(data.get("simulated"))
 
 
 def _print_scenario(summary: Path) -> None:
