@@ -113,3 +113,24 @@ def test_drain_cuts_are_incomplete_records_counted(tmp_path: Path) -> None:
     assert counts.incomplete == 3 and counts.failure_share == pytest.approx(1.0)
     m = _manifest(run)
     assert m.complete and m.validity is not None and m.validity.verdict != "valid"
+
+
+class _DeadServer:
+    """A server watch that saw the server die (as ``replay.launch.ServerWatcher`` reports)."""
+
+    died = True
+    detail = "arm x: server process 4242 exited during the run"
+
+
+def test_a_server_watch_that_saw_a_death_stamps_the_run_invalid(
+    tmp_path: Path, sim: SimServerProcess,
+) -> None:
+    wl = make_workload(tmp_path / "wl.jsonl", sessions=2, turns=3, think_s=0.05)
+    cfg = RunSettings(target=sim.url, users=2, warmup_s=0.2, duration_s=1.0, drain_s=1.0,
+                      metrics_interval_s=None)
+    run = asyncio.run(run_load(cfg, wl, tmp_path / "run", watch=_DeadServer()))
+    m = _manifest(run)
+    assert m.server_watch is not None and m.server_watch.server_died
+    assert m.server_watch.detail == _DeadServer.detail
+    assert m.validity is not None and m.validity.verdict == "invalid"
+    assert "server_died" in {r.code for r in m.validity.reasons}
