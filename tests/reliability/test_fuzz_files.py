@@ -85,7 +85,7 @@ def sims() -> Iterator[tuple[str, str]]:
 
 
 @pytest.mark.slow
-@settings(max_examples=40, **_SETTINGS)
+@settings(max_examples=15, **_SETTINGS)
 @given(data=st.data())
 def test_damaged_comparison_state(data: st.DataObject, comparison: tuple[Path, list[str]],
                                   sims: tuple[str, str], tmp_path: Path) -> None:
@@ -95,7 +95,7 @@ def test_damaged_comparison_state(data: st.DataObject, comparison: tuple[Path, l
     arms = ["--arm", f"auto={sims[0]}", "--arm", f"latency_specialized={sims[1]}"]
     if not (good / "comparison.json").exists():
         code, err = _call(["compare", *arms, *args])
-        assert code == 0, err
+        assert code in (0, 3), err
     work = tmp_path / "cmp"
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(good, work)
