@@ -29,12 +29,14 @@ import numpy as np  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from analysis._levels import LoadLevel, level_of  # noqa: E402
 from analysis._read import RunData  # noqa: E402
 from analysis._summary import RunSummary  # noqa: E402
 from analysis._window import steady_window  # noqa: E402
 
 __all__ = [
     "ArmLevels",
+    "axis_label",
     "color",
     "figure",
     "legend_outside",
@@ -44,7 +46,9 @@ __all__ = [
     "numeric_levels",
     "ok_window",
     "render",
+    "run_load",
     "safe",
+    "short_label",
 ]
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2")
@@ -62,11 +66,40 @@ _ids = itertools.count(1)
 
 @dataclass(frozen=True)
 class ArmLevels:
-    """One arm's level summaries (sorted by users) and its runs."""
+    """One arm's level summaries (in load order), their loads, and its runs."""
 
     arm: str
     summaries: list[RunSummary]
     runs: list[RunData]
+    loads: list[LoadLevel] | None = None
+    """The load of each summary (users, sessions/s or time scale); None: users."""
+
+    def points(self) -> list[tuple[LoadLevel, RunSummary]]:
+        loads = self.loads or [LoadLevel(value=float(s.users)) for s in self.summaries]
+        return sorted(zip(loads, self.summaries, strict=True), key=lambda p: p[0].value)
+
+
+def run_load(run: RunData) -> LoadLevel:
+    """What set a run's load (users, a session rate or a time scale)."""
+    return level_of(run.manifest)
+
+
+def short_label(load: LoadLevel) -> str:
+    """A point label: ``4u``, ``0.5/s`` or ``x2``."""
+    if load.kind == "users":
+        return f"{load.value:g}u"
+    return f"{load.value:g}/s" if load.kind == "rate" else f"x{load.value:g}"
+
+
+def axis_label(kinds: set[str]) -> str:
+    """The load axis' title for the kinds on it."""
+    if kinds <= {"users"}:
+        return "users (concurrent agent lanes)"
+    if kinds == {"rate"}:
+        return "session arrival rate (sessions/s, open loop)"
+    if kinds == {"timestamps"}:
+        return "time scale of the replayed timestamps"
+    return "load (mixed kinds)"
 
 
 def safe(text: str) -> str:
@@ -78,7 +111,7 @@ def color(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
 
 
-def level_styles(levels: Iterable[int]) -> dict[int, tuple[object, float]]:
+def level_styles(levels: Iterable[float]) -> dict[float, tuple[object, float]]:
     """(line style, alpha) per level in numeric order: the smallest level solid and darkest."""
     ordered = sorted(set(levels))
     n = max(len(ordered), 1)
@@ -86,8 +119,8 @@ def level_styles(levels: Iterable[int]) -> dict[int, tuple[object, float]]:
             for k, u in enumerate(ordered)}
 
 
-def level_style(styles: dict[int, tuple[object, float]], users: int) -> dict[str, object]:
-    ls, alpha = styles.get(users, ("-", 1.0))
+def level_style(styles: dict[float, tuple[object, float]], load: float) -> dict[str, object]:
+    ls, alpha = styles.get(load, ("-", 1.0))
     return {"linestyle": ls, "alpha": alpha}
 
 
@@ -154,5 +187,6 @@ def ok_window(run: RunData) -> np.ndarray:
     return out
 
 
-def numeric_levels(arms: Sequence[ArmLevels]) -> list[int]:
-    return sorted({r.manifest.load.users for a in arms for r in a.runs})
+def numeric_levels(arms: Sequence[ArmLevels]) -> list[float]:
+    """Every run's load value, in numeric order."""
+    return sorted({run_load(r).value for a in arms for r in a.runs})

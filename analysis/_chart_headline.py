@@ -14,8 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.axes import Axes
 
-from analysis._chart_base import color, figure, legend_outside, render, safe
+from analysis._chart_base import axis_label, color, figure, legend_outside, render, safe
 from analysis._format import time_unit
+from analysis._levels import LoadLevel
 from analysis._slo import SloTier
 from analysis._summary import RunSummary
 
@@ -24,34 +25,40 @@ __all__ = ["Series", "headline_chart"]
 
 @dataclass(frozen=True)
 class Series:
-    """One line of the headline chart: a name and its level summaries."""
+    """One line of the headline chart: a name and its level summaries with their loads."""
 
     name: str
     summaries: list[RunSummary]
     color_index: int
     dashed: bool = False
+    loads: list[LoadLevel] | None = None
+    """The load of each summary; None: its users."""
+
+    def points(self) -> list[tuple[LoadLevel, RunSummary]]:
+        loads = self.loads or [LoadLevel(value=float(s.users)) for s in self.summaries]
+        return sorted(zip(loads, self.summaries, strict=True), key=lambda p: p[0].value)
 
 
 def _points(s: Series, metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     xs, ys, lo, hi = [], [], [], []
-    for summ in sorted(s.summaries, key=lambda x: x.users):
+    for load, summ in s.points():
         d = getattr(summ, metric)
         v = d.p90
         if v is None or not np.isfinite(v):
             continue
         ci = d.p90_ci
-        xs.append(summ.users)
+        xs.append(load.value)
         ys.append(v)
         lo.append(ci[0] if ci else np.nan)
         hi.append(ci[1] if ci else np.nan)
     return np.array(xs, float), np.array(ys, float), np.array(lo, float), np.array(hi, float)
 
 
-def _x_axis(ax: Axes, levels: list[int], xlabel: str) -> None:
-    if levels and max(levels) / max(min(levels), 1) >= 8:
+def _x_axis(ax: Axes, levels: list[float], xlabel: str) -> None:
+    if levels and min(levels) > 0 and max(levels) / min(levels) >= 8:
         ax.set_xscale("log", base=2)
     ax.set_xticks(levels)
-    ax.set_xticklabels([str(u) for u in levels])
+    ax.set_xticklabels([f"{u:g}" for u in levels])
     ax.minorticks_off()
     ax.set_xlabel(xlabel)
 
@@ -91,8 +98,7 @@ def _off_note(off: list[str]) -> str:
     return ("\nfar above the data, not drawn: " + "; ".join(off)) if off else ""
 
 
-def headline_chart(series: Sequence[Series], tiers: Sequence[SloTier], *,
-                   x_label: str = "users (concurrent agent lanes)") -> str:
+def headline_chart(series: Sequence[Series], tiers: Sequence[SloTier]) -> str:
     """Two panels sharing the load axis: P90 interactivity (floors) and P90 TTFT (ceilings)."""
     fig, (ax1, ax2) = figure(rows=2, height=2.9)
     unit, scale = time_unit("ttft_due")
@@ -103,9 +109,10 @@ def headline_chart(series: Sequence[Series], tiers: Sequence[SloTier], *,
     ceilings = sorted({t.ttft_s for t in tiers})
     off2 = _limit_lines(ax2, [c * scale for c in ceilings],
                         [f"tier ceiling TTFT {c:g} s" for c in ceilings], ":")
-    levels = sorted({s.users for ser in series for s in ser.summaries})
+    loads = [load for ser in series for load, _ in ser.points()]
+    levels = sorted({load.value for load in loads})
     for ax in (ax1, ax2):
-        _x_axis(ax, levels, x_label)
+        _x_axis(ax, levels, axis_label({load.kind for load in loads}))
     ax1.set_ylabel("P90 interactivity (tok/s/user)")
     ax1.set_title("P90 interactivity vs load (higher is better; band: 95% interval; "
                   "dashed: SLO floors)" + _off_note(off1))

@@ -23,7 +23,9 @@ from analysis._chart_base import (
     numeric_levels,
     ok_window,
     render,
+    run_load,
     safe,
+    short_label,
 )
 from analysis._columns import RequestColumns
 from analysis._derived import column_latencies
@@ -50,14 +52,14 @@ def curve_chart(arms: Sequence[ArmLevels], capacity: Sequence[CapacityRow]) -> s
     per_gpu = all(s.decode_tok_s_per_gpu is not None for a in arms for s in a.summaries)
     for i, a in enumerate(arms):
         pts = [(s.interactivity.p90, s.decode_tok_s_per_gpu if per_gpu else s.decode_tok_s,
-                s.users) for s in sorted(a.summaries, key=lambda s: s.users)]
+                short_label(load)) for load, s in a.points()]
         pts = [p for p in pts if p[0] is not None and p[1] is not None]
         if not pts:
             continue
         x, y, _u = zip(*pts, strict=True)
         ax.plot(x, y, "-o", color=color(i), label=safe(a.arm))
         for xi, yi, ui in pts:
-            ax.annotate(f"{ui}u", (xi, yi), textcoords="offset points", xytext=(4, 4),
+            ax.annotate(ui, (xi, yi), textcoords="offset points", xytext=(4, 4),
                         fontsize=7, color=color(i))
     for f in sorted({r.tier.floor_tok_s for r in capacity}):
         ax.axvline(f, color="0.4", linestyle="--", linewidth=0.8)
@@ -66,18 +68,19 @@ def curve_chart(arms: Sequence[ArmLevels], capacity: Sequence[CapacityRow]) -> s
                     fontsize=7, color="0.25", rotation=90)
     ax.set_xlabel("P90 interactivity (tok/s/user, 1 / P90 TPOT): higher is faster per user")
     ax.set_ylabel("decode throughput " + ("per GPU (tok/s/GPU)" if per_gpu else "(tok/s)"))
-    ax.set_title("Throughput vs interactivity (dashed: SLO floors; point labels: users)")
+    ax.set_title("Throughput vs interactivity (dashed: SLO floors; point labels: load)")
     legend_outside(ax, fontsize=8)
     return render(fig)
 
 
-def _lines(arms: Sequence[ArmLevels]) -> list[tuple[int, int, str, list[RunData]]]:
-    """(arm index, users, legend, runs) per arm and level in numeric order, at most _MAX_LINES."""
+def _lines(arms: Sequence[ArmLevels]) -> list[tuple[int, float, str, list[RunData]]]:
+    """(arm index, load, legend, runs) per arm and level in numeric order, at most _MAX_LINES."""
     out = []
     for i, a in enumerate(arms):
-        for u in sorted({r.manifest.load.users for r in a.runs}):
-            out.append((i, u, f"{a.arm} @ {u} users",
-                        [r for r in a.runs if r.manifest.load.users == u]))
+        loads = {run_load(r).value: run_load(r) for r in a.runs}
+        for v in sorted(loads):
+            out.append((i, v, f"{a.arm} @ {loads[v].label}",
+                        [r for r in a.runs if run_load(r).value == v]))
     if len(out) > _MAX_LINES:  # keep the extremes and spread the rest
         idx = np.unique(np.linspace(0, len(out) - 1, _MAX_LINES).round().astype(int))
         out = [out[j] for j in idx]
@@ -101,7 +104,7 @@ def cdf_chart(arms: Sequence[ArmLevels]) -> str:
     fig, (ax1, ax2) = figure(rows=2, height=3.0)
     styles = level_styles(numeric_levels(arms))
     units = {"TPOT": time_unit("tpot"), "TTFT": time_unit("ttft")}
-    for ci, users, legend, runs in _lines(arms):
+    for ci, load, legend, runs in _lines(arms):
         tpot = [_tpot(run.requests, ok_window(run)) for run in runs]
         ttft = [_ttft(run.requests, ok_window(run)) for run in runs]
         for ax, vals, name in ((ax1, tpot, "TPOT"), (ax2, ttft, "TTFT")):
@@ -113,7 +116,7 @@ def cdf_chart(arms: Sequence[ArmLevels]) -> str:
                     pick = np.linspace(0, len(v) - 1, 2000).astype(int)
                     v, y = v[pick], y[pick]
                 ax.plot(v * units[name][1], y, color=color(ci), label=safe(legend),
-                        **level_style(styles, users))  # type: ignore[arg-type]
+                        **level_style(styles, load))  # type: ignore[arg-type]
     ax1.set_xlabel(f"TPOT ({units['TPOT'][0]} per output token)")
     ax2.set_xlabel(f"TTFT ({units['TTFT'][0]})")
     for ax, name in ((ax1, "TPOT"), (ax2, "TTFT")):
@@ -132,19 +135,19 @@ def ttft_prompt_chart(arms: Sequence[ArmLevels]) -> str:
     levels = numeric_levels(arms)
     shades = {u: 0.85 - 0.4 * k / max(len(levels) - 1, 1) for k, u in enumerate(levels)}
     markers = ("o", "s", "^", "D", "v", "P")
-    for ci, users, legend, runs in _lines(arms):
+    for ci, load, legend, runs in _lines(arms):
         x = np.concatenate([run.requests.prompt_tokens[ok_window(run)] for run in runs])
         y = np.concatenate([_ttft(run.requests, ok_window(run)) for run in runs])
         if len(x) > _MAX_SCATTER // 4:
             pick = rng.choice(len(x), _MAX_SCATTER // 4, replace=False)
             x, y = x[pick], y[pick]
         if len(x):
-            k = levels.index(users) if users in levels else 0
-            ax.scatter(x, y * scale, s=12, alpha=shades.get(users, 0.5), color=color(ci),
+            k = levels.index(load) if load in levels else 0
+            ax.scatter(x, y * scale, s=12, alpha=shades.get(load, 0.5), color=color(ci),
                        marker=markers[k % len(markers)], label=safe(legend), linewidths=0)
     ax.set_xlabel("prompt tokens")
     ax.set_ylabel(f"TTFT ({unit})")
-    ax.set_title("TTFT vs prompt length (colour: arm; marker: users)")
+    ax.set_title("TTFT vs prompt length (colour: arm; marker: load level)")
     legend_outside(ax)
     return render(fig)
 
@@ -154,14 +157,14 @@ def timeseries_chart(arms: Sequence[ArmLevels]) -> str:
     fig, (ax1, ax2, ax3) = figure(rows=3, height=2.4)
     styles = level_styles(numeric_levels(arms))
     runs = [(i, a.arm, run) for i, a in enumerate(arms)
-            for run in sorted(a.runs, key=lambda r: r.manifest.load.users)]
+            for run in sorted(a.runs, key=lambda r: run_load(r).value)]
     if len(runs) > _MAX_LINES:
         idx = np.unique(np.linspace(0, len(runs) - 1, _MAX_LINES).round().astype(int))
         runs = [runs[j] for j in idx]
     for i, arm, run in runs:
-        users = run.manifest.load.users
-        legend = safe(f"{arm} @ {users} users ({run.manifest.run_id})")
-        style = {"color": color(i), "linewidth": 0.9, **level_style(styles, users)}
+        load = run_load(run)
+        legend = safe(f"{arm} @ {load.label} ({run.manifest.run_id})")
+        style = {"color": color(i), "linewidth": 0.9, **level_style(styles, load.value)}
         r = run.requests
         t = r.chunk_times_s
         if len(t):
@@ -202,7 +205,7 @@ def turn_chart(arms: Sequence[ArmLevels], max_turn: int = 60) -> str:
     styles = level_styles(numeric_levels(arms))
     u_ttft, s_ttft = time_unit("ttft")
     u_tpot, s_tpot = time_unit("tpot")
-    for ci, users, legend, runs in _lines(arms):
+    for ci, load, legend, runs in _lines(arms):
         turns, ttft, tpot = [], [], []
         for run in runs:
             r = run.requests
@@ -221,7 +224,7 @@ def turn_chart(arms: Sequence[ArmLevels], max_turn: int = 60) -> str:
                     ys.append(float(np.median(v)) * scale)
             if xs:
                 ax.plot(xs, ys, marker="o", markersize=2, color=color(ci), label=safe(legend),
-                        **level_style(styles, users))  # type: ignore[arg-type]
+                        **level_style(styles, load))  # type: ignore[arg-type]
     ax1.set_ylabel(f"median TTFT ({u_ttft})")
     ax1.set_title("Latency by turn index, per arm and level (longer histories later)")
     ax2.set_ylabel(f"median TPOT ({u_tpot})")

@@ -76,9 +76,7 @@ def _summary_rows(entries: Sequence[HistoryEntry]) -> list[dict[str, Any]]:
     keyed: dict[tuple[str, float], tuple[str, list[tuple[str, Any]]]] = {}
     for e in entries:
         for lv in e.comparison.levels:
-            load = getattr(lv, "load", None)
-            key = (str(load.kind), float(load.value)) if load is not None else \
-                ("users", float(lv.users))
+            key = (str(lv.load.kind), float(lv.load.value))
             label = level_label(lv)
             for arm in e.comparison.arms:
                 if arm in lv.arms:
@@ -113,9 +111,10 @@ def _chart(entries: Sequence[HistoryEntry]) -> str:
     series = []
     for i, e in enumerate(entries):
         for j, arm in enumerate(e.comparison.arms):
+            levels = [lv for lv in e.comparison.levels if arm in lv.arms]
             series.append(Series(
                 name=f"{e.name} / {arm}" if arm else e.name, color_index=i, dashed=j > 0,
-                summaries=[lv.arms[arm] for lv in e.comparison.levels if arm in lv.arms]))
+                summaries=[lv.arms[arm] for lv in levels], loads=[lv.load for lv in levels]))
     tiers = list({t.name: t for e in entries for t in e.comparison.tiers}.values())
     return headline_chart(series, tiers)
 

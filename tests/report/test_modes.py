@@ -115,3 +115,14 @@ def test_legends_sit_outside_the_plotting_area(sweep: Path) -> None:
                           for i, a in enumerate(by_arm)], c.tiers)
     assert 'id="ar-legend-' in svg and 'id="ar-plot-' in svg
     assert "tier floor 30 tok/s/user" in svg  # floors labelled
+
+
+def test_open_loop_levels_are_rates_not_users(tmp_path: Path) -> None:
+    root = make_sweep(tmp_path, levels=(2, 4, 8), rates=(0.5, 1.0, 2.0))
+    runs = read_runs([root])
+    html = render_report(compare_runs(runs), runs)
+    levels = re.findall(r'<th rowspan="\d+" class="level">(.*?)</th>', html)
+    assert levels == ["0.5 sessions/s", "1 sessions/s", "2 sessions/s"]
+    assert "session arrival rate (sessions/s, open loop)" in html  # the headline's axis
+    assert "users (concurrent agent lanes)" not in html
+    assert "auto @ 0.5 sessions/s" in html and "@ 2 users" not in html  # detail legends
