@@ -4,8 +4,11 @@ or fall behind?
 Starts ``agentreplay serve-sim`` and ``agentreplay run`` as subprocesses, samples the
 client's RSS every interval, reads its ``requests.jsonl`` as it grows and prints the
 schedule lag (request sent minus request due) of the requests sent in each interval.
-At the end it says whether memory stayed flat (< 5% growth after warmup) and whether
-lag drifted (later intervals' P99 lag well above the early ones').
+At the end it says whether memory stayed flat (< 5% growth after warmup), whether
+lag drifted (later intervals' P99 lag well above the early ones'), whether every
+request is accounted for (each recorded once, every record with an outcome) and
+the run's own validity stamp (a starved simulator on a busy machine is stamped
+invalid for speed verdicts: that says nothing about the client's soak).
 
     python bench/soak.py --minutes 30          # for the record
     python bench/soak.py --minutes 2           # CI-sized
@@ -26,8 +29,7 @@ import numpy as np
 import orjson
 
 from replay.sim import SimServerProcess, load_profile
-from traces._io import write_workload
-from traces._models import Request, Session, WorkloadHeader
+from traces import Request, Session, WorkloadHeader, write_workload
 
 _BLOCK = 16
 
@@ -65,6 +67,9 @@ class _Tail:
         self.path = path
         self.pos = 0
         self.rest = b""
+        self.ids: set[str] = set()
+        self.repeats = 0
+        self.statuses: dict[str, int] = {}
 
     def read(self) -> list[dict]:
         try:
@@ -77,7 +82,12 @@ class _Tail:
         data = self.rest + data
         lines = data.split(b"\n")
         self.rest = lines.pop()
-        return [orjson.loads(x) for x in lines if x.strip()]
+        recs = [orjson.loads(x) for x in lines if x.strip()]
+        for rec in recs:
+            self.repeats += rec["id"] in self.ids
+            self.ids.add(rec["id"])
+            self.statuses[rec["status"]] = self.statuses.get(rec["status"], 0) + 1
+        return recs
 
 
 def main() -> int:
@@ -136,8 +146,12 @@ def main() -> int:
                       f"{row[5]:11.2f} {row[6]:11.2f}", flush=True)
             k += 1
         err = proc.stderr.read().decode() if proc.stderr else ""
-    if proc.returncode != 0:
+        tail.read()
+    if proc.returncode not in (0, 3):  # 3: stamped invalid, still a finished run
         print(f"soak: the run failed ({proc.returncode}): {err[-2000:]}")
+        return 1
+    if not rows:
+        print("soak: too short for a row; give more --minutes")
         return 1
     # a row's RSS is sampled two intervals after the sends it shows the lag of
     warm = max(1, int(np.ceil(0.2 * len(rows))))
@@ -152,6 +166,14 @@ def main() -> int:
           f"({100 * growth:+.1f}%): {'FLAT' if growth < 0.05 else 'GREW'} (limit +5%)")
     print(f"schedule lag P99: {early:.2f} ms early -> {late:.2f} ms late: "
           f"{'DRIFTED' if drift else 'no drift'} (drift = late > 1.5 x early + 2 ms)")
+    total = sum(tail.statuses.values())
+    by = ", ".join(f"{k} {v:,}" for k, v in sorted(tail.statuses.items()))
+    print(f"accounting: {total:,} records ({by}); {tail.repeats} recorded twice, "
+          f"{len(tail.rest)} bytes of a half line: "
+          f"{'ALL ACCOUNTED' if not tail.repeats and not tail.rest else 'LOST OR DOUBLED'}")
+    stamp = [ln.strip() for ln in err.splitlines()
+             if ln.startswith(("agentreplay: run ", "  "))]
+    print("run validity (stamped by the run): " + ("; ".join(stamp) or "none printed"))
     if not os.environ.get("SOAK_KEEP"):
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
