@@ -64,10 +64,11 @@ def summary_cell(s: RunSummary, key: str) -> dict[str, str]:
 
 
 def dist_text(d: Any, stat: str, quantity: str) -> str:
-    """A distribution's statistic; "≥" when censored requests make it a lower bound."""
+    """A distribution's statistic, marked as a bound when censored requests (cut at the
+    drain's end) can still move it: "≥" for a latency, "≤" for a rate (interactivity)."""
     text = fmt(d.value(stat), d.unit, quantity)
     if stat in (getattr(d, "bounds", None) or []) and text != "n/a":
-        text = "\u2265 " + text
+        text = ("\u2264 " if d.higher_is_better else "\u2265 ") + text
     return text
 
 
