@@ -82,7 +82,12 @@ def _failures(run: RunData, s: RunSummary, found: _Found, rules: Rules) -> None:
                   f"{c.incomplete} incomplete): above {rules.max_failure_share:.0%}, every "
                   "SLO tier fails")
     conn = sum(c.by_error_kind.get(k, 0) for k in _CONNECT_KINDS)
-    if conn:
+    sent = c.in_window - c.cancelled
+    if conn and sent and conn / sent > rules.max_failure_share:
+        found.add("server_unreachable", "invalid", f"{conn} of {sent} request(s) sent in the "
+                  "window could not connect to the server: it was down or refusing connections, "
+                  "so nothing about its speed was measured")
+    elif conn:
         found.add("connection_failures", "caveat", f"{conn} request(s) could not connect to "
                   "the server")
     watch = run.manifest.server_watch

@@ -225,7 +225,30 @@ def test_a_failure_burst_says_the_server_died(tmp_path: Path) -> None:
                      last_token_s=None, chunk_times_s=[], chunk_tokens=[], output_tokens=0)
     v = assess_run(read_run(make_run(tmp_path, records, load=_load(4))))
     codes = {r.code for r in v.reasons}
-    assert {"failure_burst", "connection_failures"} <= codes and v.verdict == "invalid"
+    assert {"failure_burst", "server_unreachable"} <= codes and v.verdict == "invalid"
+
+
+def _refused(records: list[dict[str, Any]], which: list[int]) -> None:
+    for i in which:
+        records[i].update(status="error", error_kind="connect", first_token_s=None,
+                          last_token_s=None, chunk_times_s=[], chunk_tokens=[], output_tokens=0)
+
+
+def test_a_server_down_from_the_start_is_invalid_not_a_caveat(tmp_path: Path) -> None:
+    records = synth_records(users=4, per_user=25, tpot=0.01, ttft=0.2, think=3.5)
+    _refused(records, list(range(len(records))))
+    v = assess_run(read_run(make_run(tmp_path, records, load=_load(4))))
+    codes = {r.code: r.severity for r in v.reasons}
+    assert codes.get("server_unreachable") == "invalid" and v.verdict == "invalid"
+
+
+def test_one_refused_connection_is_only_a_caveat(tmp_path: Path) -> None:
+    records = synth_records(users=4, per_user=25, tpot=0.01, ttft=0.2, think=3.5)
+    in_window = [i for i, r in enumerate(records) if 10 <= r["sent_s"] < 110]
+    _refused(records, in_window[:1])
+    v = assess_run(read_run(make_run(tmp_path, records, load=_load(4))))
+    codes = {r.code: r.severity for r in v.reasons}
+    assert codes.get("connection_failures") == "caveat" and "server_unreachable" not in codes
 
 
 def test_open_loop_levels_are_rates_not_users(tmp_path: Path) -> None:
