@@ -50,6 +50,7 @@ def failure_share(s: RunSummary) -> float | None:
 
 
 def summary_cell(s: RunSummary, key: str) -> dict[str, str]:
+    """One summary-table cell (value, interval) of ``metric.stat``, a rate or failure share."""
     if key == "failure_share":
         ci = getattr(s.counts, "failure_share_ci", None)
         return _cell(fmt_share(failure_share(s)), fmt_ci(ci, "share"))
@@ -59,7 +60,7 @@ def summary_cell(s: RunSummary, key: str) -> dict[str, str]:
         return _cell(dist_text(d, stat, head), fmt_ci(d.ci(stat), d.unit, head))
     value = getattr(s, head)
     if head == "decode_tok_s_per_gpu" and value is None and s.decode_tok_s is not None:
-        return _cell(fmt_num(s.decode_tok_s, 1) + " (all GPUs: count unknown)")
+        return _cell(fmt_num(s.decode_tok_s, 1), "total: GPU count unknown")
     return _cell(fmt_num(value, 1), fmt_ci(getattr(s, f"{head}_ci", None), "tok/s"))
 
 
