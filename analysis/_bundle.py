@@ -29,13 +29,24 @@ SEARCH_FILE = "search.json"
 """An SLO search's brackets and evidence, stored in its directory."""
 
 
+def _bracket(lo: object, hi: object) -> str:
+    """[largest met, smallest failed] as text; an open side says so."""
+    if lo is None and hi is None:
+        return "n/a"
+    if hi is None:
+        return f"{lo} \u2013 (none failed)"
+    if lo is None:
+        return f"(none met) \u2013 {hi}"
+    return f"{lo} \u2013 {hi}"
+
+
 def _search_section(data: Any) -> dict[str, Any]:
     rows = []
     for r in data.get("results", []):
         lo, hi = r.get("bracket") or (None, None)
         runs = r.get("evidence", [])
         rows.append([r.get("arm", ""), r.get("tier", ""), r.get("answer", ""),
-                     f"{lo} \u2013 {hi}" if lo is not None or hi is not None else "n/a",
+                     _bracket(lo, hi),
                      r.get("how", ""),
                      "; ".join(f"{e.get('users')}: {e.get('verdict')}" for e in runs)])
     return {
