@@ -129,7 +129,6 @@ def _compare(args: argparse.Namespace) -> int:
     done = _experiment(args)
     if done is not None:
         return done
-    check_writable_dir(Path(args.out))  # before any server is asked anything
     if args.rate is not None and args.users is not None:
         raise ConfigError("--users and --rate: give one (user counts for closed-loop levels, "
                           "or session rates for open-loop levels)")
@@ -144,6 +143,7 @@ def _compare(args: argparse.Namespace) -> int:
         first_token_timeout_s=args.ttft_timeout, itl_timeout_s=args.itl_timeout,
         time_scale=args.time_scale, start_s=args.start, slice_s=args.slice,
     ), args.rate))
+    check_writable_dir(Path(args.out))  # settings first, then before any server is asked
     _store_experiment(args)
     extra = list(args.vllm_args)
     if extra and extra[0] == "--":
