@@ -225,9 +225,11 @@ def verdict_text(c: Comparison) -> str:
     for lv in c.levels:
         s = lv.arms[c.arms[0]]
         d = s.interactivity
+        inter = dist_text(d, "p90", "interactivity")
         parts.append(
-            f"{level_label(lv)}: P90 interactivity {fmt(d.p90, d.unit)} tok/s/user, "
-            f"P90 TTFT {fmt(s.ttft.p90, 's', 'ttft')}, failure share "
+            f"{level_label(lv)}: P90 interactivity "
+            f"{inter + ' tok/s/user' if inter != 'n/a' else 'n/a'}, "
+            f"P90 TTFT {dist_text(s.ttft, 'p90', 'ttft')}, failure share "
             f"{fmt_share(failure_share(s))}")
     met = [f"{r.tier.label}: {_users_text(r)} {'users' if r.users != 1 else 'user'}"
            for r in c.capacity if r.users is not None]
