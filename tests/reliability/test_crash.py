@@ -69,7 +69,7 @@ def test_sigkill_leaves_a_readable_incomplete_run(tmp_path: Path, seed: int) -> 
     lost = [t.request_id for t in finished if t.request_id not in recorded]
     assert not lost, f"{len(lost)} requests finished before the kill are missing: {lost[:5]}"
     res = cli("report", str(out), "--no-charts")
-    assert res.returncode == 0, res.stderr
+    assert res.returncode in (0, 3), res.stderr  # 3: stamped invalid
     assert "Traceback" not in res.stderr and "incomplete" in res.stderr
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "INCOMPLETE" in html and "complete is false" in html
@@ -101,4 +101,4 @@ def test_sigint_leaves_a_complete_interrupted_manifest(tmp_path: Path) -> None:
     cancelled = [r for r in recs if r.status == "cancelled"]
     assert cancelled and all(r.error_kind == "cancelled_interrupt" for r in cancelled)
     res = cli("report", str(out), "--no-charts")
-    assert res.returncode == 0 and "Traceback" not in res.stderr
+    assert res.returncode in (0, 3) and "Traceback" not in res.stderr

@@ -54,7 +54,8 @@ def test_fault_gives_its_status_and_counts_add_up(tmp_path: Path, fault: str) ->
         faults["retry_after_s"] = 7
     run, truth = asyncio.run(_faulty_run(tmp_path, faults, itl_timeout_s=0.25))
     recs = {r.id: r for r in records(run)}
-    hit = [t for t in truth if t.fault == fault and recs[t.request_id].status != "cancelled"]
+    hit = [t for t in truth if t.fault == fault
+           and recs[t.request_id].status not in ("cancelled", "incomplete")]
     assert len(hit) >= 3, f"too few {fault} faults injected: {len(hit)}"
     for t in hit:
         r = recs[t.request_id]
@@ -64,7 +65,7 @@ def test_fault_gives_its_status_and_counts_add_up(tmp_path: Path, fault: str) ->
         if fault in ("stall", "disconnect", "malformed", "stream_error"):
             assert r.http_status == 200 and r.first_token_s is not None  # mid-stream
     clean = [t for t in truth if t.fault is None]
-    assert clean and all(recs[t.request_id].status in ("ok", "cancelled") for t in clean)
+    assert clean and all(recs[t.request_id].status in ("ok", "incomplete") for t in clean)
     # the run went on: ok requests after the last injected fault's first occurrence
     first_fault = min(recs[t.request_id].sent_s for t in hit)
     assert any(r.status == "ok" and r.sent_s > first_fault + 0.3 for r in recs.values())
@@ -113,8 +114,9 @@ def test_server_down_then_restarted_mid_run(tmp_path: Path) -> None:
     th = threading.Thread(target=bounce)
     th.start()
     try:
+        # long enough for the second server to start on a busy machine (seconds)
         run = run_load_sync(cfg(f"http://127.0.0.1:{port}", users=3, warmup_s=0.0,
-                                duration_s=4.0, connect_timeout_s=2.0, think_time_cap_s=0.05),
+                                duration_s=9.0, connect_timeout_s=2.0, think_time_cap_s=0.05),
                             wl, tmp_path / "run")
     finally:
         th.join()
@@ -126,7 +128,7 @@ def test_server_down_then_restarted_mid_run(tmp_path: Path) -> None:
     unseen = [r for r in recs if r.id not in seen]
     # a request the server never logged failed to connect, lost its connection, or was
     # cancelled at the end; nothing else
-    assert all(r.status == "cancelled" or r.error_kind in ("connect", "disconnect")
+    assert all(r.status == "incomplete" or r.error_kind in ("connect", "disconnect")
                for r in unseen), {(r.status, r.error_kind) for r in unseen}
     connect = [r for r in recs if r.error_kind == "connect"]
     assert connect, "no request hit the refusing port"

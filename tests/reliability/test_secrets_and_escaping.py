@@ -64,10 +64,10 @@ def test_api_key_only_in_the_authorization_header(tmp_path: Path) -> None:
             await srv.stop()
 
     code, out, err = asyncio.run(serve_and_run())
-    assert code == 0, err
+    assert code in (0, 3), err  # 3: stamped invalid (a starved simulator, say)
     assert seen and all(h == f"Bearer {_KEY}" for h in seen), set(seen)
     rep = cli("report", str(tmp_path / "run"))
-    assert rep.returncode == 0, rep.stderr
+    assert rep.returncode in (0, 3), rep.stderr
     run = tmp_path / "run"
     assert manifest(run).target.startswith("http://127.0.0.1:")
     assert "bob" not in manifest(run).target
@@ -127,7 +127,7 @@ def test_server_strings_are_escaped_in_the_report(tmp_path: Path,
                 "--quiet", "--label", f"{_SCRIPT}arm",
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
             _, err = await asyncio.wait_for(proc.communicate(), 60)
-            assert proc.returncode == 0, err.decode()
+            assert proc.returncode in (0, 3), err.decode()
 
     asyncio.run(go())
     run = tmp_path / "run"
@@ -135,7 +135,7 @@ def test_server_strings_are_escaped_in_the_report(tmp_path: Path,
     assert _SCRIPT in m.model and _SCRIPT in json.dumps(m.server_info)
     assert any(_SCRIPT in (r.error_message or "") for r in records(run))
     rep = cli("report", str(run))
-    assert rep.returncode == 0, rep.stderr
+    assert rep.returncode in (0, 3), rep.stderr
     html = (run / "report.html").read_text(encoding="utf-8")
     assert "<script" not in html.lower()
     escaped = "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"
