@@ -319,8 +319,13 @@ class SimServer:
         }
         if live is not None:
             req = live.req
+            scheduled = live.scheduled_ns
+            if scheduled is not None and queued is not None:
+                # a step planned while the loop woke up may start on the chain before a
+                # request that joined it was queued
+                scheduled = max(scheduled, queued)
             fields.update(
-                scheduled_ns=live.scheduled_ns, first_token_ns=live.first_token_ns,
+                scheduled_ns=scheduled, first_token_ns=live.first_token_ns,
                 prompt_tokens=req.num_prompt, max_tokens=req.max_tokens,
                 output_tokens=sum(live.emit_tokens), cached_tokens=req.cached_tokens,
                 prefill_tokens=req.prefill_computed, queried_tokens=req.queried_tokens,

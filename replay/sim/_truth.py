@@ -32,7 +32,7 @@ class TruthRecord(BaseModel):
     queued_ns: int | None = None
     """Handed to the engine."""
     scheduled_ns: int | None = None
-    """Start of the first step that computed any of its tokens."""
+    """Start of the first step that computed any of its tokens (not before ``queued_ns``)."""
     first_token_ns: int | None = None
     finish_ns: int
     prompt_tokens: int = 0
