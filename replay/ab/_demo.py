@@ -2,9 +2,9 @@
 
 Two ``serve-sim`` children (profile ``kimi-k3-gb300-tp16``, backends ``auto``
 and ``latency_specialized``, the same simulated GPUs) and a small coding-agent
-workload scaled down so that a turn fits a short run: prompts x0.05, think
-times x0.02 (a few hundred ms between turns, so every user issues several
-requests inside a steady window of a few seconds). Everything is labelled
+workload scaled down so that a turn fits a short run: prompts x0.05, outputs
+x0.2, think times x0.02 (a few hundred ms between turns, so every user issues
+several requests inside a steady window of a few seconds). Everything is labelled
 simulated in the results.
 """
 
@@ -32,6 +32,9 @@ class DemoSettings:
     sessions: int
     prompt_scale: float = 0.05
     think_scale: float = 0.02
+    output_scale: float = 0.2
+    """Outputs shortened too: a turn takes about a second, so every user's requests
+    fall inside a window of a few seconds (not one request spanning it)."""
 
 
 def demo_settings(quick: bool = False) -> DemoSettings:
@@ -47,7 +50,8 @@ def _workload(path: Path, s: DemoSettings) -> None:
     from traces import generate, write_workload
 
     header, sessions = generate("coding-agent", sessions=s.sessions, seed=0, block_size=64,
-                                prompt_scale=s.prompt_scale, think_scale=s.think_scale)
+                                prompt_scale=s.prompt_scale, think_scale=s.think_scale,
+                                output_scale=s.output_scale)
     write_workload(path, header, sessions)
 
 

@@ -35,4 +35,8 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     level = next(lv for lv in summary["levels"] if lv["users"] == 1)
     ratio = next(r for r in level["ratios"]["latency_specialized"]
                  if r["metric"] == "interactivity.p90")["ratio"]
-    assert ratio == pytest.approx(expected, rel=0.10)
+    if summary["validity"]["verdict"] == "invalid":
+        # a starved simulator (a busy machine) must be stamped, not reported as a speed
+        assert done.returncode == 3 and "INVALID" in printed
+    else:
+        assert ratio == pytest.approx(expected, rel=0.10)
