@@ -74,7 +74,7 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from replay.launch._launcher import (
+    from replay.launch import (
         DEFAULT_STARTUP_TIMEOUT_S,
         LaunchMode,
         format_command,
