@@ -100,12 +100,6 @@ def test_timing_matches_truth_and_schedule(tmp_path: Path, users: int) -> None:
         assert r.phase == want
 
 
-def _applied(r: RequestRecord) -> float:
-    """The wait the lane applied (``think_applied_s``; ``think_time_s`` before v2)."""
-    value = getattr(r, "think_applied_s", None)
-    return float(value if value is not None else getattr(r, "think_time_s", 0.0))
-
-
 def test_think_time_honoured(tmp_path: Path) -> None:
     """Each request after the first of a lane waited its scaled think time after the previous
     response ended, as the client recorded it and as the server saw it (truth log on the
@@ -126,7 +120,7 @@ def test_think_time_honoured(tmp_path: Path) -> None:
     assert len(pairs) >= 10
     for prev, r in pairs:
         think = 0.06 if r.turn else 0.0  # workload think x --think-scale 2
-        assert abs(_applied(r) - think) < 1e-9
+        assert abs(r.think_applied_s - think) < 1e-9
         assert prev.last_token_s is not None
         assert r.sent_s >= r.due_s  # never early
         client_gap = r.sent_s - prev.last_token_s
