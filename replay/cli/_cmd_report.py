@@ -120,6 +120,8 @@ def _bundle_names(out: Path, default: Path) -> dict[str, str]:
 
 
 def _write(out_dir: Path, files: dict[str, str]) -> None:
+    import errno
+
     from replay.errors import UserError
 
     try:
@@ -127,6 +129,8 @@ def _write(out_dir: Path, files: dict[str, str]) -> None:
         for name, text in files.items():
             (out_dir / name).write_text(text, encoding="utf-8")
     except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG):
+            raise  # the disk failed, not the user: one line and exit 4 (replay.cli.main)
         raise UserError(f"cannot write the report into {out_dir}: {exc.strerror or exc}") \
             from None
 

@@ -60,4 +60,5 @@ class StreamingConnector(aiohttp.TCPConnector):
         super().__init__(**kwargs)
         self.fast_resume = fast_resume_supported() and hasattr(self, "_factory")
         if self.fast_resume:
-            self._factory = functools.partial(_FastResumeHandler, loop=self._loop)
+            self._factory = functools.partial(  # type: ignore[assignment]  # a subclass
+                _FastResumeHandler, loop=self._loop)

@@ -32,7 +32,7 @@ import orjson
 from replay.client._connector import StreamingConnector
 from replay.client._failures import RedirectRefused, classify, describe, error_text, http_failure
 from replay.client._sse import DEFAULT_MAX_LINE_BYTES, SSEParser
-from replay.client._usage import TokenCounter, clean_usage, usage_problem
+from replay.client._usage import BY_TEXT, TokenCounter, clean_usage, usage_problem
 
 __all__ = ["StreamOutcome", "Timeouts", "make_session", "stream_request"]
 
@@ -308,9 +308,10 @@ async def _read_events(
                     n_ids = len(ids)
                     if keep_output_ids:
                         output_ids.extend(ids)
-                delta = choice.get("delta")
-                has_text = bool(choice.get("text")) or (
-                    type(delta) is dict and bool(delta.get("content")))
+                if counter.mode is None or counter.mode == BY_TEXT:  # else text is not counted
+                    delta = choice.get("delta")
+                    has_text = bool(choice.get("text")) or (
+                        type(delta) is dict and bool(delta.get("content")))
             n = count(n_ids, usage_tokens, bool(choices), has_text)
             if n > 0:
                 chunk_ns.append(t)

@@ -114,3 +114,25 @@ def test_run_on_a_full_disk_exits_4_with_one_line(
     assert manifest.complete is False
     assert any(f"{name} could not be written" in x for x in manifest.warnings), manifest
     assert not any("internal error" in x for x in manifest.warnings)
+
+
+def test_report_on_a_full_disk_exits_4(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       sim: str) -> None:
+    wl = make_workload(tmp_path / "wl.jsonl", sessions=2, turns=2, output=4, think_s=0.0)
+    out = tmp_path / "run"
+    code, err = _call(["run", "--target", sim, "--workload", str(wl), "--duration", "0.5",
+                       "--drain", "0.5", "--out", str(out), "--quiet"])
+    assert code in (0, 3), err
+    real = Path.write_text
+
+    def full(self: Path, *a: object, **kw: object) -> int:
+        if self.name == "requests.csv":
+            raise OSError(errno.ENOSPC, "No space left on device", str(self))
+        return real(self, *a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "write_text", full)
+    code, err = _call(["report", str(out), "--no-charts"])
+    assert code == 4, err
+    errors = [ln for ln in err.splitlines() if ln.startswith("agentreplay: error: ")]
+    assert errors == [f"agentreplay: error: cannot write {out / 'requests.csv'}: "
+                      "No space left on device"], err
