@@ -14,7 +14,7 @@ import importlib
 import pkgutil
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from analysis import Validity
@@ -41,12 +41,12 @@ _WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, e
 def build_parser() -> argparse.ArgumentParser:
     from replay._version import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="agentreplay",
         description="Replay coding-agent traffic against vLLM servers and compare them.",
     )
     parser.add_argument("--version", action="version", version=f"agentreplay {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")  # subparsers are _Parser
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name.startswith("_") and not info.name.startswith("__"):
             module = importlib.import_module(f"{__name__}.{info.name}")
@@ -54,6 +54,30 @@ def build_parser() -> argparse.ArgumentParser:
             if register is not None:
                 register(sub)
     return parser
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Shows an option's default in its help unless the help already speaks of it;
+    flags (store_true) and options without a default stay as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings or action.nargs == 0
+            or default is None or default is argparse.SUPPRESS
+            or "default" in text.lower()
+        ):
+            return action.help
+        return f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
+
+
+class _Parser(argparse.ArgumentParser):
+    """Every parser and subparser of the command shares the help formatter."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
 
 def _user_error_types() -> tuple[type[BaseException], ...]:

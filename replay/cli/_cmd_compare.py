@@ -46,11 +46,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--out", help="comparison directory (required, here or in --config)")
     p.add_argument("--allow-unfair", action="store_true",
                    help="proceed when the arms differ beyond the decode backend (warned)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the lanes' random draws and per-session salts")
     p.add_argument("--vocab-size", type=int, default=None,
                    help="override the vocabulary size (by default read from the model's files "
                         "or found by asking the server)")
-    p.add_argument("--api", choices=("completions", "chat"), default="completions")
+    p.add_argument("--api", choices=("completions", "chat"), default="completions",
+                   help="OpenAI endpoint to send to: /v1/completions or /v1/chat/completions")
     p.add_argument("--model", default=None,
                    help="served model name; with --launch the model directory")
     p.add_argument("--api-key-env", default=None,
@@ -60,7 +62,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _stall_flags(p)
     p.add_argument("--launch", action="store_true", help="start a vLLM server per arm")
     p.add_argument("--vllm-python", default=None, help="python of the vLLM install (--launch)")
-    p.add_argument("--mode", choices=("sequential", "side-by-side"), default="sequential")
+    p.add_argument("--mode", choices=("sequential", "side-by-side"), default="sequential",
+                   help="with --launch: one arm's server at a time, or all at once on "
+                        "disjoint GPUs")
     p.add_argument("--port", type=int, default=8000, help="first port for launched arms")
     p.add_argument("--gpus-per-arm", type=int, default=None, help="GPUs per launched arm")
     p.add_argument("--search", action="append", metavar="FLOOR:TTFT",

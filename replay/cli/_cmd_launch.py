@@ -27,7 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument("--model", required=True, help="model directory or name")
-    parser.add_argument("--served-model-name", default=None)
+    parser.add_argument("--served-model-name", default=None,
+                        help="name the servers answer to (default: the --model value)")
     parser.add_argument(
         "--arm", action="append", required=True, metavar="BACKEND",
         help="a decode_backend value, once per arm (e.g. auto, latency_specialized)",
@@ -37,14 +38,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="python of a venv with vLLM (runs its OpenAI server module); "
         "default: `vllm serve` from PATH",
     )
-    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--host", default="127.0.0.1", help="address the servers listen on")
     parser.add_argument("--port", type=int, default=8000, help="first arm's port")
     parser.add_argument(
         "--mode", choices=["sequential", "side-by-side"], default="sequential",
+        help="start the first arm only (compare --launch starts the others in turn), or "
+        "every arm at once on disjoint GPU sets",
     )
-    parser.add_argument("--gpus-per-arm", type=int, default=None, metavar="N")
+    parser.add_argument("--gpus-per-arm", type=int, default=None, metavar="N",
+                        help="GPUs of each arm, as CUDA_VISIBLE_DEVICES sets (side-by-side: "
+                        "required, disjoint sets; sequential: default all visible GPUs)")
     parser.add_argument("--dry-run", action="store_true", help="print the command lines only")
-    parser.add_argument("--log-dir", type=Path, default=Path("launch-logs"))
+    parser.add_argument("--log-dir", type=Path, default=Path("launch-logs"),
+                        help="directory of the servers' log files")
     parser.add_argument(
         "--startup-timeout", type=float, default=None, metavar="S",
         help="seconds to wait for /health (default 1800)",

@@ -25,11 +25,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--drain", type=float, default=30.0,
                    help="at most this many seconds for in-flight requests after the window")
     p.add_argument("--out", required=True, help="run directory to write")
-    p.add_argument("--api", choices=("completions", "chat"), default="completions")
+    p.add_argument("--api", choices=("completions", "chat"), default="completions",
+                   help="OpenAI endpoint to send to: /v1/completions or /v1/chat/completions")
     p.add_argument("--model", default=None, help="served model name (default: the first)")
     p.add_argument("--api-key-env", default=None,
                    help="environment variable holding the API key (sent as Bearer)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the lanes' random draws and per-session salts")
     p.add_argument("--vocab-size", type=int, default=None,
                    help="override the vocabulary size (by default read from the model's files "
                         "or found by asking the server)")

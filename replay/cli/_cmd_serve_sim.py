@@ -16,12 +16,16 @@ def register(subparsers: Any) -> None:
         "serve-sim", help="run a simulated vLLM server (labelled simulated everywhere)",
         description="A vLLM-compatible server driven by a performance model instead of a GPU.",
     )
-    p.add_argument("--profile", default="small",
-                   help="bundled profile name or a profile .json file (default: small)")
+    from replay.sim import list_profiles
+
+    p.add_argument("--profile", default="small", metavar="NAME|FILE.json",
+                   help="a bundled profile (" + ", ".join(list_profiles()) + ") or a "
+                        "profile .json file (default: %(default)s)")
     p.add_argument("--backend", choices=["auto", "latency_specialized"],
-                   default="latency_specialized")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
+                   default="latency_specialized",
+                   help="the simulated decode backend (the arms of a comparison differ in it)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (0 = any free)")
     p.add_argument("--time-scale", type=float, default=1.0,
                    help="run X times faster than real time")
     p.add_argument("--slowdown", type=float, default=1.0,
@@ -32,7 +36,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--truth", default=None,
                    help="write the truth log (JSONL) here; the per-step log goes beside it "
                         "(X.jsonl -> X.steps.jsonl)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the simulated output tokens and faults")
     p.add_argument("--split-tokens", action="store_true",
                    help="one token per SSE event and one event per write")
     p.set_defaults(func=_run)

@@ -23,15 +23,18 @@ def register(subparsers: Any) -> None:
     gen.add_argument("--profile", default="coding-agent",
                      help="coding-agent (calibrated to WEKA/AgentX) or decode (fixed sizes, "
                           "no think time, no reuse: levels are batch sizes)")
-    gen.add_argument("--sessions", type=int, required=True)
-    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--sessions", type=int, required=True, help="sessions to generate")
+    gen.add_argument("--seed", type=int, default=0,
+                     help="seed of every draw (same seed and flags: the same file)")
     gen.add_argument("--max-context", type=int, default=131_072,
                      help="the model's context; below 200000 token sizes are scaled to fit "
                           "(session shape kept; the scale is stated)")
-    gen.add_argument("--block-size", type=int, default=64)
+    gen.add_argument("--block-size", type=int, default=64,
+                     help="tokens per prefix block (the unit of shared prefixes)")
     gen.add_argument("--prompt-scale", type=float, default=None,
                      help="multiply prompt sizes (default: the scale for --max-context)")
-    gen.add_argument("--think-scale", type=float, default=1.0)
+    gen.add_argument("--think-scale", type=float, default=1.0,
+                     help="multiply the think times written to the file")
     gen.add_argument("--output-scale", type=float, default=None,
                      help="multiply output sizes (default: as prompts)")
     gen.add_argument("--agent-types", type=int, default=None,
@@ -45,9 +48,11 @@ def register(subparsers: Any) -> None:
     gen.set_defaults(func=_generate)
 
     imp = sub.add_parser("import", help="convert a real trace into a workload file")
-    imp.add_argument("--format", choices=_FORMATS, required=True)
+    imp.add_argument("--format", choices=_FORMATS, required=True,
+                     help="the trace's format (weka takes a folder of session files, "
+                          "the others one file)")
     imp.add_argument("path", help="trace file (or folder of WEKA session files)")
-    imp.add_argument("-o", "--output", required=True)
+    imp.add_argument("-o", "--output", required=True, help="workload file to write (.jsonl)")
     imp.add_argument("--max-context", type=int, default=None,
                      help="the model's context: below 200000 token sizes are scaled to fit "
                           "(session shape kept), then requests that still would not fit are "
@@ -61,12 +66,12 @@ def register(subparsers: Any) -> None:
     imp.set_defaults(func=_import)
 
     ins = sub.add_parser("inspect", help="statistics of a workload file")
-    ins.add_argument("file")
+    ins.add_argument("file", help="workload file (.jsonl)")
     ins.add_argument("--json", action="store_true", help="print JSON instead of a table")
     ins.set_defaults(func=_inspect)
 
     val = sub.add_parser("validate", help="check every line and the fingerprint")
-    val.add_argument("file")
+    val.add_argument("file", help="workload file (.jsonl)")
     val.set_defaults(func=_validate)
 
 

@@ -1,0 +1,77 @@
+"""CLI polish: help texts, defaults shown, profiles listed, plurals, file modes,
+clear refusals and the end-of-run summary (issue 19, Why 7)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+
+import pytest
+
+from replay.cli import build_parser, main
+
+_SKIP = (argparse._SubParsersAction, argparse._HelpAction, argparse._VersionAction)
+
+
+def _parsers(
+    parser: argparse.ArgumentParser, name: str = "agentreplay",
+) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub_name, sub in action.choices.items():
+                yield from _parsers(sub, f"{name} {sub_name}")
+
+
+def _options() -> Iterator[tuple[str, argparse.ArgumentParser, argparse.Action]]:
+    for name, parser in _parsers(build_parser()):
+        for action in parser._actions:
+            if not isinstance(action, _SKIP):
+                yield name, parser, action
+
+
+def test_the_walk_reaches_nested_subcommands() -> None:
+    names = {name for name, _ in _parsers(build_parser())}
+    assert {"agentreplay run", "agentreplay traces import", "agentreplay serve-sim"} <= names
+
+
+def test_every_argument_has_help() -> None:
+    missing = [f"{name} {action.option_strings or action.dest}"
+               for name, _, action in _options() if not (action.help or "").strip()]
+    assert missing == []
+
+
+def test_every_default_is_shown_in_help() -> None:
+    hidden = []
+    for name, parser, action in _options():
+        default = action.default
+        if (not action.option_strings or action.nargs == 0
+                or default is None or default is argparse.SUPPRESS):
+            continue
+        text = parser._get_formatter()._expand_help(action)
+        if str(default) not in text:
+            hidden.append(f"{name} {action.option_strings[-1]}: {text!r}")
+    assert hidden == []
+
+
+@pytest.mark.parametrize("flag, shown", [("--warmup", "0.0"), ("--drain", "30.0"),
+                                         ("--users", "1"), ("--metrics-interval", "2.0")])
+def test_run_help_shows_the_defaults(
+    flag: str, shown: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    options = " ".join(capsys.readouterr().out.split("options:", 1)[1].split())
+    after = options.split(f"{flag} {flag.lstrip('-').replace('-', '_').upper()}", 1)[1]
+    assert f"(default: {shown})" in after.split(" --", 1)[0]
+
+
+def test_serve_sim_help_lists_every_bundled_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    from replay.sim import list_profiles
+
+    with pytest.raises(SystemExit):
+        main(["serve-sim", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert list_profiles()
+    for name in list_profiles():
+        assert name in out
