@@ -32,6 +32,7 @@ from replay.ab._options import CompareOptions
 from replay.ab._order import PlannedRun, is_run_complete
 from replay.errors import ConfigError
 from replay.load import run_load_sync
+from replay.text import plural
 
 __all__ = ["SearchAnswer", "SearchResult", "next_probe", "search_capacity", "search_lines"]
 
@@ -68,7 +69,8 @@ class SearchAnswer:
             return f"{self.arm} at {self.tier.label}: {self.how}"
         prefix = "\u2265 " if self.how.startswith("at least") else ""
         span = f"bracket {lo}\u2013{hi}" if hi is not None else f"met up to {lo}"
-        return f"{self.arm} at {self.tier.label}: {prefix}{self.users} users ({span}; {self.how})"
+        users = plural(self.users, "user")
+        return f"{self.arm} at {self.tier.label}: {prefix}{users} ({span}; {self.how})"
 
 
 @dataclass
@@ -91,7 +93,7 @@ def next_probe(probes: dict[int, Probe], tier: str, start: int, max_users: int
     lo = passes[-1] if passes else 0
     if hi is None:
         if lo >= max_users:
-            return None, f"at least: every probe up to {max_users} users met the tier"
+            return None, f"at least: every probe up to {plural(max_users, 'user')} met the tier"
         want = min(max(lo * 2, start if lo == 0 else lo + 1), max_users)
     elif hi - lo <= 1:
         return None, ("none: even 1 user fails" if lo == 0 else "bracketed to one user")
@@ -99,7 +101,8 @@ def next_probe(probes: dict[int, Probe], tier: str, start: int, max_users: int
         want = (lo + hi) // 2 if lo else max(1, min(start, hi) // 2)
         want = max(want, lo + 1)
     if outcome.get(want) == "invalid":
-        return None, f"stopped: the run at {want} users was invalid ({probes[want].reason})"
+        return None, (f"stopped: the run at {plural(want, 'user')} was invalid "
+                      f"({probes[want].reason})")
     return want, "searching"
 
 
@@ -146,7 +149,7 @@ def _probe(arm: str, url: str, users: int, workload: str, out: Path, opts: Compa
         if run_dir.exists():
             shutil.rmtree(run_dir)
         reset_prefix_cache(url, opts.api_key_env)
-        _say(live, f"{arm} at {users} users")
+        _say(live, f"{arm} at {plural(users, 'user')}")
         run_load_sync(opts.config(url, users, arm), workload, run_dir, live=live)
     return _judge(run_dir, arm, users, tiers, opts)
 
@@ -156,7 +159,7 @@ def _payload(answers: Sequence[SearchAnswer], opts: CompareOptions, start: int,
     results = [{
         "arm": a.arm, "tier": a.tier.label, "tier_name": a.tier.name, "answer":
         ("none" if a.users is None else ("\u2265 " if a.how.startswith("at least") else "")
-         + f"{a.users} users"),
+         + plural(a.users, "user")),
         "users": a.users, "bracket": list(a.bracket), "how": a.how,
         "evidence": [{"users": p.users, "run": p.run, "validity": p.validity,
                       "verdict": p.outcomes.get(a.tier.name, "invalid"),
@@ -184,7 +187,8 @@ def search_capacity(
     if not tiers:
         raise ConfigError("--search needs at least one tier, e.g. --search 100:15")
     if not 1 <= start_users <= max_users:
-        raise ConfigError(f"--users {start_users}: the search starts at 1 to {max_users} users")
+        raise ConfigError(f"--users {start_users}: the search starts at 1 to "
+                          f"{plural(max_users, 'user')}")
     out_p, path = Path(out), os.fspath(workload)
     verdict = preflight(arms, opts)
     if verdict.overridden:

@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from replay.text import plural
+
 __all__ = ["register"]
 
 _FORMATS = ("azure", "mooncake", "tracelab", "weka")
@@ -106,7 +108,7 @@ def _generate(args: argparse.Namespace) -> int:
         option = f"--{(exc.field or 'option').replace('_', '-')}"
         raise ConfigError(f"{option}: {exc.message}") from None
     written = write_workload(args.output, trace.header, trace.sessions)
-    print(f"wrote {written.sessions} sessions to {args.output} "
+    print(f"wrote {plural(written.sessions, 'session')} to {args.output} "
           f"(fingerprint {written.fingerprint[:16]})")
     _generate_notes(written.params, args.max_context)
     return 0
@@ -122,9 +124,11 @@ def _generate_notes(params: dict[str, Any], max_context: int) -> None:
     truncated = params.get("truncated_requests", 0)
     capped = params.get("outputs_capped", 0)
     if compactions or truncated or capped:
-        print(f"note: the {max_context:,}-token cap compacted histories {compactions} times "
-              f"({params.get('sessions_compacted', 0)} sessions), truncated {truncated} "
-              f"request inputs and capped {capped} outputs (counted in the header; "
+        print(f"note: the {max_context:,}-token cap compacted histories "
+              f"{plural(compactions, 'time')} "
+              f"({plural(params.get('sessions_compacted', 0), 'session')}), "
+              f"truncated {plural(truncated, 'request input')} "
+              f"and capped {plural(capped, 'output')} (counted in the header; "
               "see traces inspect)", file=sys.stderr)
 
 
@@ -160,11 +164,12 @@ def _import(args: argparse.Namespace) -> int:
     dupes = counts.pop("duplicate_sessions")
     changed = {k: v for k, v in counts.items() if v}
     note = f"; changed to fit: {changed}" if changed else ""
-    print(f"wrote {written.sessions} sessions to {args.output} "
+    print(f"wrote {plural(written.sessions, 'session')} to {args.output} "
           f"(fingerprint {written.fingerprint[:16]}){note}")
     if dupes:
         what = "dropped (--dedupe)" if args.dedupe else "kept (--dedupe drops them)"
-        print(f"{dupes} duplicate session(s) (same content as an earlier one): {what}")
+        print(f"{plural(dupes, 'duplicate session')} (same content as an earlier one): "
+              f"{what}")
     return 0
 
 
@@ -199,5 +204,6 @@ def _validate(args: argparse.Namespace) -> int:
     from traces import validate_workload
 
     header = validate_workload(args.file)
-    print(f"{args.file}: ok ({header.sessions} sessions, fingerprint {header.fingerprint})")
+    sessions = plural(header.sessions, "session")
+    print(f"{args.file}: ok ({sessions}, fingerprint {header.fingerprint})")
     return 0

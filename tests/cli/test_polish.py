@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -75,3 +76,31 @@ def test_serve_sim_help_lists_every_bundled_profile(capsys: pytest.CaptureFixtur
     assert list_profiles()
     for name in list_profiles():
         assert name in out
+
+
+def test_plural_agrees_with_the_count() -> None:
+    from replay.text import plural
+
+    assert [plural(n, "session") for n in (0, 1, 2)] == ["0 sessions", "1 session", "2 sessions"]
+    assert plural(1, "query", "queries") == "1 query"
+    assert plural(3, "query", "queries") == "3 queries"
+
+
+def test_generate_one_session_says_session(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "w.jsonl"
+    assert main(["traces", "generate", "--profile", "decode", "--sessions", "1",
+                 "-o", str(out)]) == 0
+    assert f"wrote 1 session to {out}" in capsys.readouterr().out
+    assert main(["traces", "validate", str(out)]) == 0
+    assert "(1 session," in capsys.readouterr().out
+
+
+def test_search_answer_of_one_user_says_user() -> None:
+    from analysis import SloTier
+    from replay.ab import SearchAnswer
+
+    answer = SearchAnswer("auto", SloTier(floor_tok_s=30, ttft_s=15), users=1,
+                          bracket=(1, 2), how="bracketed to one user")
+    assert ": 1 user (bracket 1" in answer.text()
