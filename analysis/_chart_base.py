@@ -19,20 +19,18 @@ import itertools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+from analysis._levels import LoadLevel, level_of
+from analysis._read import RunData
+from analysis._summary import RunSummary
+from analysis._window import steady_window
 
-from analysis._levels import LoadLevel, level_of  # noqa: E402
-from analysis._read import RunData  # noqa: E402
-from analysis._summary import RunSummary  # noqa: E402
-from analysis._window import steady_window  # noqa: E402
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = [
     "ArmLevels",
@@ -62,6 +60,17 @@ STYLE: Any = {  # matplotlib types rc keys as literals
     "figure.dpi": 100,
 }
 _ids = itertools.count(1)
+
+
+def _pyplot() -> Any:
+    """matplotlib.pyplot, imported on first use: it costs about a second, and every
+    command that imports analysis (serve-sim, run) would pay it without drawing."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 @dataclass(frozen=True)
@@ -125,8 +134,8 @@ def level_style(styles: dict[float, tuple[object, float]], load: float) -> dict[
 
 
 def figure(rows: int = 1, height: float = 3.6, width: float = 9.0) -> tuple[Figure, list[Axes]]:
-    with plt.rc_context(STYLE):
-        fig, axes = plt.subplots(rows, 1, figsize=(width, height * rows), squeeze=False)
+    with _pyplot().rc_context(STYLE):
+        fig, axes = _pyplot().subplots(rows, 1, figsize=(width, height * rows), squeeze=False)
     return fig, list(axes[:, 0])
 
 
@@ -147,7 +156,7 @@ def _tag_axes(fig: Figure) -> None:
 def _svg(fig: Figure) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
-    plt.close(fig)
+    _pyplot().close(fig)
     text = buf.getvalue()
     text = re.sub(r"<\?xml[^>]*\?>\s*", "", text)
     text = re.sub(r"<!DOCTYPE[^>]*>\s*", "", text)
@@ -157,7 +166,7 @@ def _svg(fig: Figure) -> str:
 
 def render(fig: Figure) -> str:
     """The figure as an inline SVG string (the figure is closed)."""
-    with plt.rc_context(STYLE):
+    with _pyplot().rc_context(STYLE):
         _tag_axes(fig)
         fig.tight_layout()
         return _svg(fig)

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from matplotlib.axes import Axes
 
 from analysis._chart_base import axis_label, color, figure, legend_outside, render, safe
 from analysis._format import time_unit
 from analysis._levels import LoadLevel
 from analysis._slo import SloTier
 from analysis._summary import RunSummary
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = ["Series", "headline_chart"]
 
