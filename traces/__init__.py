@@ -45,6 +45,7 @@ from traces._models import (
 )
 from traces._profiles import PROFILES, AgentType, LogNormal, Profile, Quantiles
 from traces._retime import count_arrivals, retime
+from traces._sniff import sniff_trace_format
 
 __all__ = [
     "AgentType",
@@ -92,6 +93,7 @@ __all__ = [
     "read_header",
     "read_workload",
     "retime",
+    "sniff_trace_format",
     "stats_rows",
     "token_scale_for",
     "validate_workload",

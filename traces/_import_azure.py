@@ -21,6 +21,7 @@ from traces._import_common import (
     Counters,
     IdSpace,
     ImportedTrace,
+    require_file,
 )
 from traces._lines import bounded_text_lines
 from traces._models import Session, WorkloadHeader
@@ -69,8 +70,7 @@ def import_azure(path: str | os.PathLike[str], *, max_context: int | None = None
                  block_size: int = 64, token_scale: float = 1.0) -> ImportedTrace:
     """Stream one-request sessions from an Azure trace CSV."""
     file = Path(path)
-    if not file.is_file():
-        raise TraceError("no such file", file=str(file))
+    require_file(file, "azure")
     base = WorkloadHeader(
         source="azure", block_size=block_size, arrival="timestamps", max_context=max_context,
         params={"path": file.name, "block_ids": "synthetic, unique",

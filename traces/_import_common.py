@@ -13,9 +13,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import orjson
 
+from traces._errors import TraceError
 from traces._models import Request, RequestKind, Session, Subagent, WorkloadHeader
 from traces._scale import Scaler
 
@@ -27,7 +29,18 @@ __all__ = [
     "IdSpace",
     "ImportedTrace",
     "common_prefix",
+    "require_file",
 ]
+
+def require_file(file: Path, fmt: str) -> None:
+    """Refuse a path that is not a readable file, saying which: a folder gets a
+    hint, since only WEKA traces come as a folder of session files."""
+    if file.is_dir():
+        raise TraceError(f"is a folder; the {fmt} importer reads one trace file (only weka "
+                         "takes a folder of session files)", file=str(file))
+    if not file.is_file():
+        raise TraceError("no such file", file=str(file))
+
 
 MAX_REQUEST_TOKENS = 10_000_000
 """Largest prompt or output of one request an importer accepts (bounds memory:

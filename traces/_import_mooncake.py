@@ -16,7 +16,13 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from traces._errors import TraceError
-from traces._import_common import MAX_REQUEST_TOKENS, ChainEncoder, Counters, ImportedTrace
+from traces._import_common import (
+    MAX_REQUEST_TOKENS,
+    ChainEncoder,
+    Counters,
+    ImportedTrace,
+    require_file,
+)
 from traces._lines import bounded_lines
 from traces._models import Session, WorkloadHeader
 from traces._scale import make_scaler, scale_params
@@ -40,8 +46,7 @@ def import_mooncake(path: str | os.PathLike[str], *, max_context: int | None = N
                     ) -> ImportedTrace:
     """Stream one-request sessions from a Mooncake JSONL file."""
     file = Path(path)
-    if not file.is_file():
-        raise TraceError("no such file", file=str(file))
+    require_file(file, "mooncake")
     base = WorkloadHeader(
         source="mooncake", block_size=block_size, arrival="timestamps",
         max_context=max_context, params={"path": file.name, **scale_params(token_scale)},

@@ -27,6 +27,7 @@ from traces._import_common import (
     Duplicates,
     IdSpace,
     ImportedTrace,
+    require_file,
 )
 from traces._lines import bounded_lines
 from traces._models import Request, RequestKind, Session, WorkloadHeader
@@ -124,8 +125,7 @@ def import_tracelab(path: str | os.PathLike[str], *, max_context: int | None = N
     session's is counted in ``duplicate_sessions``; ``dedupe`` drops it.
     """
     file = Path(path)
-    if not file.is_file():
-        raise TraceError("no such file", file=str(file))
+    require_file(file, "tracelab")
     base = WorkloadHeader(
         source="tracelab", block_size=block_size, arrival="closed", max_context=max_context,
         params={"path": file.name, "dedupe": dedupe, **scale_params(token_scale)},

@@ -173,10 +173,29 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
-def _inspect(args: argparse.Namespace) -> int:
-    from traces import header_rows, inspect_sessions, iter_sessions, read_header, stats_rows
+def _read_header(file: str) -> Any:
+    """The workload's header; a raw trace given instead is refused with the
+    ``traces import`` command that converts it."""
+    import shlex
 
-    header = read_header(args.file)
+    from traces import TraceError, read_header, sniff_trace_format
+
+    try:
+        return read_header(file)
+    except TraceError as exc:
+        fmt = sniff_trace_format(file)
+        if fmt is None:
+            raise
+        raise TraceError(f"{exc.message}; this looks like a raw {fmt} trace: convert it with "
+                         f"`agentreplay traces import --format {fmt} {shlex.quote(file)} "
+                         "-o workload.jsonl`",
+                         file=exc.file, line=exc.line, field=exc.field) from None
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from traces import header_rows, inspect_sessions, iter_sessions, stats_rows
+
+    header = _read_header(args.file)
     stats = inspect_sessions(iter_sessions(args.file))
     if args.json:
         import orjson
@@ -203,6 +222,7 @@ def _inspect(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> int:
     from traces import validate_workload
 
+    _read_header(args.file)
     header = validate_workload(args.file)
     sessions = plural(header.sessions, "session")
     print(f"{args.file}: ok ({sessions}, fingerprint {header.fingerprint})")

@@ -104,3 +104,43 @@ def test_search_answer_of_one_user_says_user() -> None:
     answer = SearchAnswer("auto", SloTier(floor_tok_s=30, ttft_s=15), users=1,
                           bracket=(1, 2), how="bracketed to one user")
     assert ": 1 user (bracket 1" in answer.text()
+
+
+_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
+
+
+@pytest.mark.parametrize("fmt", ["mooncake", "azure", "tracelab"])
+def test_import_of_a_folder_says_it_expects_a_file(
+    fmt: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["traces", "import", "--format", fmt, str(tmp_path), "-o",
+                 str(tmp_path / "w.jsonl")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "is a folder" in err and "one trace file" in err and "weka" in err
+    assert "no such file" not in err and not (tmp_path / "w.jsonl").exists()
+
+
+@pytest.mark.parametrize("fmt, file", [
+    ("weka", "weka/trace_0032.json"), ("mooncake", "mooncake/conversation_trace.jsonl"),
+    ("tracelab", "tracelab/round_trace.jsonl"), ("azure", "azure/AzureLLMInferenceTrace_code.csv"),
+])
+@pytest.mark.parametrize("action", ["inspect", "validate"])
+def test_a_raw_trace_where_a_workload_belongs_names_the_import(
+    action: str, fmt: str, file: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["traces", action, str(_FIXTURES / file)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert f"agentreplay traces import --format {fmt} " in err
+
+
+def test_the_suggested_import_works(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from traces import sniff_trace_format
+
+    raw = _FIXTURES / "weka" / "trace_0032.json"
+    out = tmp_path / "w.jsonl"
+    assert main(["traces", "import", "--format", "weka", str(raw), "-o", str(out)]) == 0
+    assert sniff_trace_format(out) is None  # a workload is not mistaken for a raw trace
+    capsys.readouterr()
+    assert main(["traces", "inspect", str(out)]) == 0

@@ -123,7 +123,7 @@ def test_cli_import_reports_duplicates(sample_traces: Path, tmp_path: Path,
     shutil.copy(sample_traces / "weka" / "trace_0103.json", src / "b.json")
     out = tmp_path / "w.jsonl"
     assert main(["traces", "import", "--format", "weka", str(src), "-o", str(out)]) == 0
-    assert "1 duplicate session(s)" in capsys.readouterr().out
+    assert "1 duplicate session (same content" in capsys.readouterr().out
     assert read_header(out).sessions == 2
     assert main(["traces", "inspect", str(out)]) == 0
     assert "duplicate sessions" in capsys.readouterr().out
