@@ -164,6 +164,13 @@ def write_workload(
             from None
 
 
+def _new_file_mode() -> int:
+    """The mode ``open()`` gives a new file: 0666 less the umask (0644 usually)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def _write(
     target: Path,
     header: WorkloadHeader | Callable[[], WorkloadHeader],
@@ -199,6 +206,7 @@ def _write(
                 "wb", dir=directory, prefix=f".{target.name}.", suffix=".tmp", delete=False
             ) as out:
                 final_tmp = out.name
+                os.fchmod(out.fileno(), _new_file_mode())  # not the temp file's 0600
                 out.write(orjson.dumps(head.model_dump(mode="json")))
                 out.write(b"\n")
                 shutil.copyfileobj(body, out, 1 << 20)

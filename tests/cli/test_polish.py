@@ -4,6 +4,7 @@ clear refusals and the end-of-run summary (issue 19, Why 7)."""
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -144,3 +145,18 @@ def test_the_suggested_import_works(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert sniff_trace_format(out) is None  # a workload is not mistaken for a raw trace
     capsys.readouterr()
     assert main(["traces", "inspect", str(out)]) == 0
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_workload_files_follow_the_umask(tmp_path: Path, umask: int, mode: int) -> None:
+    import stat
+
+    out = tmp_path / "w.jsonl"
+    old = os.umask(umask)
+    try:
+        assert main(["traces", "generate", "--profile", "decode", "--sessions", "1",
+                     "-o", str(out)]) == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(out.stat().st_mode) == mode
+    assert [p.name for p in tmp_path.iterdir()] == ["w.jsonl"]  # no temp file left
