@@ -21,10 +21,11 @@ import asyncio
 import contextlib
 import os
 import shutil
+import signal
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -51,7 +52,7 @@ from replay.ab._order import (
     run_verdict,
 )
 from replay.client import ServerFacts, connect_url, make_session, probe_server
-from replay.errors import ConfigError
+from replay.errors import ConfigError, TargetError
 from replay.load import ServerWatchHook, check_time_controls, run_load_sync
 from traces import read_header
 
@@ -270,6 +271,27 @@ def _finish(out: Path, state: _State, opts: CompareOptions, live: Live) -> Compa
                          validity=comparison.validity)
 
 
+def _interrupt_self() -> None:
+    """A launched server died: stop the run in progress as Ctrl-C would (it closes,
+    stamped ``server_died`` by its watch), from the watcher's thread."""
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+@contextlib.contextmanager
+def _server_deaths(watching: Sequence[ServerWatchHook]) -> Iterator[None]:
+    """Turn the interrupt of a dead server's watcher into one clear error (exit 2);
+    the stopped run is not reusable, so rerunning the command redoes it."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        dead = [w for w in watching if w.died]
+        if not dead:
+            raise
+        raise TargetError(f"{dead[0].detail}: the comparison stopped and the run was "
+                          "stamped invalid; see the server log in logs/, then rerun the "
+                          "same command to redo it") from None
+
+
 def _check_arms(labels: Sequence[str]) -> None:
     if len(labels) < 2:
         raise ConfigError("a comparison needs at least two --arm")
@@ -371,11 +393,15 @@ def compare_launched(model: str, arms: Sequence[str], workload: str | os.PathLik
     timeout = startup_timeout_s or DEFAULT_STARTUP_TIMEOUT_S
     plan = plan_runs(arms, opts.levels, opts.repeats, rates=opts.rates)
     state = _State(out_p, settings, plan, {a: by_label[a].url for a in arms}, mode)
+    watching: list[ServerWatchHook] = []  # every server watched so far (_server_deaths)
     if launch_mode is LaunchMode.SIDE_BY_SIDE:
-        with launch_arms(specs, logs, startup_timeout=timeout, base_env=base_env) as up, \
+        with _server_deaths(watching), \
+                launch_arms(specs, logs, startup_timeout=timeout, base_env=base_env) as up, \
                 contextlib.ExitStack() as stack:
             watches = {a.spec.label: stack.enter_context(
-                ServerWatcher(a.pid, a.url, a.spec.label)) for a in up}
+                ServerWatcher(a.pid, a.url, a.spec.label, on_death=_interrupt_self))
+                for a in up}
+            watching += watches.values()
             verdict = preflight([(a.spec.label, a.url) for a in up], opts,
                                 launch_commands=[build_command(a.spec) for a in up])
             state.data["preflight"] = verdict.model_dump(mode="json")
@@ -396,8 +422,11 @@ def compare_launched(model: str, arms: Sequence[str], workload: str | os.PathLik
             continue
         spec = by_label[arm]
         _say(live, f"starting vLLM for arm {arm} (log {arm_log_path(logs, index, spec)})")
-        with launch_arm(spec, arm_log_path(logs, index, spec), startup_timeout=timeout,
-                        base_env=base_env) as one, ServerWatcher(one.pid, one.url, arm) as watch:
+        with _server_deaths(watching), \
+                launch_arm(spec, arm_log_path(logs, index, spec), startup_timeout=timeout,
+                           base_env=base_env) as one, \
+                ServerWatcher(one.pid, one.url, arm, on_death=_interrupt_self) as watch:
+            watching.append(watch)
             facts = asyncio.run(_probe_all([(arm, one.url)], opts))[0]
             if first is None:
                 first = (arm, one.url, facts)
