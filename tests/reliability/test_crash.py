@@ -75,7 +75,10 @@ def test_sigkill_leaves_a_readable_incomplete_run(tmp_path: Path, seed: int) -> 
     assert "INCOMPLETE" in html and "complete is false" in html
 
 
-def test_sigint_leaves_a_complete_interrupted_manifest(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_stop_signal_leaves_a_complete_interrupted_manifest(
+        tmp_path: Path, sig: signal.Signals, code: int) -> None:
+    """Ctrl-C and SIGTERM (a scheduler stopping the job) are the same orderly stop."""
     wl = make_workload(tmp_path / "wl.jsonl", sessions=6, turns=6, output=30, think_s=0.01)
     truth = tmp_path / "truth.jsonl"
     out = tmp_path / "run"
@@ -84,14 +87,14 @@ def test_sigint_leaves_a_complete_interrupted_manifest(tmp_path: Path) -> None:
         try:
             _wait_for_records(out, proc)
             time.sleep(0.5)
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(sig)
             _, err = proc.communicate(timeout=20)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
         time.sleep(0.2)  # let the server log the requests the client cancelled
-    assert proc.returncode == 130, err
+    assert proc.returncode == code, err
     assert b"Traceback" not in err and b"interrupted" in err
     m = manifest(out)
     assert m.complete and m.interrupted and m.finished_at is not None
