@@ -79,6 +79,24 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise _Stopped(signum)
 
 
+def _launcher(vllm_python: str | None, *, dry_run: bool) -> tuple[tuple[str, ...], str]:
+    """The vLLM launcher and a note; a dry run only prints commands, so it does not
+    need vLLM here and falls back to the command as written (``vllm serve`` or
+    ``PY -m ...``), noting why."""
+    from replay.errors import ConfigError
+    from replay.launch import API_SERVER_MODULE, resolve_vllm_launcher
+
+    try:
+        return resolve_vllm_launcher(vllm_python), ""
+    except ConfigError as exc:
+        if not dry_run:
+            raise
+        note = f"note: {exc}; the commands are printed as written"
+        if vllm_python:
+            return (vllm_python, "-m", API_SERVER_MODULE), note
+        return ("vllm", "serve"), note
+
+
 def run(args: argparse.Namespace) -> int:
     from replay.launch import (
         DEFAULT_STARTUP_TIMEOUT_S,
@@ -87,14 +105,14 @@ def run(args: argparse.Namespace) -> int:
         group_members,
         launch_arms,
         plan_arms,
-        resolve_vllm_launcher,
     )
 
     mode = LaunchMode(args.mode)
+    launcher, note = _launcher(args.vllm_python, dry_run=args.dry_run)
     specs = plan_arms(
         args.model,
         args.arm,
-        launcher=resolve_vllm_launcher(args.vllm_python),
+        launcher=launcher,
         port=args.port,
         mode=mode,
         gpus_per_arm=args.gpus_per_arm,
@@ -103,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
         extra_args=args.extra,
     )
     if args.dry_run:
+        if note:
+            print(note, file=sys.stderr)
         for i, spec in enumerate(specs):
             print(f"# arm {i}: decode_backend={spec.decode_backend} url={spec.url}")
             print(format_command(spec))

@@ -136,6 +136,44 @@ def _check_extra_args(extra_args: Sequence[str]) -> None:
             raise ConfigError(f"{name} after -- is set by the launcher; use its own option")
 
 
+_PARALLEL_OPTIONS = {
+    "--tensor-parallel-size": "--tensor-parallel-size", "-tp": "--tensor-parallel-size",
+    "--pipeline-parallel-size": "--pipeline-parallel-size", "-pp": "--pipeline-parallel-size",
+}
+
+
+def _parallel_sizes(extra_args: Sequence[str]) -> dict[str, int]:
+    """The tensor- and pipeline-parallel sizes given after ``--`` (last one wins)."""
+    sizes: dict[str, int] = {}
+    args = list(extra_args)
+    for i, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        option = _PARALLEL_OPTIONS.get(name)
+        if option is None:
+            continue
+        if not eq:
+            value = args[i + 1] if i + 1 < len(args) else ""
+        try:
+            sizes[option] = int(value)
+        except ValueError:
+            raise ConfigError(f"{name} after --: expected a whole number, got {value!r}") \
+                from None
+    return sizes
+
+
+def _check_gpus_fit(extra_args: Sequence[str], gpus_per_arm: int | None) -> None:
+    """Refuse an arm whose TP x PP needs more GPUs than ``--gpus-per-arm`` gives it
+    (vLLM would fail late, or side by side reach into another arm's GPUs)."""
+    if gpus_per_arm is None:
+        return
+    sizes = _parallel_sizes(extra_args)
+    tp = sizes.get("--tensor-parallel-size", 1)
+    pp = sizes.get("--pipeline-parallel-size", 1)
+    if tp * pp > gpus_per_arm:
+        raise ConfigError(f"--gpus-per-arm {gpus_per_arm}: --tensor-parallel-size {tp} x "
+                          f"--pipeline-parallel-size {pp} needs {tp * pp} GPUs per arm")
+
+
 def build_command(spec: VllmArmSpec) -> list[str]:
     """The exact argv of one arm's server."""
     _check_extra_args(spec.extra_args)
@@ -209,6 +247,7 @@ def plan_arms(
     if not Path(model).expanduser().exists() and model.startswith(("/", ".", "~")):
         raise ConfigError(f"--model {model}: no such directory")
     _check_extra_args(extra_args)
+    _check_gpus_fit(extra_args, gpus_per_arm)
     for backend in backends:  # fail on bad extra --additional-config before any start
         _merged_additional_config(extra_args, backend)
     specs = []

@@ -160,3 +160,40 @@ def test_workload_files_follow_the_umask(tmp_path: Path, umask: int, mode: int) 
         os.umask(old)
     assert stat.S_IMODE(out.stat().st_mode) == mode
     assert [p.name for p in tmp_path.iterdir()] == ["w.jsonl"]  # no temp file left
+
+
+def test_launch_dry_run_needs_no_vllm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `vllm` to find
+    assert main(["launch", "--model", "m", "--arm", "auto", "--arm", "latency_specialized",
+                 "--dry-run"]) == 0
+    got = capsys.readouterr()
+    commands = [ln for ln in got.out.splitlines() if not ln.startswith("#")]
+    assert len(commands) == 2
+    assert all(" vllm serve m " in ln for ln in commands)
+    assert "no `vllm` on PATH" in got.err  # said, not fatal
+    # without --dry-run the missing vLLM is still an error
+    assert main(["launch", "--model", "m", "--arm", "auto"]) == 2
+
+
+@pytest.mark.parametrize("extra, need", [
+    (["--tensor-parallel-size", "16"], 16), (["-tp=4", "--pipeline-parallel-size", "4"], 16),
+    (["--tensor-parallel-size=2", "-pp", "8"], 16),
+])
+@pytest.mark.parametrize("mode", ["side-by-side", "sequential"])
+def test_launch_refuses_parallelism_beyond_gpus_per_arm(
+    extra: list[str], need: int, mode: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["launch", "--model", "m", "--arm", "a", "--arm", "b", "--mode", mode,
+                 "--gpus-per-arm", "8", "--dry-run", "--", *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "--gpus-per-arm 8" in err and f"needs {need} GPUs per arm" in err
+
+
+def test_launch_accepts_parallelism_that_fits(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["launch", "--model", "m", "--arm", "a", "--arm", "b", "--mode", "side-by-side",
+                 "--gpus-per-arm", "8", "--dry-run", "--", "-tp", "4", "-pp", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "CUDA_VISIBLE_DEVICES=8,9,10,11,12,13,14,15 " in out
