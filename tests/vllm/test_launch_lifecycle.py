@@ -145,12 +145,12 @@ def _leftover_fakes() -> list[int]:
 
 def test_cli_launch_serves_until_ctrl_c_then_stops(tmp_path: Path, monkeypatch, capsys) -> None:
     import replay.cli._cmd_launch as cli_launch
-    import replay.launch._launcher
+    import replay.launch
     from replay.cli import main
 
     monkeypatch.setattr(
-        replay.launch._launcher, "resolve_vllm_launcher", lambda py: fake_launcher()
-    )
+        replay.launch, "resolve_vllm_launcher", lambda py: fake_launcher()
+    )  # the command imports the package's public name
     seen: list[dict] = []
 
     def ctrl_c() -> None:  # the serve loop's first tick: look, then "press" ^C
@@ -199,12 +199,12 @@ def test_second_ctrl_c_while_stopping_kills_at_once(tmp_path: Path, monkeypatch)
 def test_cli_launch_stops_servers_on_sigterm_and_sighup(tmp_path: Path, monkeypatch,
                                                         signum: int) -> None:
     import replay.cli._cmd_launch as cli_launch
-    import replay.launch._launcher
+    import replay.launch
     from replay.cli import main
 
     monkeypatch.setattr(
-        replay.launch._launcher, "resolve_vllm_launcher", lambda py: fake_launcher()
-    )
+        replay.launch, "resolve_vllm_launcher", lambda py: fake_launcher()
+    )  # the command imports the package's public name
     monkeypatch.setattr(cli_launch, "_tick", lambda: os.kill(os.getpid(), signum))
     before = signal.getsignal(signum)
     port = free_port()
