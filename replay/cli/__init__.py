@@ -120,11 +120,12 @@ def _call(func: Callable[[argparse.Namespace], int | None], args: argparse.Names
         return EXIT_WRITE
 
 
-def print_validity(validity: Validity | None, what: str) -> int:
+def print_validity(validity: Validity | None, what: str, *, simulated: bool = False) -> int:
     """Print a run's or comparison's verdict and reasons (stderr); the exit code."""
     if validity is None:
         return EXIT_OK
-    print(f"agentreplay: {what} {validity.verdict}", file=sys.stderr)
+    sim = "[SIMULATED] " if simulated else ""
+    print(f"agentreplay: {sim}{what} {validity.verdict}", file=sys.stderr)
     for reason in validity.reasons:
         print(f"  {reason.severity}: {reason.message} [{reason.code}]", file=sys.stderr)
     return EXIT_INVALID if validity.verdict == "invalid" else EXIT_OK

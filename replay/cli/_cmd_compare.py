@@ -278,7 +278,7 @@ def _print(result: CompareResult) -> int:
     console.print(sim + result.verdict, markup=False, highlight=False, soft_wrap=True)
     console.print(f"report: {result.report}", markup=False, highlight=False, soft_wrap=True)
     _print_scenario(result.out / "summary.json")
-    return print_validity(result.validity, "comparison")
+    return print_validity(result.validity, "comparison", simulated=bool(sim))
 
 
 def _simulated(summary: Path) -> bool:

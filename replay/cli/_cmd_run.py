@@ -6,6 +6,8 @@ import argparse
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from analysis import RunManifest
 
 __all__ = ["register"]
@@ -128,6 +130,18 @@ def _print_scenario(manifest: RunManifest) -> None:
     print(f"agentreplay: scenario {manifest.scenario}: NOT satisfied: {why}", file=sys.stderr)
 
 
+def _summary(out: Path) -> list[str]:
+    """The run's closing summary and report hint; none when the results cannot be
+    read (a failed write: the error was already said)."""
+    from analysis import ResultError
+    from replay.cli._run_summary import run_summary_lines
+
+    try:
+        return run_summary_lines(out)
+    except (ResultError, OSError):
+        return []
+
+
 def _main(args: argparse.Namespace) -> int:
     import asyncio
     import signal
@@ -188,11 +202,16 @@ def _main(args: argparse.Namespace) -> int:
                 loop.remove_signal_handler(sig)
         note = " (interrupted)" if caught else ""
         print(f"agentreplay: run written to {out}{note}", file=sys.stderr)
+        summary = _summary(out)
         if caught:
+            print("\n".join(summary))
             return EXIT_INTERRUPTED if caught[0] == signal.SIGINT else EXIT_TERMINATED
         manifest = read_manifest(out)
         _print_scenario(manifest)
-        return print_validity(manifest.validity, "run")
+        print("\n".join(summary[:1]), flush=True)
+        code = print_validity(manifest.validity, "run", simulated=manifest.simulated)
+        print("\n".join(summary[1:]))
+        return code
 
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
         return runner.run(main())

@@ -197,3 +197,34 @@ def test_launch_accepts_parallelism_that_fits(capsys: pytest.CaptureFixture[str]
                  "--gpus-per-arm", "8", "--dry-run", "--", "-tp", "4", "-pp", "2"]) == 0
     out = capsys.readouterr().out
     assert "CUDA_VISIBLE_DEVICES=8,9,10,11,12,13,14,15 " in out
+
+
+def test_run_summary_counts_outcomes_and_reads_the_percentiles(tmp_path: Path) -> None:
+    from analysis import measure, read_run, summarize
+    from replay.cli._run_summary import run_summary_lines
+    from tests.analysis.builders import make_run, rec
+
+    # every ok request: TTFT 1 s, 10 tokens over 1 s after the first (TPOT 1/9 s)
+    records = [rec(i, user=i % 2, lane=str(i % 2)) for i in range(8)]
+    records.append(rec(8, status="error", error_kind="http_500", first_token_s=None,
+                       last_token_s=None, output_tokens=0))
+    records.append(rec(9, status="timeout", error_kind="ttft_timeout", output_tokens=0,
+                       first_token_s=None, last_token_s=None))
+    out = make_run(tmp_path / "run one", records, simulated=True)
+    truth = summarize(measure(read_run(out)), bootstrap=False)
+    assert truth.counts.ok == 8 and truth.ttft.p90 is not None  # the fixture is what we think
+    head, hint = run_summary_lines(out)
+    assert head.startswith("[SIMULATED] window: 10 requests (8 ok, 1 error, 1 timeout)")
+    assert f"P90 TTFT {truth.ttft.p90:.3g} s" in head
+    assert f"P90 interactivity {truth.interactivity.p90:.3g} tok/s/user" in head
+    assert hint == f"full report: agentreplay report '{out}'"
+
+
+def test_run_summary_of_an_empty_window_says_na(tmp_path: Path) -> None:
+    from replay.cli._run_summary import run_summary_lines
+    from tests.analysis.builders import make_run, rec
+
+    out = make_run(tmp_path / "r", [rec(0, sent_s=200.0)])  # after the window
+    head, _ = run_summary_lines(out)
+    assert head.startswith("window: 0 requests (0 ok)")
+    assert "P90 interactivity n/a; P90 TTFT n/a" in head
