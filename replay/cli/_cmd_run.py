@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from analysis import RunManifest
+    from replay.load import RunSettings
 
 __all__ = ["register"]
 
@@ -130,6 +131,20 @@ def _print_scenario(manifest: RunManifest) -> None:
     print(f"agentreplay: scenario {manifest.scenario}: NOT satisfied: {why}", file=sys.stderr)
 
 
+def _warn_warmup(workload: str, config: RunSettings) -> None:
+    """On stderr: the warmup a prefix-heavy closed-loop workload needs, when shorter."""
+    import sys
+
+    from replay.cli._warmup import warmup_advice
+
+    if config.rate is not None:
+        return
+    advice = warmup_advice(workload, config.warmup_s, think_scale=config.think_scale,
+                           think_cap_s=config.think_time_cap_s)
+    if advice:
+        print(f"agentreplay: {advice}", file=sys.stderr)
+
+
 def _summary(out: Path) -> list[str]:
     """The run's closing summary and report hint; none when the results cannot be
     read (a failed write: the error was already said)."""
@@ -164,6 +179,7 @@ def _main(args: argparse.Namespace) -> int:
         first_token_timeout_s=args.ttft_timeout, itl_timeout_s=args.itl_timeout,
         time_scale=args.time_scale, start_s=args.start, slice_s=args.slice,
     )))
+    _warn_warmup(args.workload, config)
     claim_run_dir(Path(args.out), force=args.force)
     live: Literal["rich", "plain", "quiet"]
     if args.quiet:

@@ -228,3 +228,60 @@ def test_run_summary_of_an_empty_window_says_na(tmp_path: Path) -> None:
     head, _ = run_summary_lines(out)
     assert head.startswith("window: 0 requests (0 ok)")
     assert "P90 interactivity n/a; P90 TTFT n/a" in head
+
+
+@pytest.fixture(scope="module")
+def agent_workload(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("agent") / "w.jsonl"
+    assert main(["traces", "generate", "--sessions", "6", "--max-context", "32768",
+                 "-o", str(out)]) == 0
+    return out
+
+
+def _rule(workload: Path, think_scale: float = 1.0, cap: float | None = None) -> int:
+    """The stated rule, from the workload's own statistics."""
+    import math
+
+    from traces import inspect_sessions, iter_sessions
+
+    stats = inspect_sessions(iter_sessions(workload))
+    assert stats.reuse_share is not None and stats.reuse_share >= 0.5  # prefix-heavy
+    think = (stats.think_time_s.p50 or 0.0) * think_scale
+    think = min(think, cap) if cap is not None else think
+    return math.ceil(think + (stats.output_tokens.p50 or 0.0) / 30.0)
+
+
+def test_warmup_warning_names_the_flag_and_the_rule(agent_workload: Path) -> None:
+    from replay.cli._warmup import warmup_advice
+
+    needed = _rule(agent_workload)
+    assert needed > 1
+    advice = warmup_advice(agent_workload, 0.0)
+    assert advice is not None
+    assert "--warmup 0 s" in advice and f"suggested: --warmup {needed} " in advice
+    assert "think-time median" in advice and "30 tok/s/user" in advice
+    assert warmup_advice(agent_workload, needed - 0.5) is not None
+    assert warmup_advice(agent_workload, float(needed)) is None
+    capped = _rule(agent_workload, cap=0.0)
+    assert f"--warmup {capped} " in (warmup_advice(agent_workload, 0.0, think_cap_s=0.0) or "")
+
+
+def test_no_warmup_warning_without_prefix_reuse(tmp_path: Path) -> None:
+    from replay.cli._warmup import warmup_advice
+
+    out = tmp_path / "d.jsonl"
+    assert main(["traces", "generate", "--profile", "decode", "--sessions", "4",
+                 "-o", str(out)]) == 0
+    assert warmup_advice(out, 0.0) is None
+
+
+def test_run_prints_the_warmup_warning_before_anything_is_sent(
+    agent_workload: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    capsys.readouterr()
+    # port 9 (discard) on loopback: nothing answers, so the run fails after the check
+    main(["run", "--target", "http://127.0.0.1:9", "--workload", str(agent_workload),
+          "--duration", "1", "--out", str(tmp_path / "r"), "--quiet"])
+    err = capsys.readouterr().err
+    assert f"suggested: --warmup {_rule(agent_workload)} " in err
+    assert err.index("--warmup") < err.index("agentreplay: error")
