@@ -37,6 +37,7 @@ from analysis import (
     Comparison,
     FairnessVerdict,
     LoadSettings,
+    Rules,
     RunManifest,
     Validity,
     WorkloadRef,
@@ -247,21 +248,24 @@ def _execute(runs: Sequence[PlannedRun], url_of: Callable[[str], str], workload:
     return seen
 
 
-def write_report(out: Path, *, allow_unfair: bool, seed: int = 0) -> tuple[Path, Comparison]:
+def write_report(out: Path, *, allow_unfair: bool, seed: int = 0,
+                 rules: Rules | None = None) -> tuple[Path, Comparison]:
     """Compare the runs under ``out/runs``; write report.html and its data files
     (``analysis.report_bundle``: summary.json, levels.csv, requests.csv, the schema),
     with the experiment file or search stored in ``out`` shown in the report."""
     from analysis import compare_runs, read_extras, read_runs, report_bundle
 
     runs = read_runs([out / "runs"])
-    comparison = compare_runs(runs, allow_unfair=allow_unfair, seed=seed)
+    comparison = compare_runs(runs, allow_unfair=allow_unfair, seed=seed,
+                              rules=rules or Rules())
     for name, text in report_bundle(comparison, runs, extras=read_extras(out)).items():
         (out / name).write_text(text, encoding="utf-8")
     return out / "report.html", comparison
 
 
 def _finish(out: Path, state: _State, opts: CompareOptions, live: Live) -> CompareResult:
-    report, comparison = write_report(out, allow_unfair=opts.allow_unfair, seed=opts.seed)
+    report, comparison = write_report(out, allow_unfair=opts.allow_unfair, seed=opts.seed,
+                                      rules=opts.rules())
     state.data["report"] = report.name
     state.data["validity"] = comparison.validity.model_dump(mode="json")
     state.save()

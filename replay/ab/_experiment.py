@@ -34,7 +34,7 @@ EXPERIMENT_KEYS: dict[str, tuple[type, ...]] = {
     "mode": (str,), "port": (int,), "gpus_per_arm": (int,), "vllm_args": _LIST,
     "search": _LIST, "search_max_users": (int,), "search_max_probes": (int,), "slo": _LIST,
     "scenario": (str,), "scenario_unsafe": (bool,), "time_scale": (int, float),
-    "start": (int, float), "slice": (int, float),
+    "start": (int, float), "slice": (int, float), "max_failure_share": (int, float),
 }
 """Key -> accepted TOML types (every key optional; required flags must come from
 the file or the command line)."""

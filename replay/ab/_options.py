@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from analysis import DEFAULT_MAX_FAILURE_SHARE, Rules
 from replay.errors import ConfigError
 from replay.load import RunSettings, validated
 
@@ -43,6 +44,8 @@ class CompareOptions(BaseModel):
     first_token_timeout_s: float | None = Field(default=600.0, gt=0)
     itl_timeout_s: float | None = Field(default=120.0, gt=0)
     allow_unfair: bool = False
+    max_failure_share: float = Field(default=DEFAULT_MAX_FAILURE_SHARE, ge=0, le=1)
+    """A level whose failure share exceeds this fails every SLO tier (``Rules``)."""
     scenario: Literal["agentx"] | None = None
     """``--scenario``: named replay rules every run of the comparison follows."""
     scenario_unsafe: bool = False
@@ -52,6 +55,10 @@ class CompareOptions(BaseModel):
     """Timestamp workloads: trace time replayed from (``--start``)."""
     slice_s: float | None = Field(default=None, gt=0)
     """Timestamp workloads: only sessions starting this soon after the start (``--slice``)."""
+
+    def rules(self) -> Rules:
+        """The analysis thresholds this comparison is judged by."""
+        return Rules(max_failure_share=self.max_failure_share)
 
     @field_validator("levels")
     @classmethod

@@ -124,7 +124,8 @@ def _judge(run_dir: Path, arm: str, users: int, tiers: Sequence[SloTier],
            opts: CompareOptions) -> Probe:
     """A probe's outcome per tier from its run, with analysis' validity rules."""
     run = read_run(run_dir)
-    c = compare_runs([run], tiers=tiers, seed=opts.seed, allow_unfair=True)
+    c = compare_runs([run], tiers=tiers, seed=opts.seed, allow_unfair=True,
+                     rules=opts.rules())
     summary = c.levels[0].arms[c.arms[0]] if c.levels else None
     verdict = c.validity.verdict
     if verdict == "invalid" or summary is None:
@@ -218,7 +219,7 @@ def search_capacity(
     (out_p / SEARCH_FILE).write_bytes(_payload(result, opts, start_users, max_users))
     runs = read_runs([out_p / "runs"])
     comparison = compare_runs(runs, tiers=tiers, seed=opts.seed,
-                              allow_unfair=opts.allow_unfair)
+                              allow_unfair=opts.allow_unfair, rules=opts.rules())
     files = report_bundle(comparison, runs, extras=read_extras(out_p))
     for name, text in files.items():
         (out_p / name).write_text(text, encoding="utf-8")

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from replay.cli._cmd_report import add_failure_share_flag
 from replay.cli._cmd_run import add_scenario_flags, add_time_flags
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--out", help="comparison directory (required, here or in --config)")
     p.add_argument("--allow-unfair", action="store_true",
                    help="proceed when the arms differ beyond the decode backend (warned)")
+    add_failure_share_flag(p)
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the lanes' random draws and per-session salts")
     p.add_argument("--vocab-size", type=int, default=None,
@@ -144,6 +146,7 @@ def _compare(args: argparse.Namespace) -> int:
         model=None if args.launch else args.model, api_key_env=args.api_key_env,
         vocab_size=args.vocab_size, think_scale=args.think_scale,
         think_time_cap_s=args.think_time_cap, allow_unfair=args.allow_unfair,
+        max_failure_share=args.max_failure_share,
         first_token_timeout_s=args.ttft_timeout, itl_timeout_s=args.itl_timeout,
         time_scale=args.time_scale, start_s=args.start, slice_s=args.slice,
     ), args.rate))

@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from analysis import Comparison, RunData, SloTier
+    from analysis import Comparison, Rules, RunData, SloTier
 
 __all__ = ["register"]
 
@@ -46,6 +46,32 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="arm label used as the baseline (default: 'auto' if present, "
                         "else the first label)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    add_failure_share_flag(p)
+
+
+def add_failure_share_flag(p: argparse.ArgumentParser) -> None:
+    """``--max-failure-share`` (``report``, ``plan``, ``compare``): analysis' ``Rules``."""
+    from analysis import DEFAULT_MAX_FAILURE_SHARE
+
+    p.add_argument("--max-failure-share", type=float, default=DEFAULT_MAX_FAILURE_SHARE,
+                   metavar="X",
+                   help="a level whose failure share (errors + timeouts + incomplete over "
+                        "requests sent in the window) exceeds X, 0..1, fails every SLO tier "
+                        "(default: %(default)s)")
+
+
+def _rules(args: argparse.Namespace, directory: str) -> Rules:
+    """The analysis thresholds: ``--max-failure-share``, or when left at its default
+    the experiment file's value stored with the results."""
+    from analysis import DEFAULT_MAX_FAILURE_SHARE, Rules
+    from replay.errors import ConfigError
+
+    share = args.max_failure_share
+    if share == DEFAULT_MAX_FAILURE_SHARE:
+        share = _experiment_value(directory, "max_failure_share", share)
+    if not 0 <= share <= 1:
+        raise ConfigError(f"--max-failure-share: must be between 0 and 1, got {share}")
+    return Rules(max_failure_share=share)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -85,20 +111,25 @@ def _analyse(args: argparse.Namespace, paths: list[str]) -> tuple[list[RunData],
     runs = read_runs(paths)
     comparison = compare_runs(runs, allow_unfair=args.allow_unfair, baseline=args.baseline,
                               tiers=_tiers(args.slo or _experiment_slo(paths[0])),
-                              seed=args.seed)
+                              seed=args.seed, rules=_rules(args, paths[0]))
     return runs, comparison
 
 
 def _experiment_slo(directory: str) -> list[str] | None:
     """The SLO tiers of the experiment file stored with the results, if any."""
+    slo = _experiment_value(directory, "slo", None)
+    return list(slo) if slo else None
+
+
+def _experiment_value(directory: str, key: str, default: Any) -> Any:
+    """One setting of the experiment file stored with the results, else ``default``."""
     from analysis import EXPERIMENT_FILE
     from replay.ab import load_experiment
 
     path = Path(directory) / EXPERIMENT_FILE
     if not path.is_file():
-        return None
-    slo = load_experiment(path).get("slo")
-    return list(slo) if slo else None
+        return default
+    return load_experiment(path).get(key, default)
 
 
 def _bundle_names(out: Path, default: Path) -> dict[str, str]:

@@ -46,6 +46,7 @@ FLAGS: dict[str, str] = {
     "itl_timeout_s": "--itl-timeout",
     "repeats": "--repeats",
     "allow_unfair": "--allow-unfair",
+    "max_failure_share": "--max-failure-share",
     "scenario": "--scenario",
     "scenario_unsafe": "--scenario-unsafe",
     "time_scale": "--time-scale",

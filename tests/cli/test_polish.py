@@ -285,3 +285,56 @@ def test_run_prints_the_warmup_warning_before_anything_is_sent(
     err = capsys.readouterr().err
     assert f"suggested: --warmup {_rule(agent_workload)} " in err
     assert err.index("--warmup") < err.index("agentreplay: error")
+
+
+def _failing_run(root: Path) -> Path:
+    """A run whose window has 10% failed requests (4 errors of 40)."""
+    from tests.analysis.builders import make_run, synth_records
+
+    return make_run(root, synth_records(users=4, per_user=10, tpot=0.01, ttft=0.5,
+                                        errors=4, start=11.0))
+
+
+@pytest.mark.parametrize("share", [None, 0.2, 0.01])
+def test_report_judges_tiers_by_max_failure_share(
+    share: float | None, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    import orjson
+
+    from analysis import DEFAULT_MAX_FAILURE_SHARE, Rules, compare_runs, read_runs
+
+    run = _failing_run(tmp_path / "r")
+    flags = [] if share is None else ["--max-failure-share", str(share)]
+    assert main(["report", str(run), "--no-charts", *flags]) == 0
+    summary = orjson.loads((run / "summary.json").read_bytes())
+    want = DEFAULT_MAX_FAILURE_SHARE if share is None else share
+    assert summary["rules"]["max_failure_share"] == want
+    truth = compare_runs(read_runs([run]), rules=Rules(max_failure_share=want))
+    assert [row["users"] for row in summary["capacity"]] == [r.users for r in truth.capacity]
+    met = [row["users"] for row in summary["capacity"] if row["users"] is not None]
+    assert bool(met) == (want >= 0.1)  # 10% failures fail every tier below that
+
+
+@pytest.mark.parametrize("command", ["report", "plan", "compare"])
+@pytest.mark.parametrize("bad", ["1.5", "-0.1", "nan"])
+def test_max_failure_share_outside_0_1_is_refused(
+    command: str, bad: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    run = _failing_run(tmp_path / "r")
+    if command == "compare":
+        argv = ["compare", "--arm", "a=http://127.0.0.1:9", "--arm", "b=http://127.0.0.1:9",
+                "--workload", str(run / "requests.jsonl"), "--duration", "1",
+                "--out", str(tmp_path / "c")]
+    else:
+        argv = [command, str(run)]
+    assert main([*argv, f"--max-failure-share={bad}"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--max-failure-share" in err
+    assert not (tmp_path / "c").exists()
+
+
+def test_compare_carries_max_failure_share_into_the_rules() -> None:
+    from replay.ab import CompareOptions
+
+    opts = CompareOptions(duration_s=1, max_failure_share=0.25)
+    assert opts.rules().max_failure_share == 0.25
