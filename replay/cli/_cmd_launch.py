@@ -97,7 +97,12 @@ def _launcher(vllm_python: str | None, *, dry_run: bool) -> tuple[tuple[str, ...
         return ("vllm", "serve"), note
 
 
+_MAX_GPUS_PER_ARM = 4096
+"""More than any one server has; a larger count is a typo, not a plan."""
+
+
 def run(args: argparse.Namespace) -> int:
+    from replay.errors import ConfigError
     from replay.launch import (
         DEFAULT_STARTUP_TIMEOUT_S,
         LaunchMode,
@@ -107,6 +112,10 @@ def run(args: argparse.Namespace) -> int:
         plan_arms,
     )
 
+    if args.mode not in [m.value for m in LaunchMode]:  # argparse passes "--mode=--" as []
+        raise ConfigError("--mode: choose sequential or side-by-side")
+    if args.gpus_per_arm is not None and args.gpus_per_arm > _MAX_GPUS_PER_ARM:
+        raise ConfigError(f"--gpus-per-arm {args.gpus_per_arm}: at most {_MAX_GPUS_PER_ARM}")
     mode = LaunchMode(args.mode)
     launcher, note = _launcher(args.vllm_python, dry_run=args.dry_run)
     specs = plan_arms(
