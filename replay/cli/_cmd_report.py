@@ -136,18 +136,25 @@ def _bundle_names(out: Path, default: Path) -> dict[str, str]:
     """The report's file names. Beside its results they are the plain names; anywhere
     else every companion carries the report's stem (``x.summary.json``), so a report
     written into another directory never replaces that directory's own files."""
-    from replay.errors import ConfigError
-    from replay.load import RESULT_FILES
-
-    if out.name in RESULT_FILES and out.name != "report.html":
-        raise ConfigError(f"-o {out}: {out.name} is a result file name; name the report "
-                          "something.html")
+    if out.name != "report.html":
+        _not_a_result_name(out, out.name)
     names = {"report": out.name}
     if out.name != default.name or out.parent.resolve() != default.parent.resolve():
         stem = out.stem
         names.update(summary=f"{stem}.summary.json", levels=f"{stem}.levels.csv",
                      requests=f"{stem}.requests.csv", schema=f"{stem}.summary.schema.json")
     return names
+
+
+def _not_a_result_name(out: Path, *names: str) -> None:
+    """``-o`` never makes the report (or a companion) replace a run's own files."""
+    from replay.errors import ConfigError
+    from replay.load import RESULT_FILES
+
+    for name in names:
+        if name in RESULT_FILES or name == "comparison.json":
+            raise ConfigError(f"-o {out}: would write {name}, a result file's name; name "
+                              "the report something else, e.g. history.html")
 
 
 def _write(out_dir: Path, files: dict[str, str]) -> None:
@@ -224,6 +231,7 @@ def _run_history(args: argparse.Namespace) -> int:
                                     runs=runs))
     mixed = check_history(entries, allow_mixed=args.allow_mixed)
     out = Path(args.output) if args.output else Path(args.paths[0]) / "history.html"
+    _not_a_result_name(out, f"{out.stem}.json")
     payload = orjson.dumps(
         {"kind": "agentreplay-history", "mixed": mixed,
          "entries": [{"name": e.name, "path": e.path,

@@ -208,6 +208,17 @@ def test_report_never_takes_a_result_files_name(a_run: Path, tmp_path: Path,
     assert not (tmp_path / name).exists()
 
 
+def test_history_companion_never_replaces_a_manifest(a_run: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    shutil.copytree(a_run, other)
+    before = _digest(other)
+    code, err = _call(["report", str(a_run), str(other), "--no-charts",
+                       "-o", str(other / "run.html")])  # its data file would be run.json
+    assert code == 2
+    _one_line(err, "-o", "run.json")
+    assert _digest(other) == before
+
+
 @pytest.mark.parametrize(("key", "value", "flag"), [
     ("vocab_size", 0, "--vocab-size"), ("vocab_size", -5, "--vocab-size"),
     ("vocab_size", 1.5, "--vocab-size"), ("vocab_size", 10**15, "--vocab-size"),
