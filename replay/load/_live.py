@@ -17,9 +17,11 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import TextIO
+from typing import TextIO, cast
 
 import numpy as np
+
+from analysis import RecordDict, record_latencies
 
 __all__ = ["LiveStats", "LiveView", "render_lines"]
 
@@ -67,17 +69,18 @@ class LiveStats:
             self.failed += 1
         sent = rec["sent_s"]
         due = rec["due_s"]
-        first = rec["first_token_s"]
-        last = rec["last_token_s"]
         assert isinstance(sent, float) and isinstance(due, float)
         self.lag.append(sent - due)
         self.window_lags.append(sent - due)
         n = rec["output_tokens"]
         assert isinstance(n, int)
-        if status == "ok" and isinstance(first, float):
-            self.ttft.append(first - sent)
-            if isinstance(last, float) and n > 1 and last > first:
-                self.tpot.append((last - first) / (n - 1))
+        # the report's formulas and samples: TTFT of ok requests, TPOT of ok and
+        # incomplete ones (an incomplete request decoded until the cut)
+        lat = record_latencies(cast(RecordDict, rec))
+        if status == "ok" and lat.ttft is not None:
+            self.ttft.append(lat.ttft)
+        if status in ("ok", "incomplete") and lat.tpot is not None:
+            self.tpot.append(lat.tpot)
         self.tokens.append((now, n))
         cutoff = now - _RATE_WINDOW_S
         while self.tokens and self.tokens[0][0] < cutoff:

@@ -338,3 +338,29 @@ def test_compare_carries_max_failure_share_into_the_rules() -> None:
 
     opts = CompareOptions(duration_s=1, max_failure_share=0.25)
     assert opts.rules().max_failure_share == 0.25
+
+
+def test_live_view_uses_the_reports_latencies() -> None:
+    import numpy as np
+
+    from analysis import RequestRecord, record_latencies
+    from replay.load import LiveStats
+    from tests.analysis.builders import synth_records
+
+    records = synth_records(users=3, per_user=6, tpot=0.02, ttft=0.4, errors=2)
+    records[-1].update(status="incomplete", last_token_s=records[-1]["first_token_s"] + 0.5,
+                       output_tokens=7)  # cut at the drain: decoded 7 tokens so far
+    full = [RequestRecord.model_validate({**r, "phase": "measure"}).model_dump()
+            for r in records]
+    live = LiveStats(total_s=10.0)
+    for rec in full:
+        live.on_record(rec)
+    lat = [record_latencies(r) for r in full]  # type: ignore[arg-type]
+    ttft = [x.ttft for r, x in zip(full, lat, strict=True)
+            if r["status"] == "ok" and x.ttft is not None]
+    tpot = [x.tpot for r, x in zip(full, lat, strict=True)
+            if r["status"] in ("ok", "incomplete") and x.tpot is not None]
+    snap = live.snapshot()
+    assert snap["ttft_p90"] == pytest.approx(float(np.percentile(ttft, 90)))
+    assert snap["inter_p90"] == pytest.approx(1.0 / float(np.percentile(tpot, 90)))
+    assert len(tpot) == 3 * 6 - 2  # the incomplete request's decode counts, errors do not
