@@ -152,8 +152,6 @@ def _compare(args: argparse.Namespace) -> int:
     ), args.rate))
     check_writable_dir(Path(args.out))  # settings first, then before any server is asked
     _store_experiment(args)
-    if opts.rates is None:
-        _warn_warmup(args.workload, opts.warmup_s, opts.think_scale, opts.think_time_cap_s)
     extra = list(args.vllm_args)
     if extra and extra[0] == "--":
         extra = extra[1:]
@@ -180,12 +178,15 @@ def _compare(args: argparse.Namespace) -> int:
                 raise ConfigError(f"--arm {text!r}: give LABEL=URL (or use --launch)")
             arms.append((label, url))
         result = compare_arms(arms, args.workload, args.out, opts, live=live)
+    if opts.rates is None:
+        _warn_warmup(args.workload, opts.warmup_s, opts.think_scale, opts.think_time_cap_s)
     return _print(result)
 
 
 def _warn_warmup(workload: str, warmup_s: float, think_scale: float,
                  think_cap_s: float | None) -> None:
-    """On stderr: the warmup a prefix-heavy closed-loop workload needs, when shorter."""
+    """On stderr: the warmup a prefix-heavy closed-loop workload needs, when shorter
+    (said once the comparison is done, so that a refused one still fails in one line)."""
     import sys
 
     from replay.cli._warmup import warmup_advice

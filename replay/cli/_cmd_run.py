@@ -132,7 +132,8 @@ def _print_scenario(manifest: RunManifest) -> None:
 
 
 def _warn_warmup(workload: str, config: RunSettings) -> None:
-    """On stderr: the warmup a prefix-heavy closed-loop workload needs, when shorter."""
+    """On stderr: the warmup a prefix-heavy closed-loop workload needs, when shorter
+    (said once the run is written, so that a refused run still fails in one line)."""
     import sys
 
     from replay.cli._warmup import warmup_advice
@@ -179,7 +180,6 @@ def _main(args: argparse.Namespace) -> int:
         first_token_timeout_s=args.ttft_timeout, itl_timeout_s=args.itl_timeout,
         time_scale=args.time_scale, start_s=args.start, slice_s=args.slice,
     )))
-    _warn_warmup(args.workload, config)
     claim_run_dir(Path(args.out), force=args.force)
     live: Literal["rich", "plain", "quiet"]
     if args.quiet:
@@ -218,6 +218,7 @@ def _main(args: argparse.Namespace) -> int:
                 loop.remove_signal_handler(sig)
         note = " (interrupted)" if caught else ""
         print(f"agentreplay: run written to {out}{note}", file=sys.stderr)
+        _warn_warmup(args.workload, config)
         summary = _summary(out)
         if caught:
             print("\n".join(summary))
