@@ -254,7 +254,7 @@ def run_agentreplay(url: str, workload: Path, args: argparse.Namespace, work: Pa
     run_dir = work / "run"
     log = work / "agentreplay.log"
     code = _cli("run", "--target", url, "--workload", str(workload), "--out", str(run_dir),
-                "--quiet", *agentreplay_flags(args, preset), log=log)
+                "--quiet", "--force", *agentreplay_flags(args, preset), log=log)
     if code not in (0, 3):  # 3: stamped invalid, still has figures
         fig.note = f"agentreplay run exited {code}; see {log}"
         return
