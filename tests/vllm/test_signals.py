@@ -142,6 +142,11 @@ def test_compare_launch_stops_cleanly_at_every_phase(tmp_path: Path, phase: str,
     if phase != "starting":
         manifest = _first_run(out)
         assert manifest is not None and manifest["interrupted"] is True
+    if phase == "starting":  # no load was sent: a corrected command is not refused
+        fixed = subprocess.run(args + ["--", "--max-num-seqs", "2"], env=_env(),
+                               capture_output=True, text=True, timeout=300)
+        assert fixed.returncode in (0, 3), fixed.stderr[-3000:]
+        assert not _sim_servers()
     if phase in ("window", "drain"):  # rerun the same command: resumes and completes
         again = subprocess.run(args, env=_env(), capture_output=True, text=True, timeout=300)
         # 3 = the comparison is stamped invalid (runs this short are thin): still finished
