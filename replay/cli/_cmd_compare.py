@@ -171,13 +171,8 @@ def _compare(args: argparse.Namespace) -> int:
     else:
         if extra:
             raise ConfigError("extra vLLM arguments after -- need --launch")
-        arms = []
-        for text in args.arm:
-            label, sep, url = text.partition("=")
-            if not sep or not label or not url:
-                raise ConfigError(f"--arm {text!r}: give LABEL=URL (or use --launch)")
-            arms.append((label, url))
-        result = compare_arms(arms, args.workload, args.out, opts, live=live)
+        result = compare_arms(_url_arms(args.arm, "(or use --launch)"), args.workload,
+                              args.out, opts, live=live)
     if opts.rates is None:
         _warn_warmup(args.workload, opts.warmup_s, opts.think_scale, opts.think_time_cap_s)
     return _print(result)
@@ -264,13 +259,7 @@ def _search(args: argparse.Namespace, opts: CompareOptions, extra: list[str],
         raise ConfigError("--search finds user counts (closed loop); it does not take --rate")
     if any(":" not in t for t in args.search):
         raise ConfigError("--search takes FLOOR:TTFT, both parts, e.g. --search 100:15")
-    arms = []
-    for text in args.arm:
-        label, sep, url = text.partition("=")
-        if not sep or not label or not url:
-            raise ConfigError(f"--arm {text!r}: give LABEL=URL")
-        arms.append((label, url))
-    result = search_capacity(arms, args.workload, args.out, opts,
+    result = search_capacity(_url_arms(args.arm), args.workload, args.out, opts,
                              [parse_tier(t) for t in args.search],
                              start_users=opts.levels[0], max_users=args.search_max_users,
                              max_probes=args.search_max_probes, live=live)
@@ -338,3 +327,16 @@ def _demo(args: argparse.Namespace) -> int:
 
     check_writable_dir(Path(args.out))
     return _print(run_demo(args.out, quick=args.quick, live=_live(args)))
+
+
+def _url_arms(texts: list[str], hint: str = "") -> list[tuple[str, str]]:
+    """``LABEL=URL`` arms as (label, url) pairs; one line naming the bad one."""
+    from replay.errors import ConfigError
+
+    arms = []
+    for text in texts:
+        label, sep, url = text.partition("=")
+        if not sep or not label or not url:
+            raise ConfigError(f"--arm {text!r}: give LABEL=URL {hint}".rstrip())
+        arms.append((label, url))
+    return arms
