@@ -44,8 +44,8 @@ def _cfg(url: str, **kw: object) -> RunSettings:
     return RunSettings(**base)  # type: ignore[arg-type]
 
 
-def _within(a: float, b: float, rel: float) -> bool:
-    return abs(a - b) <= rel * abs(b)
+def _within(a: float, b: float, rel: float, slack: float = 0.0) -> bool:
+    return abs(a - b) <= rel * abs(b) + slack
 
 
 @pytest.mark.parametrize("users", [1, 32])
@@ -87,12 +87,19 @@ def test_timing_matches_truth_and_schedule(tmp_path: Path, users: int) -> None:
         t_ttft.append((t.first_token_ns - t.arrival_ns) / 1e9)
         c_tpot.append((r.last_token_s - r.first_token_s) / (r.output_tokens - 1))
         t_tpot.append((t.emit_ns[-1] - t.emit_ns[0]) / 1e9 / (t.output_tokens - 1))
+    # The client cannot see a token sooner than its event loop gets to it: on a busy
+    # machine its own loop-lag probe (in the manifest) bounds that delay, so the 5% holds
+    # up to it (spread over the tokens of a request for TPOT).
+    m = _manifest(run)
+    assert m.client_health is not None
+    lag = m.client_health.loop_lag_p99_s or 0.0
     for q in (50, 90):
-        assert _within(float(np.percentile(c_tpot, q)), float(np.percentile(t_tpot, q)), 0.05)
-        assert _within(float(np.percentile(c_ttft, q)), float(np.percentile(t_ttft, q)), 0.05)
+        assert _within(float(np.percentile(c_tpot, q)), float(np.percentile(t_tpot, q)), 0.05,
+                       lag / 29)
+        assert _within(float(np.percentile(c_ttft, q)), float(np.percentile(t_ttft, q)), 0.05,
+                       lag)
     assert 0.018 < float(np.median(t_tpot)) < 0.07  # the profile's step, not a no-op
     assert min(r.sent_s - r.due_s for r in recs) >= 0
-    m = _manifest(run)
     assert m.complete and not m.interrupted
     assert m.window is not None and (m.window.start_s, m.window.end_s) == (warm, warm + dur)
     for r in recs:  # phase follows the send time
