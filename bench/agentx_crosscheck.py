@@ -51,6 +51,8 @@ from replay.client import parse_prometheus  # noqa: E402
 from replay.sim import SimServerProcess, load_profile  # noqa: E402
 
 WEKA = REPO.parent / "shared" / "traces" / "weka"
+if not WEKA.is_dir():  # a user's clone has no ../shared: the sample copied for the tests
+    WEKA = REPO / "tests" / "fixtures" / "traces" / "weka"
 SCENARIO = "inferencex-agentx-mvp"
 IDLE_GAP_CAP_S = 10.0
 """The scenario's ``system_idle_gap_cap_seconds``."""

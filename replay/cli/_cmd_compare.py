@@ -267,7 +267,10 @@ def _search(args: argparse.Namespace, opts: CompareOptions, extra: list[str],
     for line in search_lines(result):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"report: {result.report}", markup=False, highlight=False, soft_wrap=True)
-    return 0
+    # a search that stopped on an invalid probe has no answer for that tier: exit 3 says so
+    from replay.cli import EXIT_INVALID
+
+    return EXIT_INVALID if any(a.how.startswith("stopped") for a in result.answers) else 0
 
 
 def _print(result: CompareResult) -> int:

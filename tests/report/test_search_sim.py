@@ -36,14 +36,16 @@ def test_compare_search_against_the_simulated_backends(tmp_path: Path,
                    "--users", "2", "--out", str(out), "--search", "120:15",
                    "--search-max-users", "8",
                    "--quiet"])
-    assert rc == 0
+    assert rc in (0, 3)  # 3: a probe was stamped invalid (a starved machine), said so
     printed = capsys.readouterr().out
     assert printed.count("[SIMULATED] ") == 2 and "report:" in printed
     data = orjson.loads((out / "search.json").read_bytes())
     tier = parse_tier("120:15")
     assert {r["arm"] for r in data["results"]} == {"auto", "latency_specialized"}
-    # on an idle machine both arms get an answer; a starved one may stop a search, not both
-    assert any(not r["how"].startswith("stopped") for r in data["results"]), data["results"]
+    # on an idle machine both arms get an answer; a starved one may stop a search, and
+    # then the command says so with exit 3
+    stopped = [r for r in data["results"] if r["how"].startswith("stopped")]
+    assert rc == (3 if stopped else 0), (rc, data["results"])
     for r in data["results"]:
         ev = {e["users"]: e for e in r["evidence"]}
         for e in r["evidence"]:  # each verdict is analysis' verdict on that run directory
