@@ -41,8 +41,6 @@ class LiveStats:
         self.cancelled = 0
         self.outside = 0
         """Requests sent in warmup or drain: finished, but not in the figures."""
-        self.window_lags: list[float] = []
-        """``sent_s - due_s`` of every request sent in the window (schedule lag)."""
         self.ttft: deque[float] = deque(maxlen=_ROLL)
         self.tpot: deque[float] = deque(maxlen=_ROLL)
         self.lag: deque[float] = deque(maxlen=_ROLL)
@@ -71,7 +69,6 @@ class LiveStats:
         due = rec["due_s"]
         assert isinstance(sent, float) and isinstance(due, float)
         self.lag.append(sent - due)
-        self.window_lags.append(sent - due)
         n = rec["output_tokens"]
         assert isinstance(n, int)
         # the report's formulas and samples: TTFT of ok requests, TPOT of ok and

@@ -183,7 +183,7 @@ async def _run(executor: Executor, settings: RunSettings, manifest: RunManifest,
         if poller is not None:
             await poller.scrape()
         writer.close()
-        _facts(manifest, outcome, stats, watch)
+        _facts(manifest, outcome, writer.dir, watch)
         close_manifest(manifest, warmup_s=settings.warmup_s, duration_s=settings.duration_s,
                        interrupted=outcome.interrupted, crash=outcome.crash)
         writer.write_manifest(manifest)
@@ -200,11 +200,22 @@ class ServerWatchHook(Protocol):
     detail: str | None
 
 
-def _facts(manifest: RunManifest, outcome: ExecOutcome, stats: LiveStats,
+def _window_lags(run_dir: Path) -> list[float]:
+    """``sent_s - due_s`` of the requests sent in the window, read back from the records
+    (kept in memory during the run, they grew with every request of a long soak)."""
+    try:
+        r = read_run(run_dir).requests
+    except ResultError:
+        return []
+    lags: list[float] = (r.sent_s - r.due_s)[r.phase == "measure"].tolist()
+    return lags
+
+
+def _facts(manifest: RunManifest, outcome: ExecOutcome, writer_dir: Path,
            watch: ServerWatchHook | None) -> None:
     """The facts validity is judged on: client health, window coverage, server watch."""
     manifest.warnings.extend(outcome.warnings)
-    manifest.client_health = client_health(outcome.loops, stats.window_lags)
+    manifest.client_health = client_health(outcome.loops, _window_lags(writer_dir))
     manifest.coverage = Coverage(lanes=outcome.lanes,
                                  lanes_done_before_window_end=outcome.done_early)
     if watch is not None:

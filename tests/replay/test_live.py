@@ -34,7 +34,7 @@ def test_stats_from_records() -> None:
                            200, "vllm:kv_cache_usage_perc": 0.25})
     snap = stats.snapshot()
     assert (snap["done"], snap["failed"], snap["incomplete"], snap["cancelled"]) == (10, 1, 1, 1)
-    assert snap["outside"] == 2 and len(stats.window_lags) == 13
+    assert snap["outside"] == 2
     assert snap["ttft_p50"] == pytest.approx(0.55)
     assert snap["inter_p50"] == pytest.approx(100.0)
     assert snap["lag_p99"] == pytest.approx(0.001, abs=1e-6)
