@@ -168,4 +168,13 @@ def test_chunk_timestamps_follow_socket_reads(vllm_server: LaunchedArm, tmp_path
     later = len(rec["chunk_times_s"]) - 1
     assert summary.chunks_same_read_share == pytest.approx(
         (later - (len(per_stamp) - 1)) / later)
-    assert summary.itl_reads is not None and (summary.itl_reads.p50 or 0) > 0
+    # ITL over reads: tokens that came in the first token's read arrived with it (gaps of
+    # 0 by definition); every later read gives gaps > 0. So its median is > 0 exactly when
+    # fewer than half the later tokens shared the first read: on a loaded machine the
+    # client may take most of the stream in one go, and then the median is 0, rightly.
+    assert summary.itl_reads is not None and summary.itl_reads.p50 is not None
+    with_first = per_stamp[0] - 1
+    if with_first < later / 2:
+        assert summary.itl_reads.p50 > 0
+    elif with_first > later / 2:
+        assert summary.itl_reads.p50 == 0
