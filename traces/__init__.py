@@ -1,22 +1,9 @@
 """The workload: what coding agents do, as pure data (no network, no clock)."""
 
 from traces._checks import check_session, expected_blocks
-from traces._decode import DECODE
 from traces._errors import TraceError
 from traces._fingerprint import Fingerprinter, canonical_session_json
-from traces._generate import (
-    DEFAULT_MAX_CONTEXT,
-    REFERENCE_CONTEXT,
-    generate,
-    generate_trace,
-    token_scale_for,
-)
-from traces._import_azure import import_azure
 from traces._import_common import MAX_REQUEST_TOKENS, Counters, ImportedTrace
-from traces._import_mooncake import MOONCAKE_BLOCK_SIZE, import_mooncake
-from traces._import_tracelab import import_tracelab
-from traces._import_weka import import_weka
-from traces._importers import IMPORTERS
 from traces._inspect import (
     Distribution,
     WorkloadStats,
@@ -43,9 +30,29 @@ from traces._models import (
     WorkloadHeader,
     iter_block_ids,
 )
-from traces._profiles import PROFILES, AgentType, LogNormal, Profile, Quantiles
 from traces._retime import count_arrivals, retime
-from traces._sniff import sniff_trace_format
+from traces.generate import (
+    DECODE,
+    DEFAULT_MAX_CONTEXT,
+    PROFILES,
+    REFERENCE_CONTEXT,
+    AgentType,
+    LogNormal,
+    Profile,
+    Quantiles,
+    generate,
+    generate_trace,
+    token_scale_for,
+)
+from traces.importers import (
+    IMPORTERS,
+    MOONCAKE_BLOCK_SIZE,
+    import_azure,
+    import_mooncake,
+    import_tracelab,
+    import_weka,
+    sniff_trace_format,
+)
 
 __all__ = [
     "AgentType",

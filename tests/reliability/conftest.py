@@ -10,7 +10,14 @@ from pathlib import Path
 
 import orjson
 
-from analysis import RequestRecord, RunManifest, RunSummary, analyse_run, read_run, steady_window
+from analysis import (
+    RequestRecord,
+    RunManifest,
+    RunSummary,
+    read_run,
+)
+from analysis.judge import analyse_run
+from analysis.read import steady_window
 from replay.load import RunConfig
 from replay.sim import TruthRecord
 

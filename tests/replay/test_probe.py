@@ -10,7 +10,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from analysis._schema import RunManifest
+from analysis.schema._schema import RunManifest
 from replay.client._probe import connect_url, find_key, public_target
 from replay.errors import ConfigError
 from replay.load import RunConfig, run_load

@@ -11,7 +11,8 @@ import numpy as np
 import orjson
 import pytest
 
-from analysis import MetricSample, RequestRecord, RunManifest
+from analysis import RequestRecord, RunManifest
+from analysis.schema import MetricSample
 from replay.errors import ConfigError, TargetError
 from replay.load import RunSettings, open_plan, run_load, run_load_sync
 from replay.sim import SimConfig, SimServer, SimServerProcess, TruthRecord, load_profile

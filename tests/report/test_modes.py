@@ -11,7 +11,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from analysis import LEVEL_COLUMNS, Comparison, compare_runs, read_runs, render_report
+from analysis import (
+    Comparison,
+    compare_runs,
+    read_runs,
+    render_report,
+)
+from analysis.report import LEVEL_COLUMNS
 from replay.cli import main
 from tests.report.builders import make_sweep
 
@@ -85,9 +91,9 @@ def test_single_run_title_without_label(tmp_path: Path) -> None:
 
 
 def test_legends_sit_outside_the_plotting_area(sweep: Path) -> None:
-    from analysis import _charts
-    from analysis._chart_base import ArmLevels, legends_outside_axes
-    from analysis._chart_headline import Series, headline_chart
+    from analysis.report import _charts
+    from analysis.report._chart_base import ArmLevels, legends_outside_axes
+    from analysis.report._chart_headline import Series, headline_chart
 
     runs = read_runs([sweep])
     c = compare_runs(runs)

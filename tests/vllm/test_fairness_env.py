@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from analysis import FairnessError, RunManifest, judge_fairness
-from analysis._fairness import command_options, env_verdict
+from analysis import RunManifest, judge_fairness
+from analysis.judge._fairness import command_options, env_verdict
+from analysis.schema import FairnessError
 
 INFO = json.loads((Path(__file__).parents[1] / "fixtures" / "vllm" / "server_info.json")
                   .read_text())

@@ -1,0 +1,61 @@
+"""Judgements over runs: fairness of arms, validity, evidence rules, comparison, verdicts,
+capacity.
+"""
+
+from analysis.judge._analyse import (
+    analyse_run,
+)
+from analysis.judge._capacity import (
+    CapacityRow,
+    capacity_table,
+    meets_tier,
+)
+from analysis.judge._comparison import (
+    HEADLINE,
+    Comparison,
+    Level,
+    Ratio,
+    compare_runs,
+)
+from analysis.judge._fairness import (
+    ALLOWED_FIELDS,
+    ConfigDiff,
+    FairnessVerdict,
+    diff_configs,
+    flatten_config,
+    gpu_count_of,
+    judge_fairness,
+)
+from analysis.judge._rules import (
+    DEFAULT_RULES,
+    Rules,
+)
+from analysis.judge._validity import (
+    assess_comparison,
+    assess_run,
+    merge_validity,
+)
+
+__all__ = [
+    "ALLOWED_FIELDS",
+    "CapacityRow",
+    "Comparison",
+    "ConfigDiff",
+    "DEFAULT_RULES",
+    "FairnessVerdict",
+    "HEADLINE",
+    "Level",
+    "Ratio",
+    "Rules",
+    "analyse_run",
+    "assess_comparison",
+    "assess_run",
+    "capacity_table",
+    "compare_runs",
+    "diff_configs",
+    "flatten_config",
+    "gpu_count_of",
+    "judge_fairness",
+    "meets_tier",
+    "merge_validity",
+]

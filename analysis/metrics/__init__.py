@@ -1,0 +1,69 @@
+"""Metrics of one run: latencies derived per request, samples, percentiles with bootstrap
+intervals, the run summary.
+"""
+
+from analysis.metrics._derived import (
+    Latencies,
+    RecordLatencies,
+    column_latencies,
+    record_latencies,
+)
+from analysis.metrics._measure import (
+    measure,
+)
+from analysis.metrics._samples import (
+    Samples,
+    pool,
+)
+from analysis.metrics._stats import (
+    BOOTSTRAP_REPS,
+    Distribution,
+    bootstrap_quantiles,
+    bootstrap_sums,
+    distribution,
+    draw_counts,
+    invert_distribution,
+    metric_rng,
+    small_sample_widening,
+)
+from analysis.metrics._summary import (
+    Goodput,
+    PrefixReuse,
+    RequestCounts,
+    RunSummary,
+    Speculation,
+    clusters_of,
+    summarize,
+)
+from analysis.metrics._tiers import (
+    TIER_QUANTILE,
+    tier_shares,
+)
+
+__all__ = [
+    "BOOTSTRAP_REPS",
+    "Distribution",
+    "Goodput",
+    "Latencies",
+    "PrefixReuse",
+    "RecordLatencies",
+    "RequestCounts",
+    "RunSummary",
+    "Samples",
+    "Speculation",
+    "TIER_QUANTILE",
+    "bootstrap_quantiles",
+    "bootstrap_sums",
+    "clusters_of",
+    "column_latencies",
+    "distribution",
+    "draw_counts",
+    "invert_distribution",
+    "measure",
+    "metric_rng",
+    "pool",
+    "record_latencies",
+    "small_sample_widening",
+    "summarize",
+    "tier_shares",
+]

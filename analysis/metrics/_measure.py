@@ -1,0 +1,246 @@
+"""From a run's records to samples: which request counts where.
+
+Rules (written in the report's methodology):
+- only requests *sent* inside the steady window are accounted, each in exactly
+  one outcome (ok, error kind, timeout, incomplete, cancelled);
+- latency samples come from ok requests; an incomplete request's latency is
+  right-censored (it ran at least until it was cut), kept as a lower bound;
+  its TTFT is exact when its first token came, and so are its TPOT and ITL
+  over the tokens that arrived before the cut (a decode rate, not a duration);
+- throughputs count every token that *arrived* in the window, whatever the
+  request's outcome or the phase it was sent in.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analysis.metrics._derived import column_latencies
+from analysis.metrics._samples import Samples
+from analysis.read import RunData, counter_delta, steady_window
+from analysis.schema import RequestColumns, level_of
+
+__all__ = ["COUNTERS", "measure"]
+
+COUNTERS = (
+    "prefix_cache_hits_total", "prefix_cache_queries_total",
+    "spec_decode_num_drafts_total", "spec_decode_num_draft_tokens_total",
+    "spec_decode_num_accepted_tokens_total",
+    "vllm_sim:engine_step_actual_seconds_total", "vllm_sim:engine_step_model_seconds_total",
+)
+"""Server counters whose deltas over the window are kept."""
+
+
+def _uncached_prompt(r: RequestColumns, idx: np.ndarray) -> np.ndarray:
+    """Prompt minus cached tokens: the server's counts where reported, else the
+    client's prompt and expected reuse."""
+    server = r.prompt_tokens_server[idx]
+    prompt = np.where(server >= 0, server, r.prompt_tokens[idx])
+    reported = r.cached_tokens[idx]
+    cached = np.where(reported >= 0, reported, np.maximum(r.expected_cached_tokens[idx], 0))
+    out: np.ndarray = np.maximum(prompt - cached, 0).astype(np.float64)
+    return out
+
+
+def _cut_time(r: RequestColumns, drain_end: float) -> np.ndarray:
+    """When each request was last known running: its end, else the drain's end,
+    never before anything it received."""
+    seen = np.fmax(np.fmax(r.sent_s, r.first_token_s), r.last_token_s)
+    out: np.ndarray = np.fmax(np.where(np.isfinite(r.end_s), r.end_s, drain_end), seen)
+    return out
+
+
+def _tokens_in_window(
+    run: RunData, user_code: np.ndarray, n_users: int, start: float, end: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per user: decode, output and uncached prefill tokens that arrived in the window."""
+    r = run.requests
+    lengths = np.diff(r.chunk_offsets)
+    first_chunk = np.zeros(len(r.chunk_times_s), dtype=bool)
+    first_chunk[r.chunk_offsets[:-1][lengths > 0]] = True
+    chunk_user = np.repeat(user_code.astype(np.int32), lengths)
+    t, k = r.chunk_times_s, r.chunk_tokens
+    in_t = (t >= start) & (t < end)
+    u_dec = np.bincount(chunk_user[in_t], weights=(k - first_chunk)[in_t],
+                        minlength=n_users).astype(np.float64)
+    u_out = np.bincount(chunk_user[in_t], weights=k[in_t], minlength=n_users).astype(np.float64)
+    # records without chunk data: first token at first_token_s, the rest at last_token_s
+    bare = (lengths == 0) & np.isfinite(r.first_token_s) & (r.output_tokens > 0)
+    f_in = bare & (r.first_token_s >= start) & (r.first_token_s < end)
+    l_in = bare & (r.last_token_s >= start) & (r.last_token_s < end)
+    rest = np.maximum(r.output_tokens - 1, 0).astype(np.float64)
+    u_dec += np.bincount(user_code[l_in], weights=rest[l_in], minlength=n_users)
+    u_out += np.bincount(user_code[l_in], weights=rest[l_in], minlength=n_users)
+    u_out += np.bincount(user_code[f_in], minlength=n_users)
+    # prefill: uncached prompt tokens of requests whose first token came in the window
+    p_in = np.flatnonzero((r.first_token_s >= start) & (r.first_token_s < end))
+    u_pre = np.bincount(user_code[p_in], weights=_uncached_prompt(r, p_in), minlength=n_users)
+    return u_dec, u_out, u_pre
+
+
+def _itl(
+    r: RequestColumns, good: np.ndarray, user_code: np.ndarray, *, by_read: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+    """ITL samples of the ``good`` requests: (per-token gap, user, weight, chunks after the
+    first, of which arrived in the same read as the one before).
+
+    A chunk of k tokens arriving g after the previous one gives k gaps of g/k; the
+    extra tokens of the first chunk arrived with the first token (gaps of 0).
+    ``by_read``: chunks with the same timestamp (one socket read) count as one
+    arrival of their summed tokens, so coalesced chunks give no gaps of 0."""
+    lengths = np.diff(r.chunk_offsets)
+    first_chunk = np.zeros(len(r.chunk_times_s), dtype=bool)
+    first_chunk[r.chunk_offsets[:-1][lengths > 0]] = True
+    t, k = r.chunk_times_s, r.chunk_tokens
+    gap = np.empty_like(t)
+    gap[0:1] = 0.0
+    np.subtract(t[1:], t[:-1], out=gap[1:])
+    gap[first_chunk] = 0.0
+    mine = np.repeat(good, lengths)
+    later = mine & ~first_chunk
+    same = later & (gap == 0.0)
+    counts = (int(later.sum()), int(same.sum()))
+    chunk_user = np.repeat(user_code.astype(np.int32), lengths)
+    if by_read:  # one sample group per read: the chunks of a read are merged
+        starts = np.flatnonzero(~same | first_chunk) if len(t) else np.zeros(0, np.int64)
+        k = np.add.reduceat(k, starts) if len(starts) else k[:0]
+        gap, first_chunk = gap[starts], first_chunk[starts]
+        mine, chunk_user = mine[starts], chunk_user[starts]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_tok = gap / np.maximum(k, 1)
+    del gap
+    reps = np.maximum(k - first_chunk, 0)
+    keep = mine & (reps > 0) & np.isfinite(per_tok)
+    return per_tok[keep], chunk_user[keep], reps[keep], *counts
+
+
+def measure(run: RunData) -> Samples:
+    """Samples of every metric of one run (see the module docstring for the rules)."""
+    man = run.manifest
+    r = run.requests
+    window = steady_window(run)
+    start, end = window if window else (np.inf, -np.inf)
+    user_ids, user_code = np.unique(r.user, return_inverse=True)
+    user_code = user_code.reshape(-1)
+    n_users = len(user_ids)
+    lat = column_latencies(r)
+
+    in_win = (r.sent_s >= start) & (r.sent_s < end)
+    good = in_win & (r.status == "ok")
+    cut = in_win & (r.status == "incomplete")
+    values: dict[str, np.ndarray] = {}
+    groups: dict[str, np.ndarray] = {}
+
+    def put(name: str, v: np.ndarray, g: np.ndarray) -> None:
+        keep = np.isfinite(v)
+        values[name], groups[name] = v[keep], g[keep]
+
+    decoding = good | cut  # whose decode rate was measured (incomplete: until the cut)
+    for name in ("ttft", "ttft_due", "e2e"):
+        put(name, getattr(lat, name)[good], user_code[good])
+    put("tpot", lat.tpot[decoding], user_code[decoding])
+    put("schedule_lag", (r.sent_s - r.due_s)[in_win], user_code[in_win])
+    multi = decoding & (r.output_tokens >= 2) & np.isfinite(lat.decode_time)
+    tok = np.bincount(user_code[multi], weights=r.output_tokens[multi] - 1, minlength=n_users)
+    dt = np.bincount(user_code[multi], weights=lat.decode_time[multi], minlength=n_users)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_user = np.where(dt > 0, tok / dt, np.nan)
+    put("interactivity_user", per_user, np.arange(n_users))
+    weights: dict[str, np.ndarray] = {}
+    values["itl"], groups["itl"], weights["itl"], later, same = _itl(r, decoding, user_code)
+    values["itl_reads"], groups["itl_reads"], weights["itl_reads"], _, _ = _itl(
+        r, decoding, user_code, by_read=True)
+    put("session_latency", *_session_latency(run, user_code, start, end))
+
+    # incomplete requests: latencies are at least what they ran (right-censored)
+    drain_end = end + man.load.drain_s if window else np.inf
+    ran_until = _cut_time(r, drain_end)
+    no_first = cut & ~np.isfinite(r.first_token_s)
+    censored = {"ttft": (ran_until - r.sent_s)[no_first],
+                "ttft_due": (ran_until - r.due_s)[no_first],
+                "e2e": (ran_until - r.sent_s)[cut]}
+    censored_groups = {"ttft": user_code[no_first], "ttft_due": user_code[no_first],
+                       "e2e": user_code[cut]}
+    first_in = cut & np.isfinite(r.first_token_s)  # TTFT observed before the cut
+    for name in ("ttft", "ttft_due"):
+        values[name] = np.concatenate([values[name], getattr(lat, name)[first_in]])
+        groups[name] = np.concatenate([groups[name], user_code[first_in]])
+
+    u_dec, u_out, u_pre = _tokens_in_window(run, user_code, n_users, start, end)
+    win_idx = np.flatnonzero(in_win)
+    ok_win = np.flatnonzero(good)
+    expected = r.expected_cached_tokens[win_idx]
+    cached = r.cached_tokens[win_idx]
+    counters: dict[str, float | None] = {}
+    halves: list[dict[str, float | None]] = [{}, {}]
+    if window:
+        mid = (start + end) / 2.0
+        for name in COUNTERS:
+            counters[name] = counter_delta(run.metrics, name, start, end)
+            halves[0][name] = counter_delta(run.metrics, name, start, mid)
+            halves[1][name] = counter_delta(run.metrics, name, mid, end)
+    level = level_of(man)
+    return Samples(
+        label=man.label, runs=[man.run_id], model=man.model, users=man.load.users,
+        level=level, gpu_count=man.gpu_count, simulated=man.simulated,
+        incomplete=run.incomplete, reasons=[f"{man.run_id}: {x}" for x in run.reasons],
+        window_s=(end - start) if window else None,
+        values=values, groups=groups, weights=weights, censored=censored,
+        censored_groups=censored_groups, n_users=n_users,
+        user_run=np.zeros(n_users, dtype=np.int64),
+        user_decode_tokens=u_dec, user_output_tokens=u_out, user_prefill_tokens=u_pre,
+        req_status=r.status[win_idx], req_error_kind=r.error_kind[win_idx],
+        req_user=user_code[win_idx], req_ttft_due=lat.ttft_due[win_idx],
+        req_tpot=lat.tpot[win_idx], total_records=len(r),
+        output_mismatch=int((r.output_tokens[ok_win] != r.output_tokens_asked[ok_win]).sum()),
+        prompt_mismatch=int(((r.prompt_tokens_server[ok_win] >= 0)
+                             & (r.prompt_tokens_server[ok_win] != r.prompt_tokens[ok_win])).sum()),
+        prompt_tokens=int(r.prompt_tokens[win_idx].sum()),
+        expected_cached=int(expected[expected >= 0].sum()) if (expected >= 0).any() else None,
+        reported_cached=int(cached[cached >= 0].sum()) if (cached >= 0).any() else None,
+        counters=counters, half_counters=halves, chunks_after_first=later,
+        chunks_same_read=same,
+    )
+
+
+def _session_latency(
+    run: RunData, user_code: np.ndarray, start: float, end: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """First request sent to last token of each session, pauses included.
+
+    A session counts when its first main-agent request (turn 0) was sent in the
+    window, all its requests are ok, and its user went on to a later session
+    (so the session really ended rather than being cut by the window's end).
+    """
+    r = run.requests
+    if len(r) == 0:
+        return np.zeros(0), np.zeros(0, dtype=np.int64)
+    names: dict[object, int] = {}
+    sess = np.fromiter((names.setdefault(x, len(names)) for x in r.session),
+                       dtype=np.int64, count=len(r))
+    n_u, n_i = int(r.user.max()) + 1, int(r.session_instance.max()) + 1
+    if len(names) * n_u * n_i < 2**62:
+        combined = (sess * n_u + r.user) * n_i + r.session_instance
+        first_of, code = np.unique(combined, return_index=True, return_inverse=True)[1:]
+        uniq = np.stack([r.user, sess, r.session_instance], axis=1)[first_of]
+    else:  # pragma: no cover - astronomically many sessions
+        key = np.stack([r.user, sess, r.session_instance], axis=1)
+        uniq, code = np.unique(key, axis=0, return_inverse=True)
+    code = code.reshape(-1)
+    n = len(uniq)
+    first_sent = np.full(n, np.inf)
+    np.minimum.at(first_sent, code, r.sent_s)
+    last = np.full(n, -np.inf)
+    np.maximum.at(last, code, np.where(np.isfinite(r.last_token_s), r.last_token_s, np.inf))
+    bad = np.bincount(code, weights=(r.status != "ok"), minlength=n) > 0
+    is_start = (r.turn == 0) & np.array([a is None for a in r.agent], dtype=bool)
+    started = np.zeros(n, dtype=bool)
+    s_idx = np.flatnonzero(is_start & (r.sent_s >= start) & (r.sent_s < end))
+    started[code[s_idx]] = True
+    max_inst = np.full(int(user_code.max()) + 1, -1)
+    np.maximum.at(max_inst, user_code, r.session_instance)
+    sess_user = np.zeros(n, dtype=np.int64)
+    sess_user[code] = user_code
+    later = uniq[:, 2] < max_inst[sess_user]
+    keep = started & ~bad & later & np.isfinite(last)
+    return (last - first_sent)[keep], sess_user[keep]

@@ -1,0 +1,276 @@
+"""From samples to a run summary: distributions, counts, throughputs, SLO tiers."""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from analysis.metrics._samples import Samples
+from analysis.metrics._stats import Distribution, distribution, invert_distribution, metric_rng
+from analysis.metrics._tiers import TierShares, meets, tier_shares
+from analysis.schema import (
+    DEFAULT_MAX_FAILURE_SHARE,
+    DEFAULT_TIERS,
+    RESULT_FORMAT_VERSION,
+    LoadLevel,
+    SloTier,
+    Validity,
+)
+
+__all__ = [
+    "Goodput", "PrefixReuse", "RequestCounts", "RunSummary", "Speculation", "clusters_of",
+    "summarize",
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RequestCounts(_Model):
+    """Requests sent inside the steady window, each in exactly one outcome."""
+
+    total_records: int
+    in_window: int
+    ok: int
+    error: int
+    timeout: int
+    incomplete: int
+    """Still running when the drain ended (SLO misses)."""
+    cancelled: int
+    """Interrupted by the user (left out of the failure share)."""
+    by_error_kind: dict[str, int] = Field(default_factory=dict)
+    error_rate: float | None = None
+    timeout_rate: float | None = None
+    incomplete_rate: float | None = None
+    failure_share: float | None = None
+    """(errors + timeouts + incomplete) / (requests sent in the window - cancelled)."""
+    output_mismatch: int = 0
+    """ok requests whose output token count differs from the one asked for."""
+    prompt_mismatch: int = 0
+    """ok requests whose server-reported prompt tokens differ from the workload's
+    (chat mode: the template's tokens are counted in; a prompt shorter than them
+    cannot be exact)."""
+
+
+class Goodput(_Model):
+    """How a level fares against one SLO tier, over every request sent in the window
+    (failed and incomplete requests count as misses)."""
+
+    tier: SloTier
+    requests: float | None
+    """Share of requests that met both limits."""
+    users: float | None
+    """Share of users whose interactivity met the floor and of whose requests at
+    least 90% met the TTFT ceiling."""
+    ttft_share: float | None = None
+    """Share of requests whose TTFT from schedule met the ceiling."""
+    fast_share: float | None = None
+    """Share of requests whose interactivity (1/TPOT) met the floor."""
+    failure_share: float | None = None
+    meets: bool = False
+    """failure share <= the maximum, and at least 90% of requests met each limit
+    (i.e. P90 interactivity >= floor and P90 TTFT from schedule <= ceiling over
+    all requests sent)."""
+
+
+class PrefixReuse(_Model):
+    prompt_tokens: int
+    expected_cached_tokens: int | None
+    expected_share: float | None
+    """What an infinite cache could reuse, as the client predicted it."""
+    reported_cached_tokens: int | None
+    reported_share: float | None
+    """What the server said it reused (usage.prompt_tokens_details)."""
+    measured_hits: float | None
+    measured_queries: float | None
+    measured_share: float | None
+    """``prefix_cache_hits`` / ``prefix_cache_queries`` counter deltas over the window."""
+    measured_share_halves: tuple[float | None, float | None] = (None, None)
+    """The measured share in the first and the second half of the window."""
+
+
+class Speculation(_Model):
+    drafts: float | None
+    draft_tokens: float | None
+    accepted_tokens: float | None
+    acceptance_length: float | None
+    """1 + accepted / drafts over the window, measured; None without counters."""
+
+
+class RunSummary(_Model):
+    """Everything computed about one run (or pooled repeats of one arm and level)."""
+
+    format_version: int = RESULT_FORMAT_VERSION
+    kind: str = "agentreplay-summary"
+    label: str
+    runs: list[str]
+    model: str
+    users: int
+    level: LoadLevel | None = None
+    """What set the load (users, a session rate, a time scale)."""
+    gpu_count: int | None
+    simulated: bool
+    incomplete: bool
+    reasons: list[str] = Field(default_factory=list)
+    window_s: float | None
+    counts: RequestCounts
+    ttft: Distribution
+    ttft_due: Distribution
+    e2e: Distribution
+    tpot: Distribution
+    itl: Distribution
+    interactivity: Distribution
+    """Per request, 1/TPOT; pXX = 1 / pXX(TPOT) (P90 = the slow tail)."""
+    interactivity_user: Distribution
+    """Per user lane: sum(output - 1) / sum(decode time); P90 = 10th percentile."""
+    session_latency: Distribution
+    schedule_lag: Distribution
+    decode_tok_s: float | None
+    decode_tok_s_per_gpu: float | None
+    output_tok_s: float | None
+    prefill_tok_s: float | None
+    goodput: list[Goodput]
+    prefix: PrefixReuse
+    speculation: Speculation
+    itl_reads: Distribution | None = None
+    """ITL with the chunks of one socket read merged (no gaps of 0 from coalescing)."""
+    chunks_same_read_share: float | None = None
+    """Share of chunks (after each request's first) that arrived in the same read as
+    the one before: how much the client's reads coalesced the server's events."""
+    sim_lateness: float | None = None
+    """Simulated server only: delta(actual step seconds) / delta(modelled) - 1."""
+    validity: Validity | None = None
+
+
+def clusters_of(s: Samples) -> np.ndarray | None:
+    """The run of each user when the sample pools several runs, else None."""
+    return s.user_run if len(s.runs) > 1 else None
+
+
+def _rate(tokens: np.ndarray, window_s: float | None, n: int) -> float | None:
+    """Tokens per second of window; None (not 0) when no request was sent in it."""
+    if window_s is None or window_s <= 0 or n == 0:
+        return None
+    return float(tokens.sum() / window_s)
+
+
+def share(num: float | None, den: float | None) -> float | None:
+    """num / den; None when either is unknown or den is not positive (never 0 or NaN)."""
+    if num is None or den is None or den <= 0:
+        return None
+    return float(num / den)
+
+
+def _counts(s: Samples) -> RequestCounts:
+    status = s.req_status
+    n = len(status)
+    per = {k: int((status == k).sum()) for k in ("ok", "error", "timeout", "incomplete",
+                                                  "cancelled")}
+    kinds: dict[str, int] = {}
+    failed = status != "ok"
+    if failed.any():
+        labels = [k if k is not None else st for k, st in
+                  zip(s.req_error_kind[failed], status[failed], strict=True)]
+        u, c = np.unique(np.array(labels, dtype=str), return_counts=True)
+        kinds = {str(a): int(b) for a, b in zip(u, c, strict=True)}
+    fails = per["error"] + per["timeout"] + per["incomplete"]
+    return RequestCounts(
+        total_records=s.total_records, in_window=n, **per, by_error_kind=kinds,
+        error_rate=share(per["error"], n), timeout_rate=share(per["timeout"], n),
+        incomplete_rate=share(per["incomplete"], n),
+        failure_share=share(fails, n - per["cancelled"]), output_mismatch=s.output_mismatch,
+        prompt_mismatch=s.prompt_mismatch,
+    )
+
+
+def _goodput(s: Samples, tier: SloTier, shares: TierShares, max_failure: float) -> Goodput:
+    """The tier's shares at their point values (see ``TierShares``)."""
+    if shares.sent.sum() == 0:
+        return Goodput(tier=tier, requests=None, users=None)
+    ones = np.ones((1, len(shares.sent)))
+    fail, ttft_ok, fast = (float(x[0]) for x in shares.replicate(ones))
+    meets_both = float(shares.both.sum() / shares.sent.sum())
+    user_rate = np.full(s.n_users, np.nan)
+    user_rate[s.groups["interactivity_user"]] = s.values["interactivity_user"]
+    present = shares.sent > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        user_ok = present & (np.isnan(user_rate) | (user_rate >= tier.floor_tok_s)) \
+            & (shares.ttft_ok / shares.sent >= 0.9)
+    return Goodput(
+        tier=tier, requests=meets_both, users=float(user_ok.sum() / present.sum()),
+        ttft_share=ttft_ok, fast_share=fast, failure_share=fail,
+        meets=bool(meets(fail, ttft_ok, fast, max_failure)),
+    )
+
+
+def summarize(
+    s: Samples, *, seed: int = 0, tiers: tuple[SloTier, ...] = DEFAULT_TIERS,
+    bootstrap: bool = True, max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE,
+) -> RunSummary:
+    """The summary of a (pooled) sample, with bootstrap intervals resampling users
+    (and runs first, when several are pooled)."""
+    clusters = clusters_of(s)
+
+    def dist(name: str, unit: str, higher: bool = False) -> Distribution:
+        rng = metric_rng(seed, name) if bootstrap else None
+        v, g = s.values[name], s.groups[name]
+        cens = None
+        if name in s.censored and len(s.censored[name]):
+            v = np.concatenate([v, s.censored[name]])
+            g = np.concatenate([g, s.censored_groups[name]])
+            cens = np.arange(len(v)) >= len(s.values[name])
+        return distribution(v, g, unit=unit, higher_is_better=higher, rng=rng,
+                            weights=s.weights.get(name), censored=cens, clusters=clusters)
+
+    tpot = dist("tpot", "s")
+    with np.errstate(divide="ignore"):
+        rates = 1.0 / s.values["tpot"]
+    rates = rates[np.isfinite(rates)]
+    inter = invert_distribution(tpot, unit="tok/s",
+                                mean=float(rates.mean()) if len(rates) else None)
+    counts = _counts(s)
+    sent = counts.in_window
+    decode = _rate(s.user_decode_tokens, s.window_s, sent)
+    c = s.counters
+    hits, queries = c.get("prefix_cache_hits_total"), c.get("prefix_cache_queries_total")
+    drafts = c.get("spec_decode_num_drafts_total")
+    accepted = c.get("spec_decode_num_accepted_tokens_total")
+    actual = c.get("vllm_sim:engine_step_actual_seconds_total")
+    model = c.get("vllm_sim:engine_step_model_seconds_total")
+    halves = [share(h.get("prefix_cache_hits_total"), h.get("prefix_cache_queries_total"))
+              for h in s.half_counters[:2]] + [None, None]
+    return RunSummary(
+        label=s.label, runs=s.runs, model=s.model, users=s.users, level=s.level,
+        gpu_count=s.gpu_count, simulated=s.simulated, incomplete=s.incomplete,
+        reasons=s.reasons, window_s=s.window_s, counts=counts,
+        ttft=dist("ttft", "s"), ttft_due=dist("ttft_due", "s"), e2e=dist("e2e", "s"),
+        tpot=tpot, itl=dist("itl", "s"), interactivity=inter,
+        interactivity_user=dist("interactivity_user", "tok/s", higher=True),
+        session_latency=dist("session_latency", "s"),
+        schedule_lag=dist("schedule_lag", "s"),
+        decode_tok_s=decode,
+        decode_tok_s_per_gpu=(decode / s.gpu_count) if decode is not None and s.gpu_count
+        else None,
+        output_tok_s=_rate(s.user_output_tokens, s.window_s, sent),
+        prefill_tok_s=_rate(s.user_prefill_tokens, s.window_s, sent),
+        goodput=[_goodput(s, t, tier_shares(s, t), max_failure_share) for t in tiers],
+        prefix=PrefixReuse(
+            prompt_tokens=s.prompt_tokens, expected_cached_tokens=s.expected_cached,
+            expected_share=share(s.expected_cached, s.prompt_tokens),
+            reported_cached_tokens=s.reported_cached,
+            reported_share=share(s.reported_cached, s.prompt_tokens),
+            measured_hits=hits, measured_queries=queries,
+            measured_share=share(hits, queries),
+            measured_share_halves=(halves[0], halves[1]),
+        ),
+        speculation=Speculation(
+            drafts=drafts, draft_tokens=c.get("spec_decode_num_draft_tokens_total"),
+            accepted_tokens=accepted,
+            acceptance_length=(1.0 + accepted / drafts)
+            if drafts and accepted is not None and drafts > 0 else None,
+        ),
+        itl_reads=dist("itl_reads", "s"),
+        chunks_same_read_share=share(s.chunks_same_read, s.chunks_after_first),
+        sim_lateness=(actual / model - 1.0) if actual is not None and model else None,
+    )

@@ -1,0 +1,68 @@
+"""Whether a level meets an SLO tier, as per-user counts a bootstrap can resample.
+
+Over every request sent in the window (cancelled ones aside), a failed or
+incomplete request misses both limits. A level meets a tier when its failure
+share is at most the maximum and at least 90% of its requests met each limit:
+the same as P90 interactivity >= floor and P90 TTFT from schedule <= ceiling
+over all requests sent. Per-user counts make each statistic a ratio of sums, so
+a bootstrap replicate (how often each user was drawn) costs one product.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from analysis.metrics._samples import Samples
+from analysis.schema import SloTier
+
+__all__ = ["TIER_QUANTILE", "TierShares", "tier_shares"]
+
+TIER_QUANTILE = 0.9
+"""Share of requests that must meet each limit (the tiers are P90 criteria)."""
+
+
+@dataclass(frozen=True)
+class TierShares:
+    """Per user: requests sent (cancelled aside), failed, meeting the TTFT
+    ceiling, meeting the interactivity floor, meeting both."""
+
+    sent: np.ndarray
+    failed: np.ndarray
+    ttft_ok: np.ndarray
+    fast: np.ndarray
+    both: np.ndarray
+
+    def replicate(self, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(failure share, TTFT share, interactivity share) per row of ``counts``
+        (how often each user is drawn); NaN where a row drew no request."""
+        sent = counts @ self.sent
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (counts @ self.failed / sent, counts @ self.ttft_ok / sent,
+                    counts @ self.fast / sent)
+
+
+def tier_shares(s: Samples, tier: SloTier) -> TierShares:
+    """The tier's per-user counts for a (pooled) sample."""
+    st = s.req_status
+    counted = st != "cancelled"
+    ok = st == "ok"
+    failed = counted & ~ok
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fast = ok & (np.isnan(s.req_tpot) | (1.0 / s.req_tpot >= tier.floor_tok_s))
+    ttft_ok = ok & (s.req_ttft_due <= tier.ttft_s)
+
+    def per_user(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(s.req_user[mask], minlength=s.n_users).astype(np.float64)
+
+    return TierShares(sent=per_user(counted), failed=per_user(failed),
+                      ttft_ok=per_user(ttft_ok), fast=per_user(fast),
+                      both=per_user(ttft_ok & fast))
+
+
+def meets(fail: np.ndarray | float, ttft: np.ndarray | float, fast: np.ndarray | float,
+          max_failure: float) -> np.ndarray:
+    """Elementwise: the tier is met (NaN shares fail)."""
+    return np.asarray((np.asarray(fail) <= max_failure) & (np.asarray(ttft) >= TIER_QUANTILE)
+                      & (np.asarray(fast) >= TIER_QUANTILE))

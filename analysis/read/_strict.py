@@ -1,0 +1,256 @@
+"""The strict reader of ``requests.jsonl``: slow, but it names the line and field.
+
+Lines are parsed with orjson in batches; required keys and value types are
+checked per column (one pass of ``type()`` over a column), and only a batch
+that fails the cheap check is walked record by record to find the first bad
+value. ``read_run`` uses pyarrow first (``_read_arrow``) and comes here only
+when that path refuses the file, so a bad file is always reported exactly.
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import itertools
+from collections.abc import Iterator, Sequence
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+import orjson
+
+from analysis.schema import (
+    CODE_INDEX,
+    CODE_LABELS,
+    CODED,
+    COLUMN_KIND,
+    DEFAULTS,
+    FIELDS,
+    INT,
+    KNOWN,
+    NONNEGATIVE,
+    NUM,
+    REQUIRED,
+    RequestColumns,
+    ResultError,
+)
+
+__all__ = ["empty_columns", "strict_columns"]
+
+_Rec = dict[str, Any]
+
+_BATCH_LINES = 20_000
+_INT64 = (-(2**63), 2**63 - 1)
+_RANGE = range(_INT64[0], _INT64[1] + 1)
+
+
+def empty_columns() -> RequestColumns:
+    """Columns of no records."""
+    return _columns_from_batch([], "", 0)
+
+
+def strict_columns(data: bytes, path: str) -> RequestColumns:
+    """Columns of every record in ``data``; raises ResultError naming the first bad
+    line and field. Blank lines are skipped (and counted)."""
+    # parsed records hold no cycles: the cyclic GC would only rescan them again and
+    # again as they pile up (it more than doubles the time of ``orjson.loads``)
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        parts = [_batch_or_locate(values, numbers, path)
+                 for values, numbers in _batches(data, path)]
+    finally:
+        if gc_was_on:
+            gc.enable()
+    parts = [p for p in parts if len(p)]
+    return RequestColumns.concat(parts) if parts else empty_columns()
+
+
+def _batches(data: bytes, path: str) -> Iterator[tuple[list[_Rec], list[int]]]:
+    """(parsed records, their line numbers) per batch of lines."""
+    lines = enumerate(io.BytesIO(data), start=1)
+    while batch := list(itertools.islice(lines, _BATCH_LINES)):
+        values, numbers = [], []
+        for lineno, raw in batch:
+            if not raw.strip():
+                continue
+            try:
+                values.append(orjson.loads(raw))
+            except orjson.JSONDecodeError:
+                raise ResultError("not valid JSON", file=path, line=lineno) from None
+            numbers.append(lineno)
+        yield values, numbers
+
+
+def _check_types(
+    column: list[Any], name: str, allowed: tuple[type, ...], nullable: bool
+) -> int | None:
+    """Index of the first value of the wrong type, or None (fast path: a set of types)."""
+    kinds = set(map(type, column))
+    ok = set(allowed) | ({type(None)} if nullable else set())
+    if kinds <= ok:
+        return None
+    for i, v in enumerate(column):
+        if type(v) not in ok:
+            return i
+    return None  # pragma: no cover
+
+
+def _type_name(allowed: tuple[type, ...], nullable: bool) -> str:
+    names = {int: "integer", float: "number", str: "string"}
+    shown = [t for t in allowed if not (t is int and float in allowed)]
+    text = " or ".join(names[t] for t in shown)
+    return text + (" or null" if nullable else "")
+
+
+def _split_layouts(
+    batch: list[_Rec], keys_of: list[tuple[str, ...]], layouts: set[tuple[str, ...]]
+) -> list[tuple[set[str], np.ndarray, tuple[_Rec, ...]]]:
+    """(keys, record indices, records) per key layout, so that each field is read
+    with one ``itemgetter`` pass per layout instead of a ``.get`` per record."""
+    index = {k: i for i, k in enumerate(layouts)}
+    codes = np.fromiter(map(index.__getitem__, keys_of), dtype=np.int64, count=len(batch))
+    out = []
+    for k, i in index.items():
+        idx = np.flatnonzero(codes == i)
+        sub = itemgetter(*idx)(batch) if len(idx) > 1 else (batch[int(idx[0])],)
+        out.append((set(k), idx, sub))
+    return out
+
+
+def _columns_from_batch(batch: list[_Rec], path: str, first_line: int) -> RequestColumns:
+    """Columns of one batch of parsed records; raises ResultError naming line and field."""
+
+    def fail(i: int, name: str, message: str) -> ResultError:
+        return ResultError(message, file=path, line=first_line + i, field=name)
+
+    if set(map(type, batch)) - {dict}:
+        i = next(i for i, rec in enumerate(batch) if type(rec) is not dict)
+        raise fail(i, "", "expected a JSON object")
+    # records written by one writer share a few key layouts: check each layout once
+    keys_of = list(map(tuple, batch))
+    layouts = set(keys_of)
+    present: set[str] = set()
+    everywhere: set[str] | None = None
+    for keys in layouts:
+        ks = set(keys)
+        present |= ks
+        everywhere = ks if everywhere is None else everywhere & ks
+        if not (REQUIRED <= ks and ks <= KNOWN):
+            for i, rec in enumerate(batch):
+                missing = sorted(REQUIRED - rec.keys())
+                if missing:
+                    raise fail(i, missing[0], "required field missing")
+                extra = sorted(rec.keys() - KNOWN)
+                if extra:
+                    raise fail(i, extra[0], "unknown field")
+    n = len(batch)
+    by_layout = _split_layouts(batch, keys_of, layouts) if len(layouts) > 1 else None
+
+    def gather(name: str, default: object) -> list[Any]:
+        """The field of every record, ``default`` where absent (per layout, no .get)."""
+        if by_layout is None:
+            if name in present:
+                return list(map(itemgetter(name), batch))
+            return [default] * n
+        out = np.empty(n, dtype=object)
+        for ks, idx, sub in by_layout:
+            if name in ks:
+                out[idx] = np.fromiter(map(itemgetter(name), sub), dtype=object, count=len(idx))
+            else:
+                out[idx] = np.fromiter(itertools.repeat(default, len(idx)), dtype=object,
+                                       count=len(idx))
+        return out.tolist()
+
+    cols: dict[str, list[Any]] = {}
+    for name, (allowed, required, nullable) in FIELDS.items():
+        if name not in present:
+            cols[name] = [DEFAULTS.get(name)] * n  # n == 0 for required fields
+            continue
+        if required or name in (everywhere or ()):
+            col = list(map(itemgetter(name), batch))  # a KeyError is impossible here
+        else:
+            col = gather(name, DEFAULTS[name])
+        if not (required or nullable) and None in col:  # null means absent: the default
+            col = [DEFAULTS[name] if v is None else v for v in col]
+        bad = _check_types(col, name, allowed, nullable)  # type() rejects bools
+        if bad is not None:
+            raise fail(bad, name, f"expected {_type_name(allowed, nullable)}, got {col[bad]!r}")
+        if allowed is INT and col:
+            ints = [v for v in col if v is not None] if nullable else col
+            if ints and (min(ints) < _INT64[0] or max(ints) > _INT64[1]):
+                i = next(i for i, v in enumerate(col) if v is not None and v not in _RANGE)
+                raise fail(i, name, f"out of range (64-bit integer), got {col[i]!r}")
+        cols[name] = col
+    for name, allowed_set in CODED.items():
+        if not set(cols[name]) <= set(allowed_set):
+            i = next(i for i, v in enumerate(cols[name]) if v not in allowed_set)
+            raise fail(i, name, f"expected one of {', '.join(allowed_set)}, got {cols[name][i]!r}")
+    for name in NONNEGATIVE:
+        if batch and min(cols[name]) < 0:
+            i = next(i for i, v in enumerate(cols[name]) if v < 0)
+            raise fail(i, name, "must be >= 0")
+
+    empty: list[Any] = []
+    times = gather("chunk_times_s", empty) if "chunk_times_s" in present else [empty] * n
+    toks = gather("chunk_tokens", empty) if "chunk_tokens" in present else [empty] * n
+    if set(map(type, times)) - {list}:
+        times = [[] if v is None else v for v in times]
+    if set(map(type, toks)) - {list}:
+        toks = [[] if v is None else v for v in toks]
+    flats: dict[str, list[Any]] = {}
+    for name, lists, allowed in (("chunk_times_s", times, NUM), ("chunk_tokens", toks, INT)):
+        if set(map(type, lists)) - {list}:
+            i = next(i for i, v in enumerate(lists) if type(v) is not list)
+            raise fail(i, name, "expected a list")
+        flat = list(itertools.chain.from_iterable(lists))
+        if _check_types(flat, name, allowed, False) is not None:
+            for i, lst in enumerate(lists):
+                if _check_types(lst, name, allowed, False) is not None:
+                    raise fail(i, name, f"expected a list of {_type_name(allowed, False)}s")
+        if allowed is INT and flat and (min(flat) < _INT64[0] or max(flat) > _INT64[1]):
+            i = next(i for i, lst in enumerate(lists) if any(v not in _RANGE for v in lst))
+            raise fail(i, name, "out of range (64-bit integer)")
+        flats[name] = flat
+    n_times = np.fromiter(map(len, times), dtype=np.int64, count=len(batch))
+    n_toks = np.fromiter(map(len, toks), dtype=np.int64, count=len(batch))
+    if not np.array_equal(n_times, n_toks):
+        i = int(np.flatnonzero(n_times != n_toks)[0])
+        raise fail(i, "chunk_tokens", "must have as many entries as chunk_times_s")
+    total = int(n_times.sum())
+
+    out: dict[str, np.ndarray] = {}
+    for name, kind in COLUMN_KIND.items():
+        if kind == "coded":
+            codes = np.fromiter(map(CODE_INDEX[name].__getitem__, cols[name]), dtype=np.intp,
+                                count=n)
+            out[name] = CODE_LABELS[name][codes]
+        elif kind == "text":
+            arr = np.empty(n, dtype=object)
+            arr[:] = cols[name]
+            out[name] = arr
+        elif kind == "count":  # None -> -1
+            a = np.array(cols[name], dtype=np.float64)
+            out[name] = np.where(np.isnan(a), -1, a).astype(np.int64)
+        else:  # time: None -> NaN
+            out[name] = np.array(cols[name], dtype=np.float64)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(n_times, out=offsets[1:])
+    return RequestColumns(
+        **out, chunk_offsets=offsets,
+        chunk_times_s=np.fromiter(flats["chunk_times_s"], dtype=np.float64, count=total),
+        chunk_tokens=np.fromiter(flats["chunk_tokens"], dtype=np.int64, count=total),
+    )
+
+
+def _batch_or_locate(batch: list[_Rec], lines: Sequence[int], path: str) -> RequestColumns:
+    """Columns of a batch; on error, re-raise with the file's line number (blank
+    lines make batch index and line number differ)."""
+    try:
+        return _columns_from_batch(batch, path, 0)
+    except ResultError as exc:
+        idx = exc.line or 0
+        raise ResultError(exc.message, file=path or None, line=lines[idx],
+                          field=exc.field) from None
+
+

@@ -1,0 +1,99 @@
+"""What a report writes next to itself, as texts: the HTML, summary.json, levels.csv,
+requests.csv and summary.schema.json; and the reviewed extras read from a
+comparison directory (the experiment file it was run from, an SLO search).
+
+Nothing here writes a file: callers (the CLI, the comparison driver) write the
+returned texts, so every writer produces the same set.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from analysis.judge import Comparison
+from analysis.read import RunData
+from analysis.report._export import requests_csv
+from analysis.report._export_levels import levels_csv, summary_schema
+from analysis.report._report import render_report
+
+__all__ = ["EXPERIMENT_FILE", "SEARCH_FILE", "read_extras", "report_bundle"]
+
+EXPERIMENT_FILE = "experiment.toml"
+"""The experiment a comparison was run from, stored in its directory."""
+SEARCH_FILE = "search.json"
+"""An SLO search's brackets and evidence, stored in its directory."""
+
+
+def _bracket(lo: object, hi: object) -> str:
+    """[largest met, smallest failed] as text; an open side says so."""
+    if lo is None and hi is None:
+        return "n/a"
+    if hi is None:
+        return f"{lo} \u2013 (none failed)"
+    if lo is None:
+        return f"(none met) \u2013 {hi}"
+    return f"{lo} \u2013 {hi}"
+
+
+def _search_section(data: Any) -> dict[str, Any]:
+    rows = []
+    for r in data.get("results", []):
+        lo, hi = r.get("bracket") or (None, None)
+        runs = r.get("evidence", [])
+        rows.append([r.get("arm", ""), r.get("tier", ""), r.get("answer", ""),
+                     _bracket(lo, hi),
+                     r.get("how", ""),
+                     "; ".join(f"{e.get('users')}: {e.get('verdict')}" for e in runs)])
+    return {
+        "title": "SLO search",
+        "intro": data.get("summary", "Largest user count meeting each tier, found by "
+                          "bracketing and bisection over short runs."),
+        "table": {"columns": ["arm", "tier", "largest load meeting the tier", "bracket",
+                              "how", "evidence (load: verdict)"], "rows": rows},
+    }
+
+
+def read_extras(directory: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """Sections for the report from files in a comparison directory (empty when none)."""
+    root = Path(directory)
+    extras: dict[str, dict[str, Any]] = {}
+    search = root / SEARCH_FILE
+    if search.is_file():
+        try:
+            extras["search"] = _search_section(orjson.loads(search.read_bytes()))
+        except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
+            extras["search"] = {"title": "SLO search",
+                                "intro": f"{SEARCH_FILE} is unreadable; not shown."}
+    exp = root / EXPERIMENT_FILE
+    if exp.is_file():
+        extras["experiment"] = {
+            "title": "Experiment file",
+            "intro": f"This comparison ran from {EXPERIMENT_FILE} (stored with the results); "
+                     f"rerun it with: agentreplay compare --config {EXPERIMENT_FILE}",
+            "pre": exp.read_text(encoding="utf-8", errors="replace")[:20000],
+        }
+    return extras
+
+
+def report_bundle(
+    comparison: Comparison, runs: Sequence[RunData], *, charts: bool = True,
+    extras: Mapping[str, Any] | None = None, names: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """File name -> text for the report and its data files (names overridable by kind:
+    ``report``, ``summary``, ``levels``, ``requests``, ``schema``)."""
+    n = {"report": "report.html", "summary": "summary.json", "levels": "levels.csv",
+         "requests": "requests.csv", "schema": "summary.schema.json", **(names or {})}
+    data = [n["summary"], n["levels"], n["requests"], n["schema"]]
+    return {
+        n["report"]: render_report(comparison, runs, charts=charts, data_files=data,
+                                   extra_sections=extras),
+        n["summary"]: comparison.model_dump_json(indent=2),
+        n["levels"]: levels_csv(comparison),
+        n["requests"]: requests_csv(runs),
+        n["schema"]: summary_schema(),
+    }

@@ -1,0 +1,239 @@
+"""The decision block at the top of a report: title, validity, summary and capacity tables.
+
+Presentation only: every number comes from the ``Comparison`` (analysis owns
+the numbers); this module picks the few a reviewer decides on and lays them
+out per level and per tier, with intervals and the arms' ratios. Fields that
+an older ``summary.json`` lacks are shown as n/a, never computed here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from analysis.judge import Comparison, Level, Ratio
+from analysis.metrics import RunSummary
+from analysis.read import RunData
+from analysis.report._format import fmt, fmt_ci, fmt_num, fmt_share
+
+__all__ = [
+    "SUMMARY_METRICS",
+    "dist_text",
+    "capacity_view",
+    "report_title",
+    "summary_view",
+    "validity_view",
+    "verdict_text",
+]
+
+SUMMARY_METRICS: tuple[tuple[str, str, str, str], ...] = (
+    ("interactivity.p90", "P90 interactivity", "tok/s/user", "higher is better"),
+    ("ttft.p90", "P90 TTFT", "s", "lower is better"),
+    ("decode_tok_s_per_gpu", "decode tok/s per GPU", "tok/s/GPU", "higher is better"),
+    ("failure_share", "failure share", "of requests sent", "errors + timeouts + incomplete"),
+)
+"""(key, column title, unit, note) of the summary table."""
+
+
+def _cell(value: str, ci: str = "", cls: str = "") -> dict[str, str]:
+    return {"value": value, "ci": ci, "cls": cls}
+
+
+def failure_share(s: RunSummary) -> float | None:
+    """The summary's failure share; from the counts when the summary predates the field."""
+    share = getattr(s.counts, "failure_share", None)
+    if share is not None:
+        return float(share)
+    n = s.counts.in_window - getattr(s.counts, "cancelled", 0)
+    return None if n <= 0 else (n - s.counts.ok) / n
+
+
+def summary_cell(s: RunSummary, key: str) -> dict[str, str]:
+    """One summary-table cell (value, interval) of ``metric.stat``, a rate or failure share."""
+    if key == "failure_share":
+        ci = getattr(s.counts, "failure_share_ci", None)
+        return _cell(fmt_share(failure_share(s)), fmt_ci(ci, "share"))
+    head, _, stat = key.partition(".")
+    if stat:
+        d = getattr(s, head)
+        return _cell(dist_text(d, stat, head), fmt_ci(d.ci(stat), d.unit, head))
+    value = getattr(s, head)
+    if head == "decode_tok_s_per_gpu" and value is None and s.decode_tok_s is not None:
+        return _cell(fmt_num(s.decode_tok_s, 1), "total: GPU count unknown")
+    return _cell(fmt_num(value, 1), fmt_ci(getattr(s, f"{head}_ci", None), "tok/s"))
+
+
+def dist_text(d: Any, stat: str, quantity: str) -> str:
+    """A distribution's statistic, marked as a bound when censored requests (cut at the
+    drain's end) can still move it: "≥" for a latency, "≤" for a rate (interactivity)."""
+    text = fmt(d.value(stat), d.unit, quantity)
+    if stat in (getattr(d, "bounds", None) or []) and text != "n/a":
+        text = ("\u2264 " if d.higher_is_better else "\u2265 ") + text
+    return text
+
+
+def ratio_cell(r: Ratio | None) -> dict[str, str]:
+    if r is None or r.ratio is None:
+        return _cell("")
+    established = getattr(r, "established", r.sure)
+    cls = ("better" if r.better else "worse") if established else "unsure"
+    ci = fmt_ci(r.ci, "x")
+    if r.sure and not established:
+        ci += " not established"
+    return _cell(f"{r.ratio:.2f}x", ci, cls)
+
+
+def level_label(lv: Level | RunSummary) -> str:
+    """What set the load of a level: its own label when analysis gives one, else users."""
+    summ = lv if isinstance(lv, RunSummary) else next(iter(lv.arms.values()), None)
+    label = getattr(lv, "label", "") or (getattr(summ, "level", "") if summ else "")
+    if label:
+        return str(label)
+    return f"{lv.users} user" if lv.users == 1 else f"{lv.users} users"
+
+
+def summary_view(c: Comparison) -> dict[str, Any]:
+    """Rows per level: one per arm, then one ratio row per other arm (other / baseline)."""
+    rows: list[dict[str, Any]] = []
+    for lv in c.levels:
+        arms = [a for a in c.arms if a in lv.arms]
+        others = [o for o in c.arms[1:] if o in lv.ratios]
+        span = len(arms) + len(others)
+        first = True
+        for a in arms:
+            rows.append({"level": level_label(lv), "span": span if first else 0, "arm": a,
+                         "ratio": False,
+                         "cells": [summary_cell(lv.arms[a], k) for k, *_ in SUMMARY_METRICS]})
+            first = False
+        for o in others:
+            by = {r.metric: r for r in lv.ratios.get(o, [])}
+            rows.append({"level": level_label(lv), "span": 0, "arm": f"{o} / {c.baseline}",
+                         "ratio": True,
+                         "cells": [ratio_cell(by.get(k)) for k, *_ in SUMMARY_METRICS]})
+    return {"columns": [(t, u, n) for _k, t, u, n in SUMMARY_METRICS], "rows": rows}
+
+
+def _users_text(row: Any) -> str:
+    if row.users is None:
+        return "none"
+    prefix = "\u2265 " if row.how == "at least" else ""
+    return prefix + fmt_num(row.users, 1)
+
+
+def capacity_view(c: Comparison) -> dict[str, Any]:
+    """One row per tier: each arm's capacity (with interval and how), then the arms' ratio."""
+    tiers: dict[str, dict[str, Any]] = {}
+    unit = "users"
+    for r in c.capacity:
+        kind = getattr(r, "load_kind", "users")
+        unit = {"rate": "sessions/s", "timestamps": "time scale"}.get(kind, "users")
+        t = tiers.setdefault(r.tier.label, {"tier": r.tier.label, "arms": {}})
+        t["arms"][r.arm] = {
+            "users": _users_text(r),
+            "ci": "" if r.how == "at least" else fmt_ci(getattr(r, "ci", None), "num"),
+            "how": r.how, "per_gpu": fmt_num(r.users_per_gpu, 2),
+            "decode": fmt_num(r.decode_tok_s_per_gpu, 1), "row": r,
+        }
+    rows = []
+    for label, t in tiers.items():
+        cells = [_capacity_ratio(t["arms"].get(c.baseline), t["arms"].get(o))
+                 for o in c.arms[1:]]
+        rows.append({"tier": label, "arms": [t["arms"].get(a) for a in c.arms],
+                     "ratios": cells})
+    return {"arms": c.arms, "others": c.arms[1:], "rows": rows, "unit": unit}
+
+
+def _capacity_ratio(base: Any, other: Any) -> dict[str, str]:
+    """The arms' capacity ratio as analysis computed it, else the point ratio (no interval)."""
+    if base is None or other is None:
+        return _cell("")
+    b, o = base["row"], other["row"]
+    given = getattr(o, "ratio", None)
+    if b.users is None or o.users is None or b.users <= 0:
+        return _cell("n/a")
+    b_open, o_open = b.how == "at least", o.how == "at least"
+    if b_open and o_open:
+        return _cell("unknown", "both met the tier at every level measured")
+    value = given if given is not None else o.users / b.users
+    text = f"{value:.2f}x"
+    if o_open:
+        text = "\u2265 " + text
+    elif b_open:
+        text = "\u2264 " + text
+    ci = getattr(o, "ratio_ci", None)
+    return _cell(text, fmt_ci(ci, "x") if ci else "point ratio, no interval")
+
+
+def validity_view(c: Comparison, runs: Sequence[RunData]) -> dict[str, Any]:
+    """The comparison's validity (or, where it has none, its runs' stamps merged)."""
+    v = getattr(c, "validity", None)
+    reasons: list[dict[str, str]] = []
+    if v is not None:
+        verdict = v.verdict
+        reasons = [{"severity": r.severity, "code": r.code, "message": r.message, "run": ""}
+                   for r in v.reasons]
+    else:
+        stamps = [(r.manifest.run_id, getattr(r.manifest, "validity", None)) for r in runs]
+        known = [(rid, s) for rid, s in stamps if s is not None]
+        if not known:
+            return {"verdict": "not assessed", "cls": "unknown", "reasons": [],
+                    "note": "these runs carry no validity stamp (written by an older version)"}
+        order = {"valid": 0, "caveats": 1, "invalid": 2}
+        verdict = max((s.verdict for _, s in known), key=lambda x: order.get(x, 0))
+        reasons = [{"severity": r.severity, "code": r.code, "message": r.message, "run": rid}
+                   for rid, s in known for r in s.reasons]
+    cls = {"valid": "valid", "caveats": "caveats", "invalid": "invalid"}.get(verdict, "unknown")
+    return {"verdict": verdict, "cls": cls, "reasons": reasons, "note": "",
+            "groups": _groups(reasons)}
+
+
+def _groups(reasons: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """Reasons grouped by check (invalid first): one line each on the first screen."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in reasons:
+        g = groups.setdefault((r["severity"], r["code"]), {
+            "severity": r["severity"], "code": r["code"], "count": 0, "example": r["message"]})
+        g["count"] += 1
+    return sorted(groups.values(), key=lambda g: (g["severity"] != "invalid", -g["count"]))
+
+
+def _host(target: str) -> str:
+    try:
+        parts = urlsplit(target)
+    except ValueError:
+        return target
+    return parts.netloc.rpartition("@")[2] or target
+
+
+def report_title(c: Comparison, runs: Sequence[RunData]) -> str:
+    """A title that is never empty: the arms, else the run's label, target or workload."""
+    if len(c.arms) > 1:
+        return f"{' vs '.join(c.arms[1:])} vs {c.baseline} (baseline)"
+    m = runs[0].manifest
+    name = c.arms[0] or _host(m.target) or m.workload.source or m.run_id
+    if not c.arms[0] and m.workload.source:
+        name = f"{_host(m.target)} \u2013 {m.workload.source}"
+    return f"run report: {name}"
+
+
+def verdict_text(c: Comparison) -> str:
+    """The comparison's verdict; for one arm, what the run measured at each level."""
+    if len(c.arms) > 1:
+        return c.verdict
+    parts = []
+    for lv in c.levels:
+        s = lv.arms[c.arms[0]]
+        d = s.interactivity
+        inter = dist_text(d, "p90", "interactivity")
+        parts.append(
+            f"{level_label(lv)}: P90 interactivity "
+            f"{inter + ' tok/s/user' if inter != 'n/a' else 'n/a'}, "
+            f"P90 TTFT {dist_text(s.ttft, 'p90', 'ttft')}, failure share "
+            f"{fmt_share(failure_share(s))}")
+    met = [f"{r.tier.label}: {_users_text(r)} {'users' if r.users != 1 else 'user'}"
+           for r in c.capacity if r.users is not None]
+    text = "; ".join(parts) + "."
+    if met:
+        text += " Capacity: " + "; ".join(met) + "."
+    return text

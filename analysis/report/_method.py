@@ -1,0 +1,75 @@
+"""The rules behind the numbers, as the report's methodology section states them.
+
+Written next to the code that applies them (``_measure``, ``_tiers``,
+``_capacity``, ``_comparison``, ``_validity``); the thresholds are read from
+``Rules``, so the text always shows the values that were applied.
+"""
+
+from __future__ import annotations
+
+from analysis.judge import DEFAULT_RULES, Rules
+
+__all__ = ["method_rules"]
+
+
+def method_rules(rules: Rules = DEFAULT_RULES) -> tuple[str, ...]:
+    """One sentence per rule: accounting, censoring, throughput, tiers, capacity,
+    evidence and validity."""
+    r = rules
+    return (
+        "Accounting: every request sent inside the steady window (warmup and drain excluded) "
+        "ends in exactly one outcome: ok, an error kind, timeout, incomplete (still running "
+        "when the drain ended) or cancelled (interrupted by the user). All appear in the "
+        "counts; the failure share is (errors + timeouts + incomplete) / (requests sent - "
+        "cancelled).",
+        "Latency percentiles come from ok requests plus the incomplete ones, which are "
+        "right-censored: their TTFT (when no token came) and E2E are at least the time they "
+        "ran until the drain cut them. A percentile that a censored value could still move is "
+        "shown as a lower bound (\u2265); none is dropped silently. Their TPOT and ITL over "
+        "the tokens that arrived before the cut are measured decode rates and count as "
+        "they are.",
+        "Throughputs count every token that arrived inside the window, whatever the outcome "
+        "of its request (ok, failed, incomplete) and whenever it was sent, by chunk arrival "
+        "time, divided by the window's length (summed over pooled repeats).",
+        "SLO tiers: a level meets a tier when its failure share is at most "
+        f"{r.max_failure_share:.0%} and at least 90% of ALL requests sent in the window met "
+        "the TTFT-from-schedule ceiling and at least 90% met the interactivity floor (failed "
+        "and incomplete requests miss both), i.e. P90 over all requests sent.",
+        "Capacity is the largest load (users; sessions/s in open loop) up to which every "
+        "measured level meets the tier, linearly interpolated towards the next, failing "
+        "level. Its 95% interval and the arms' capacity ratio come from the same bootstrap "
+        "replicates as the levels.",
+        "95% intervals are percentile bootstrap intervals (1000 seeded replicates) that "
+        "resample users, not requests; with pooled repeats they resample runs first, then "
+        "users within runs, so drift between runs is inside the interval. With one run per "
+        "arm the interval does not cover drift between runs. A ratio's interval is widened "
+        "in log space by t(n-1)/z x sqrt(n/(n-1)) for the n users of the smaller arm, the "
+        "usual small-sample correction (a plain bootstrap over 4 users calls identical "
+        "arms different about three times too often).",
+        "Established: a difference is called established only when its 95% interval "
+        f"excludes 1, each arm has at least {r.min_users} independent users (across pooled "
+        f"runs) and {r.min_requests} requests in the window, the difference is at least "
+        f"{r.min_effect:.0%}, and no run of the level is invalid; otherwise it is 'not "
+        "established' with the reason.",
+        "Validity: each run is valid, valid with caveats, or invalid. Invalid: no request in "
+        "the window, every lane out of work before the window ended, the server died or a "
+        "failure burst, more than "
+        f"{r.max_failure_share:.0%} of requests unable to connect, client schedule-lag P99 above "
+        f"{r.schedule_lag_p99_invalid_s * 1e3:.0f} ms or an event-loop stall above "
+        f"{r.loop_lag_max_invalid_s * 1e3:.0f} ms, a client schedule lag "
+        f"{r.imbalance_factor:g}x higher in one arm than in the other and above "
+        f"{r.schedule_lag_p99_caveat_s * 1e3:.0f} ms, a simulated server more than "
+        f"{r.sim_lateness_invalid:.0%} late on its profile. Caveats: failure share above "
+        f"{r.max_failure_share:.0%}, a few connection failures, schedule-lag P99 above "
+        f"{r.schedule_lag_p99_caveat_s * 1e3:.0f} ms, client CPU above "
+        f"{r.cpu_share_caveat:.0%} of a core, loop stalls above "
+        f"{r.loop_lag_max_caveat_s * 1e3:.0f} ms, measured prefix-hit share below "
+        f"{r.cache_share_ratio_caveat:.0%} of the expected one or rising by more than "
+        f"{r.cache_rise_caveat:.0%} inside the window, lanes out of work early, fewer than "
+        f"{r.min_window_requests} requests in a run's window, warmup requests running past "
+        f"the window, an interrupted run, and a client schedule lag "
+        f"{r.imbalance_factor:g}x higher in one arm (above "
+        f"{r.imbalance_floor_s * 1e3:.0f} ms).",
+        "Open-loop and timestamp-replay runs are grouped by what set their load (sessions "
+        "per second; time scale), never called users.",
+    )

@@ -1,0 +1,208 @@
+"""The HTML report: one self-contained file (inline CSS and SVG, no network).
+
+``render_report`` returns the HTML as a string; only the CLI writes files.
+Every value from result files goes through Jinja2 autoescaping; charts are
+matplotlib SVG with their external addresses stripped (see ``_charts``), and
+any address left in user text is written with ``&#47;`` for its slashes so the
+file holds no URL a browser could fetch or a reader could mistake for a link.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from analysis.judge import HEADLINE, Comparison, FairnessVerdict
+from analysis.read import RunData
+from analysis.report._chart_base import ArmLevels
+from analysis.report._chart_headline import Series, headline_chart
+from analysis.report._decision import (
+    capacity_view,
+    level_label,
+    report_title,
+    summary_view,
+    validity_view,
+    verdict_text,
+)
+from analysis.report._detail import failures, flat_config, level_rows, workload_stats
+from analysis.report._format import fmt_num, fmt_share, fmt_time
+from analysis.report._method import method_rules
+
+__all__ = ["METRIC_DEFINITIONS", "render_report"]
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+METRIC_DEFINITIONS: tuple[tuple[str, str], ...] = (
+    ("TTFT", "first output token received minus request sent"),
+    ("TTFT from schedule", "first output token minus the time the request was due (includes "
+     "client lag; guards against coordinated omission)"),
+    ("E2E latency", "last token received minus request sent"),
+    ("TPOT", "(E2E - TTFT) / (output tokens - 1), per request with at least 2 output tokens"),
+    ("ITL", "gaps between consecutive streamed tokens (a chunk of k tokens counts k tokens)"),
+    ("interactivity (request)", "1 / TPOT, tokens/s for one user"),
+    ("P90 interactivity", "the rate that 90% meet or beat: 1 / P90(TPOT), i.e. the slow tail"),
+    ("interactivity (user)", "per user lane: sum(output tokens - 1) / sum(decode time) over "
+     "its requests; P90 across users = the 10th percentile of those"),
+    ("decode throughput", "output tokens after each request's first token, summed over all "
+     "requests, per second of the steady window; also per GPU"),
+    ("prefill throughput", "uncached prompt tokens per second (cached count from the server "
+     "where it reports one)"),
+    ("output throughput", "all output tokens per second of the steady window"),
+    ("session latency", "first request sent to last token of the session, pauses included"),
+    ("schedule lag", "request sent minus request due"),
+    ("goodput", "share of requests (and of users) meeting an SLO: interactivity floor and "
+     "TTFT ceiling"),
+    ("prefix reuse", "expected (blocks seen before, infinite cache) vs measured "
+     "(prefix_cache_hits / prefix_cache_queries deltas over the window)"),
+    ("acceptance length", "1 + accepted / drafts from the spec_decode_* counter deltas: "
+     "measured, never assumed"),
+)
+
+METHOD_NOTES: tuple[str, ...] = (
+    "Times come from one monotonic clock per run; wall time only labels runs.",
+    "Percentiles use linear interpolation. 95% intervals are percentile bootstrap intervals "
+    "(1000 replicates, seeded) that resample users, not requests: requests of one user are "
+    "not independent. Repeats of an arm at a level are pooled; their users stay distinct.",
+    "For rates (interactivity) PXX is the value XX% meet or beat, so P90 is the slow tail. "
+    "The older AgentX convention (P90 of per-request 1/TPOT, the fast tail) is not shown.",
+    "A session's latency counts when its first request was sent in the window, all its "
+    "requests succeeded and its user went on to a later session.",
+    "Ratios are other arm / baseline, each arm resampled independently.",
+    "Empty samples are shown as n/a, never 0.",
+) + method_rules()
+
+
+_URL = re.compile(r'(?<!xmlns=")(?<!xmlns:xlink=")(https?):/{2}')
+
+
+def _defang(html: str) -> str:
+    """Write the slashes of any address outside SVG namespaces as character references."""
+    return _URL.sub(lambda m: m.group(1) + ":&#47;&#47;", html)
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
+        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+    )
+    env.filters["s"] = fmt_time
+    env.filters["num"] = fmt_num
+    env.filters["share"] = fmt_share
+    return env
+
+
+def _detail_charts(comparison: Comparison, by_arm: list[ArmLevels]) -> list[tuple[str, str]]:
+    from analysis.report import _charts
+
+    return [
+        ("Decode throughput per GPU vs P90 interactivity",
+         _charts.curve_chart(by_arm, comparison.capacity)),
+        ("CDFs of TPOT and TTFT", _charts.cdf_chart(by_arm)),
+        ("TTFT vs prompt length", _charts.ttft_prompt_chart(by_arm)),
+        ("Time series: throughput, KV cache usage, prefix hits",
+         _charts.timeseries_chart(by_arm)),
+        ("Latency by turn index", _charts.turn_chart(by_arm)),
+    ]
+
+
+def _toc(single: bool, extra: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    toc = [("decision", "Decision: verdict, validity, summary"), ("capacity", "Capacity")]
+    toc += list(extra)
+    toc.append(("headline", "Interactivity and TTFT vs load"))
+    if not single:
+        toc.append(("fairness", "Fairness"))
+    toc += [("metrics", "Metrics per level"), ("charts", "Charts"), ("setup", "Setup"),
+            ("methodology", "Methodology"), ("data", "Data")]
+    return toc
+
+
+def report_context(
+    comparison: Comparison, runs: Sequence[RunData], *, charts: bool = True,
+    data_files: Sequence[str] = ("summary.json", "requests.csv"),
+    extra_sections: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Everything the template shows, computed from the comparison (no numbers made here)."""
+    arms = comparison.arms
+    others = arms[1:]
+    by_arm = [
+        ArmLevels(arm=a, summaries=[lv.arms[a] for lv in comparison.levels if a in lv.arms],
+                  runs=[r for r in runs if r.manifest.label == a],
+                  loads=[lv.load for lv in comparison.levels if a in lv.arms])
+        for a in arms
+    ]
+    single = len(arms) == 1
+    headline = ""
+    detail: list[tuple[str, str]] = []
+    if charts:
+        headline = headline_chart(
+            [Series(name=a.arm or "run", summaries=a.summaries, color_index=i, loads=a.loads)
+             for i, a in enumerate(by_arm)], comparison.tiers)
+        detail = _detail_charts(comparison, by_arm)
+    levels = [
+        {"label": level_label(lv), "arms": [a for a in arms if a in lv.arms],
+         "others": [o for o in others if o in lv.ratios],
+         "rows": level_rows(lv, arms, [o for o in others if o in lv.ratios]),
+         "errors": failures(lv, runs, arms)}
+        for lv in comparison.levels
+    ]
+    base_run = next(r for r in runs if r.manifest.label == comparison.baseline)
+    cfg = (base_run.manifest.server_info or {}).get("vllm_config")
+    extra = dict(extra_sections or {})
+    return {
+        "c": comparison,
+        "title": report_title(comparison, runs),
+        "verdict_text": verdict_text(comparison),
+        "fair": comparison.fairness,
+        "warn": _warning(comparison.fairness),
+        "validity": validity_view(comparison, runs),
+        "summary": summary_view(comparison),
+        "cap": capacity_view(comparison),
+        "headline_svg": headline,
+        "toc": _toc(single, [(k, v["title"]) for k, v in extra.items()]),
+        "extra": extra,
+        "levels": levels,
+        "charts": detail,
+        "runs": [r.manifest for r in runs],
+        "run_state": {r.manifest.run_id: r for r in runs},
+        "workload": base_run.manifest.workload,
+        "load": base_run.manifest.load,
+        "workload_stats": workload_stats(runs),
+        "baseline_config": flat_config(cfg) if cfg is not None else [],
+        "definitions": METRIC_DEFINITIONS,
+        "notes": METHOD_NOTES,
+        "headline": [(m.key, m.label) for m in HEADLINE],
+        "data_files": list(data_files),
+        "capacity": comparison.capacity,
+        "single": single,
+        "many_levels": len(comparison.levels) > 1,
+    }
+
+
+def render_report(
+    comparison: Comparison, runs: Sequence[RunData], *, charts: bool = True,
+    data_files: Sequence[str] = ("summary.json", "requests.csv"),
+    extra_sections: Mapping[str, Any] | None = None,
+) -> str:
+    """The whole report as one HTML string: decision first, then the detail.
+
+    A single arm reads as a run report (no fairness box, no arms). ``extra_sections``
+    (id -> {"title", "html"?, "rows"?}) adds reviewed blocks such as an experiment file
+    or a capacity search after the decision block; their text is escaped.
+    """
+    context = report_context(comparison, runs, charts=charts, data_files=data_files,
+                             extra_sections=extra_sections)
+    html = _environment().get_template("report.html.j2").render(**context)
+    return _defang(html)
+
+
+def _warning(f: FairnessVerdict) -> str:
+    if not f.overridden:
+        return ""
+    return ("UNFAIR COMPARISON, reported only because --allow-unfair was given: "
+            + f.sentence)
+
+
