@@ -31,3 +31,17 @@ def test_pure_packages_do_not_import_network_or_cli() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_load_path_imports_no_report_machinery() -> None:
+    """Every worker imports replay.load: the report wing (jinja2, matplotlib) stays out."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, replay.load; "
+        "print(','.join(m for m in ('jinja2', 'matplotlib', 'analysis.report') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
