@@ -35,6 +35,7 @@ from analysis.judge._validity import (
     assess_run,
     merge_validity,
 )
+from analysis.judge._verdict import NO_EVIDENCE_SPAN, ratio_interval_text
 
 __all__ = [
     "ALLOWED_FIELDS",
@@ -45,6 +46,7 @@ __all__ = [
     "FairnessVerdict",
     "HEADLINE",
     "Level",
+    "NO_EVIDENCE_SPAN",
     "Ratio",
     "Rules",
     "analyse_run",
@@ -58,4 +60,5 @@ __all__ = [
     "judge_fairness",
     "meets_tier",
     "merge_validity",
+    "ratio_interval_text",
 ]

@@ -3,6 +3,7 @@ sure, and what stops a difference from being established."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -11,20 +12,36 @@ from analysis.judge._fairness import FairnessVerdict
 from analysis.schema import Validity
 
 if TYPE_CHECKING:
-    from analysis.judge._comparison import Level
+    from analysis.judge._comparison import Level, Ratio
 
-__all__ = ["verdict_sentence"]
+__all__ = ["NO_EVIDENCE_SPAN", "ratio_interval_text", "verdict_sentence"]
 
 _HEAD = "interactivity.p90"
 
 
-def _span(rs: list[float]) -> str:
-    lo, hi = f"{min(rs):.2f}x", f"{max(rs):.2f}x"
-    return lo if lo == hi else f"{lo} to {hi}"
+NO_EVIDENCE_SPAN = 10.0
+"""A ratio interval whose ends are more than this factor apart (or not positive and
+finite) says nothing a reader can use: it is printed as "no evidence"."""
 
 
-def _levels(labels: list[str]) -> str:
-    return ", ".join(labels)
+def ratio_interval_text(ci: tuple[float, float] | None) -> str:
+    """``[1.82x – 1.92x]``, ``no interval`` or ``no evidence`` (an interval spanning
+    more than a factor of ten, e.g. 0.00x to 90514x from two requests)."""
+    if ci is None:
+        return "no interval"
+    lo, hi = ci
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo <= 0 or hi / lo > NO_EVIDENCE_SPAN:
+        return "no evidence"
+    return f"[{lo:.2f}x \u2013 {hi:.2f}x]"
+
+
+def _ratio_words(ratio: float) -> str:
+    """P90 interactivity is higher-better: above 1 the arm is faster."""
+    if ratio > 1:
+        return f"{ratio:.2f}x faster"
+    if ratio < 1:
+        return f"{ratio:.2f}x (slower)"
+    return "1.00x (the same)"
 
 
 def _failures(levels: Sequence[Level], max_share: float) -> list[str]:
@@ -52,42 +69,31 @@ def _validity_text(v: Validity) -> str:
     return "With caveats (" + ", ".join(codes) + "; see validity). "
 
 
+def _level_sentence(label: str, r: Ratio) -> str:
+    """``at 4 users: 1.88x faster [1.82x – 1.92x], established``: the ratio, its
+    interval, and how sure, in that order."""
+    assert r.ratio is not None
+    head = f"at {label}: {_ratio_words(r.ratio)} {ratio_interval_text(r.ci)}"
+    if r.ci is None:
+        return head + ", not established (fewer than two users per arm)"
+    if not r.sure:
+        return head + ", not distinguishable (the interval includes 1)"
+    if not r.established:
+        return head + ", not established" + (f" ({r.not_established})"
+                                              if r.not_established else "")
+    return head + ", established (the 95% interval excludes 1)"
+
+
 def _arm_sentence(arm: str, base: str, levels: Sequence[Level]) -> str:
-    groups: dict[str, list[tuple[str, float]]] = {
-        "wins": [], "losses": [], "unsure": [], "weak": [], "no_ci": []}
-    why: list[str] = []
+    """One short sentence per level: ``arm vs base, P90 interactivity: at ...; at ...``."""
+    bits = []
     for lv in levels:
         r = next((x for x in lv.ratios.get(arm, []) if x.metric == _HEAD), None)
-        if r is None or r.ratio is None:
-            continue
-        if r.ci is None:
-            key = "no_ci"
-        elif not r.sure:
-            key = "unsure"
-        elif not r.established:
-            key = "weak"
-            if r.not_established:
-                why.append(f"at {lv.load.label}: {r.not_established}")
-        else:
-            key = "wins" if r.better else "losses"
-        groups[key].append((lv.load.label, r.ratio))
-    if not any(groups.values()):
+        if r is not None and r.ratio is not None:
+            bits.append(_level_sentence(lv.load.label, r))
+    if not bits:
         return f"{arm} vs {base}: no level has P90 interactivity for both arms."
-    texts = {
-        "wins": "faster than {b} at {u} (P90 interactivity {s} of {b}; established: 95% "
-                "interval excludes 1)",
-        "losses": "slower than {b} at {u} (P90 interactivity {s} of {b}; established: 95% "
-                  "interval excludes 1)",
-        "unsure": "not distinguishable from {b} at {u} (P90 interactivity {s}; 95% "
-                  "interval includes 1)",
-        "weak": "at {u} P90 interactivity {s} of {b}, not established (" + "; ".join(why) + ")",
-        "no_ci": "at {u} P90 interactivity {s} of {b}, but with no interval (fewer than "
-                 "two users per arm), so not established",
-    }
-    bits = [t.format(b=base, u=_levels([u for u, _ in groups[k]]),
-                     s=_span([x for _, x in groups[k]]))
-            for k, t in texts.items() if groups[k]]
-    return f"{arm} is " + "; ".join(bits) + "."
+    return f"{arm} vs {base}, P90 interactivity: " + "; ".join(bits) + "."
 
 
 def verdict_sentence(

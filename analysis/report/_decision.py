@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from analysis.judge import Comparison, Level, Ratio
+from analysis.judge import Comparison, Level, Ratio, ratio_interval_text
 from analysis.metrics import RunSummary
 from analysis.read import RunData
 from analysis.report._format import fmt, fmt_ci, fmt_num, fmt_share
@@ -78,7 +78,7 @@ def ratio_cell(r: Ratio | None) -> dict[str, str]:
         return _cell("")
     established = getattr(r, "established", r.sure)
     cls = ("better" if r.better else "worse") if established else "unsure"
-    ci = fmt_ci(r.ci, "x")
+    ci = ratio_interval_text(r.ci) if r.ci is not None else ""
     if r.sure and not established:
         ci += " not established"
     return _cell(f"{r.ratio:.2f}x", ci, cls)

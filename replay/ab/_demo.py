@@ -59,7 +59,8 @@ def run_demo(out: str | os.PathLike[str] = "results/demo", *, quick: bool = Fals
              live: Live = "plain") -> CompareResult:
     """Start two simulated servers, compare them at a few user counts, write the report.
 
-    A previous demo in ``out`` is replaced (the demo is not resumable: it is short).
+    A previous demo in ``out`` is replaced (the command refuses that without
+    ``--force``; the demo is not resumable: it is short).
     """
     import shutil
 

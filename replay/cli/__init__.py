@@ -14,14 +14,14 @@ import importlib
 import pkgutil
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from analysis import Validity
 
 __all__ = [
     "EXIT_INTERRUPTED", "EXIT_INVALID", "EXIT_OK", "EXIT_TERMINATED", "EXIT_USAGE",
-    "EXIT_WRITE", "build_parser", "main", "print_validity",
+    "EXIT_WRITE", "build_parser", "main", "print_validity", "unknown_flag",
 ]
 
 EXIT_OK = 0
@@ -35,6 +35,10 @@ EXIT_WRITE = 4
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 """Stopped by SIGTERM, in order (the run closed and marked interrupted)."""
+_RESUME_HINT = {
+    "compare": "; run the same command again to resume (complete runs are kept)",
+}
+"""What to do after an interrupt, for the commands that can pick up where they stopped."""
 _WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG})
 
 
@@ -73,11 +77,52 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 
 class _Parser(argparse.ArgumentParser):
-    """Every parser and subparser of the command shares the help formatter."""
+    """Every parser and subparser of the command shares the help formatter, and names
+    a misspelt flag (with the nearest real one) before any other complaint: argparse
+    alone says "--duration is required" when the user typed ``--duraton``."""
+
+    argv: Sequence[str] = ()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        unknown = unknown_flag(_Parser.argv, self._flags_for(_Parser.argv))
+        if unknown is not None:
+            message = unknown
+        super().error(message)
+
+    def _flags_for(self, argv: Sequence[str]) -> list[str]:
+        """This parser's flags and those of the subcommands named in ``argv`` (the root
+        parser reports extras left over by a subcommand)."""
+        flags = list(self._option_string_actions)
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for token in argv:
+                    chosen = action.choices.get(token)
+                    if isinstance(chosen, _Parser):
+                        return flags + chosen._flags_for(argv)
+        return flags
+
+
+def unknown_flag(argv: Sequence[str], known: Sequence[str]) -> str | None:
+    """The first flag in ``argv`` (before ``--``) that is not in ``known``, as a message
+    with the closest known flag; None when every flag is known."""
+    import difflib
+
+    for token in argv:
+        if token == "--":
+            break
+        if not token.startswith("--"):
+            continue
+        flag = token.split("=", 1)[0]
+        if flag in known:
+            continue
+        close = difflib.get_close_matches(flag, [k for k in known if k.startswith("--")], n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        return f"unrecognized argument {flag}{hint}"
+    return None
 
 
 def _user_error_types() -> tuple[type[BaseException], ...]:
@@ -91,6 +136,7 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     parser = build_parser()
+    _Parser.argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None:
@@ -110,7 +156,8 @@ def _call(func: Callable[[argparse.Namespace], int | None], args: argparse.Names
         print(f"agentreplay: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("agentreplay: interrupted", file=sys.stderr)
+        print("agentreplay: interrupted" + _RESUME_HINT.get(str(getattr(args, "command", "")), ""),
+              file=sys.stderr)
         return EXIT_INTERRUPTED
     except OSError as exc:
         if exc.errno not in _WRITE_ERRNOS:

@@ -99,6 +99,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "latency_specialized), run a short comparison and write report.html.")
     d.add_argument("--out", default="results/demo", help="output directory")
     d.add_argument("--quick", action="store_true", help="fewer levels, shorter runs")
+    d.add_argument("--force", action="store_true",
+                   help="replace a previous demo in --out (without it, one is refused)")
     _live_flags(d)
     d.set_defaults(func=_demo)
 
@@ -326,9 +328,14 @@ def _demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from replay.ab import run_demo
+    from replay.errors import ConfigError
     from replay.load import check_writable_dir
 
-    check_writable_dir(Path(args.out))
+    out = Path(args.out)
+    if not args.force and ((out / "comparison.json").exists() or (out / "runs").exists()):
+        raise ConfigError(f"--out {out}: holds a previous demo; --force replaces it, "
+                          "or give another --out")
+    check_writable_dir(out)
     return _print(run_demo(args.out, quick=args.quick, live=_live(args)))
 
 

@@ -218,6 +218,10 @@ def _main(args: argparse.Namespace) -> int:
                 loop.remove_signal_handler(sig)
         note = " (interrupted)" if caught else ""
         print(f"agentreplay: run written to {out}{note}", file=sys.stderr)
+        if caught:
+            print(f"agentreplay: every finished request is kept; `agentreplay report {out}` "
+                  "reports them. A run does not resume: rerun with --force (replaces it) or "
+                  "another --out", file=sys.stderr)
         _warn_warmup(args.workload, config)
         summary = _summary(out)
         if caught:

@@ -39,8 +39,9 @@ def test_twice_as_fast_decode_gives_ratio_two_with_interval(tmp_path: Path) -> N
     s = level.arms
     assert dec.ratio == pytest.approx(
         s["latency_specialized"].decode_tok_s_per_gpu / s["auto"].decode_tok_s_per_gpu)
-    assert "latency_specialized is faster than auto at 8 users" in c.verdict
-    assert "2.00x" in c.verdict and "excludes 1" in c.verdict
+    lo, hi = p90.ci
+    assert (f"latency_specialized vs auto, P90 interactivity: at 8 users: 2.00x faster "
+            f"[{lo:.2f}x \u2013 {hi:.2f}x], established") in c.verdict
 
 
 def test_equal_arms_are_not_distinguishable(tmp_path: Path) -> None:
@@ -83,3 +84,19 @@ def test_single_run_works(tmp_path: Path) -> None:
     assert c.arms == ["auto"] and c.levels[0].ratios == {}
     assert c.verdict.startswith("Single arm 'auto'")
     assert c.fairness.fair
+
+
+@pytest.mark.parametrize(("ci", "text"), [
+    (None, "no interval"),
+    ((1.82, 1.923), "[1.82x \u2013 1.92x]"),
+    ((0.0, 90514.68), "no evidence"),
+    ((0.05, 3.0), "no evidence"),
+    ((0.5, float("inf")), "no evidence"),
+    ((0.4, 3.9), "[0.40x \u2013 3.90x]"),
+])
+def test_ratio_intervals_that_say_nothing_are_printed_as_no_evidence(
+    ci: tuple[float, float] | None, text: str,
+) -> None:
+    from analysis.judge import ratio_interval_text
+
+    assert ratio_interval_text(ci) == text

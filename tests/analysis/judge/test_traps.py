@@ -122,7 +122,7 @@ def test_a_real_difference_with_enough_users_is_established(tmp_path: Path) -> N
     c = _arms(tmp_path, a, b, users=8)
     r = _head(c)
     assert r.established and r.better and r.ratio == pytest.approx(2.0, rel=0.1)
-    assert "faster than auto" in c.verdict
+    assert f"{r.ratio:.2f}x faster" in c.verdict and "established (the 95%" in c.verdict
     assert "do not cover drift between runs" in c.verdict
 
 
