@@ -39,10 +39,17 @@ DEFAULT_TIERS: tuple[SloTier, ...] = (
 
 
 def parse_tier(text: str) -> SloTier:
-    """``"FLOOR:TTFT"`` (e.g. ``100:10``) or ``"FLOOR"`` (TTFT 15 s) as a tier."""
-    floor, _, ttft = text.strip().partition(":")
+    """``"FLOOR:TTFT"`` (e.g. ``100:10``) as a tier. Both halves are required: a
+    ceiling filled in silently (``30`` meaning ``30:15``) would judge against a TTFT
+    the user never chose."""
+    floor, sep, ttft = text.strip().partition(":")
+    if not sep:
+        raise ResultError(
+            f"SLO tier {text!r} has no TTFT ceiling: give FLOOR:TTFT, e.g. {floor or 30}:15 "
+            "(tokens/s per user, seconds)", field="slo",
+        )
     try:
-        tier = SloTier(floor_tok_s=float(floor), ttft_s=float(ttft) if ttft else 15.0)
+        tier = SloTier(floor_tok_s=float(floor), ttft_s=float(ttft))
     except ValueError:
         raise ResultError(
             f"SLO tier {text!r} must be FLOOR:TTFT with positive numbers "

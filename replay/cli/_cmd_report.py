@@ -9,7 +9,6 @@ several give a history view side by side (same workload, or ``--allow-mixed``).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +18,6 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 EXIT_INVALID = 3
-DEFAULT_TTFT_S = 15.0
 
 
 def _tiers(values: list[str] | None) -> tuple[SloTier, ...]:
@@ -27,11 +25,6 @@ def _tiers(values: list[str] | None) -> tuple[SloTier, ...]:
 
     if not values:
         return DEFAULT_TIERS
-    for v in values:
-        if ":" not in v:
-            print(f"agentreplay: note: --slo {v}: no TTFT ceiling given, using "
-                  f"{DEFAULT_TTFT_S:g} s (write FLOOR:TTFT, e.g. {v}:{DEFAULT_TTFT_S:g})",
-                  file=sys.stderr)
     return tuple(parse_tier(v) for v in values)
 
 

@@ -91,7 +91,8 @@ def test_missing_value_at_next_level_stays_at_measured_level() -> None:
 
 def test_parse_tier() -> None:
     assert parse_tier("100:10") == SloTier(floor_tok_s=100, ttft_s=10)
-    assert parse_tier("30") == SloTier(floor_tok_s=30, ttft_s=15)
+    with pytest.raises(ResultError, match="no TTFT ceiling: give FLOOR:TTFT, e.g. 30:15"):
+        parse_tier("30")
     for bad in ("fast", "100:x", "-1:10", "100:0"):
         with pytest.raises(ResultError):
             parse_tier(bad)
