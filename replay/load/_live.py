@@ -136,9 +136,12 @@ def _f(value: object, fmt: str, scale: float = 1.0, unit: str = "") -> str:
 
 def render_lines(snap: dict[str, float | int | str | None]) -> list[str]:
     """The live view as plain lines (shared by the rich panel and the log mode)."""
+    phase = str(snap["phase"])
+    clock = f"elapsed {_f(snap['elapsed_s'], '.0f', unit='s')}"
+    if not phase.startswith("stopping"):
+        clock += f"  remaining {_f(snap['remaining_s'], '.0f', unit='s')}"
     return [
-        f"{snap['phase']}  elapsed {_f(snap['elapsed_s'], '.0f', unit='s')}  "
-        f"remaining {_f(snap['remaining_s'], '.0f', unit='s')}",
+        f"{phase}  {clock}",
         f"users busy {snap['busy']}  thinking {snap['thinking']}  "
         f"window requests done {snap['done']}  failed {snap['failed']}  "
         f"incomplete {snap.get('incomplete', 0)}  cancelled {snap.get('cancelled', 0)}  "
@@ -192,6 +195,9 @@ class LiveView:
                          title="agentreplay run")
 
         with Live(panel(), console=console, refresh_per_second=4, transient=False) as live:
-            while True:
-                await asyncio.sleep(self.period_s)
-                live.update(panel())
+            try:
+                while True:
+                    await asyncio.sleep(self.period_s)
+                    live.update(panel())
+            finally:
+                live.update(panel())  # the state it stopped in stays on screen

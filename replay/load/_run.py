@@ -122,7 +122,7 @@ async def run_load(
                         server_block_size=facts.block_size, run_tag=run_id[:8], chat=chat)
         manifest = _manifest(settings, run_id, facts, header, path, len(sessions), arrival)
         writer = RunWriter(out)
-        stats = LiveStats(settings.warmup_s + settings.duration_s)
+        stats = LiveStats(settings.warmup_s + settings.duration_s + settings.drain_s)
         job = Job(settings=settings, workload=path, sessions=sessions, arrival=arrival,
                   target=target, sink=_Sink(writer, stats))
         executor = _executor(job, session, builder)
@@ -294,15 +294,21 @@ def _on_metrics(writer: RunWriter, stats: LiveStats) -> Any:
     return on_metrics
 
 
+STOPPING = "stopping: drain over, cancelling requests still running (marked incomplete)"
+"""The live view's phase once the drain has run out: closing can take a while on a
+loaded machine, and "remaining 0s" alone looked like a hang."""
+
+
 async def _follow_phases(stats: LiveStats, settings: RunSettings, t0_ns: int) -> None:
     """Keep the live view's phase label in step with the run's schedule."""
-    for phase, end_s in (("warmup", settings.warmup_s),
-                         ("measure", settings.warmup_s + settings.duration_s)):
+    window_end_s = settings.warmup_s + settings.duration_s
+    for phase, end_s in (("warmup", settings.warmup_s), ("measure", window_end_s),
+                         ("drain", window_end_s + settings.drain_s)):
         stats.phase = phase
         rem = t0_ns + int(end_s * _NS) - time.monotonic_ns()
         if rem > 0:
             await asyncio.sleep(rem / _NS)
-    stats.phase = "drain"
+    stats.phase = STOPPING
 
 
 def _manifest(settings: RunSettings, run_id: str, facts: ServerFacts, header: WorkloadHeader,
