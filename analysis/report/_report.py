@@ -179,7 +179,21 @@ def report_context(
         "capacity": comparison.capacity,
         "single": single,
         "many_levels": len(comparison.levels) > 1,
+        "sim_profiles": sim_profiles(runs),
     }
+
+
+def sim_profiles(runs: Sequence[RunData]) -> list[tuple[str, str]]:
+    """(name, what it is calibrated to) of each simulator profile that served a run,
+    as its ``/server_info`` said: a simulated result names its model."""
+    found: dict[str, str] = {}
+    for r in runs:
+        info = r.manifest.server_info or {}
+        name = info.get("sim_profile")
+        if isinstance(name, str) and name:
+            desc = info.get("sim_profile_description")
+            found.setdefault(name, desc if isinstance(desc, str) else "")
+    return sorted(found.items())
 
 
 def render_report(

@@ -18,9 +18,11 @@ def register(subparsers: Any) -> None:
     )
     from replay.sim import list_profiles
 
-    p.add_argument("--profile", default="small", metavar="NAME|FILE.json",
+    p.add_argument("--profile", default="kimi-k3-gb300-tp16", metavar="NAME|FILE.json",
                    help="a bundled profile (" + ", ".join(list_profiles()) + ") or a "
-                        "profile .json file (default: %(default)s)")
+                        "profile .json file (default: %(default)s, calibrated to vLLM's "
+                        "published Kimi K3 TP16 decode rates, as the demo uses; 'small' is "
+                        "a fast test profile whose auto arm misses every default SLO tier)")
     p.add_argument("--backend", choices=["auto", "latency_specialized"],
                    default="latency_specialized",
                    help="the simulated decode backend (the arms of a comparison differ in it)")

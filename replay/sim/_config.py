@@ -63,8 +63,8 @@ def server_info(profile: SimProfile, backend: Backend, time_scale: float,
     Every key a real server reports is present (``_vllm_tree``); the profile's
     figures overwrite the defaults. Beyond real vLLM: ``model_config.hf_config.vocab_size``
     (real servers do not expose it; the replayer reads it from here),
-    ``device_config.gpu``, and the top-level ``simulated``, ``sim_profile``, ``time_scale``,
-    ``slowdown``.
+    ``device_config.gpu``, and the top-level ``simulated``, ``sim_profile`` (with its
+    description: what it is calibrated to), ``time_scale``, ``slowdown``.
     """
     spec = profile.speculative
     cfg = copy.deepcopy(BASE_VLLM_CONFIG)
@@ -106,6 +106,7 @@ def server_info(profile: SimProfile, backend: Backend, time_scale: float,
         "system_env": dict.fromkeys(SYSTEM_ENV_KEYS),
         "simulated": True,
         "sim_profile": profile.name,
+        "sim_profile_description": profile.description,
         "time_scale": time_scale,
         "slowdown": slowdown,
     }

@@ -91,3 +91,6 @@ def test_demo_report_decision_in_first_screen(tmp_path: Path) -> None:
     html = result.report.read_text(encoding="utf-8")
     assert html.index('id="capacity-table"') < html.index('<section id="metrics">')
     assert "[SIMULATED]" in html
+    # the simulator is named with what it is calibrated to (issue 26: the report never said)
+    assert "Simulator profile <code>kimi-k3-gb300-tp16</code>: " in html
+    assert "256.4 tok/s at batch 1" in html
