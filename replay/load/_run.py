@@ -370,7 +370,10 @@ def _check_fits(sessions: Sequence[Session], path: str, facts: ServerFacts, show
                 raise TargetError(
                     f"{path}: session {sess.id!r} request {turn} needs {need} tokens "
                     f"({req.prompt_tokens} prompt + {req.output_tokens} output) but {shown} "
-                    f"serves {facts.model!r} with max_model_len {limit}"
+                    f"serves {facts.model!r} with max_model_len {limit}; make one that fits "
+                    f"with `agentreplay traces generate --max-context {limit}` (or `traces "
+                    f"import --max-context {limit}` for a real trace): token sizes are "
+                    "scaled, the sessions' shape kept"
                 )
 
 

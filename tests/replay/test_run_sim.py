@@ -328,5 +328,6 @@ def test_target_failures_fail_fast(tmp_path: Path, workload: Path) -> None:
     wrong_model, too_long = asyncio.run(go())
     assert "does not serve model 'nope'" in wrong_model and "sim/small" in wrong_model
     assert "max_model_len 8192" in too_long and "session 's0' request 1" in too_long
+    assert "traces generate --max-context 8192" in too_long  # the fix, named
     with pytest.raises(TargetError, match="cannot reach"):
         asyncio.run(run_load(_cfg("http://127.0.0.1:9"), workload, tmp_path / "bad2"))
