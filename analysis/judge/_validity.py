@@ -37,6 +37,19 @@ class _Found:
         self.reasons.append(ValidityReason(code=code, severity=severity, message=message))
 
 
+_THINK_FIX = ("(the workload's think times outlast the run: cap them with --think-time-cap S, "
+              "scale them with --think-scale F, or lengthen --duration)")
+
+
+def _early_text(early: int, lanes: int, load_kind: str) -> str:
+    """Why lanes stopped early, in the terms of the load: a closed-loop user stops when its
+    next turn is due after the run (it is thinking), a plan or trace when it has ended."""
+    if load_kind == "users":
+        return (f"{early} of {lanes} user(s) had no turn due before the run's end (the next "
+                f"one came after it) " + _THINK_FIX)
+    return f"the arrival plan or trace ended before the window did ({early} of {lanes})"
+
+
 def _coverage(run: RunData, s: RunSummary, found: _Found, rules: Rules) -> None:
     m, r = run.manifest, run.requests
     window = steady_window(run)
@@ -56,8 +69,9 @@ def _coverage(run: RunData, s: RunSummary, found: _Found, rules: Rules) -> None:
             causes.append(f"{n_warm} warmup request(s) were still running through the window "
                           "(longer --duration or fewer --users)")
         if early:
-            causes.append(f"{early} of {lanes} lane(s) ran out of work before the window "
-                          "ended (shorter think times: --think-scale, or more sessions)")
+            causes.append(_early_text(early, lanes, m.load_kind))
+        if not causes and m.load_kind == "users":
+            causes.append("every user was thinking through the whole window " + _THINK_FIX)
         found.add("window_empty", "invalid", "no request was sent in the steady window"
                   + (": " + "; ".join(causes) if causes else ""))
         return
@@ -66,8 +80,8 @@ def _coverage(run: RunData, s: RunSummary, found: _Found, rules: Rules) -> None:
                   "at the window's end (their tokens count in throughput; longer --warmup)")
     if early:
         sev: Severity = "invalid" if lanes and early >= lanes else "caveat"
-        found.add("lanes_done_early", sev, f"{early} of {lanes} lane(s) ran out of work "
-                  "before the window ended: the load fell during the window")
+        found.add("lanes_done_early", sev, _early_text(early, lanes, m.load_kind)
+                  + ": the load fell during the window")
     if s.counts.in_window < rules.min_window_requests:
         found.add("window_thin", "caveat", f"only {s.counts.in_window} request(s) sent in "
                   f"the window (fewer than {rules.min_window_requests})")

@@ -60,7 +60,8 @@ def test_lanes_out_of_work_leave_an_empty_window_invalid_exit_3(
     assert m.validity is not None and m.validity.verdict == "invalid"
     codes = {r.code for r in m.validity.reasons}
     assert "window_empty" in codes
-    assert "run invalid" in err and "window_empty" in err and "ran out of work" in err
+    assert "run invalid" in err and "window_empty" in err and "no turn due" in err
+    assert "--think-time-cap" in err
     recs = [orjson.loads(x) for x in (out / "requests.jsonl").read_bytes().splitlines()]
     assert recs and all(r["phase"] == "warmup" for r in recs)
 

@@ -157,6 +157,18 @@ def test_no_request_in_the_window_is_invalid_and_names_the_cause(tmp_path: Path)
     assert v.verdict == "invalid"
     (r,) = [r for r in v.reasons if r.code == "window_empty"]
     assert "warmup" in r.message and "4" in r.message
+    assert "thinking" not in r.message  # a named cause, not the fallback
+
+
+def test_users_thinking_through_the_window_name_the_think_time_cap(tmp_path: Path) -> None:
+    # one request each, ended before the window; the next turns were due after it
+    records = [rec(i, user=i, sent_s=1.0, due_s=1.0, first_token_s=1.5, last_token_s=2.0,
+                   end_s=2.0, phase="warmup") for i in range(4)]
+    v = assess_run(read_run(make_run(tmp_path, records, load=_load(4))))
+    (r,) = [r for r in v.reasons if r.code == "window_empty"]
+    assert r.severity == "invalid"
+    assert "thinking through the whole window" in r.message
+    assert "--think-time-cap" in r.message and "no turn due" not in r.message
 
 
 def test_lanes_that_stopped_early_are_flagged(tmp_path: Path) -> None:
