@@ -1,4 +1,5 @@
-"""A warning when ``--warmup`` is too short for a workload built on prefix reuse.
+"""Warnings given before any load: ``--warmup`` too short for a workload built on
+prefix reuse, and a window too thin to measure (think times that outlast it).
 
 With warmup 0 every lane's first requests find a cold prefix cache (lanes start
 part-way into their sessions), so the window opens on misses the workload never
@@ -13,7 +14,7 @@ import math
 import os
 from itertools import islice
 
-__all__ = ["PREFIX_HEAVY_SHARE", "warmup_advice"]
+__all__ = ["MIN_WINDOW_REQUESTS", "PREFIX_HEAVY_SHARE", "warmup_advice", "window_advice"]
 
 PREFIX_HEAVY_SHARE = 0.5
 """Workload-wide prefix reuse share (blocks sent before) from which warmup matters."""
@@ -53,3 +54,50 @@ def warmup_advice(
             f"(rule: one think-time median, {think:.1f} s, plus one request at "
             f"{_PACE_TOK_S:g} tok/s/user, {request:.1f} s); shorter, the window opens on "
             "cold-cache requests")
+
+
+MIN_WINDOW_REQUESTS = 20
+"""Requests a level needs for a difference to be established (analysis' evidence rule)."""
+
+
+def window_advice(
+    workload: str | os.PathLike[str], users: int, duration_s: float, *,
+    think_scale: float = 1.0, think_cap_s: float | None = None,
+) -> str | None:
+    """One warning line when a closed-loop window of ``duration_s`` would see fewer than
+    :data:`MIN_WINDOW_REQUESTS` requests. A user sends one request per cycle: a think
+    time (the mean, scaled and capped request by request: long pauses dominate) plus
+    one request at 30 tok/s/user. None when the window is wide enough or the workload
+    is not closed loop (or cannot be read)."""
+    from traces import TraceError, iter_sessions, read_header
+
+    try:
+        if read_header(workload).arrival != "closed":
+            return None
+        reqs = [r for sess in islice(iter_sessions(workload), _SAMPLE_SESSIONS)
+                for r in sess.requests]
+    except (TraceError, OSError):
+        return None
+    if not reqs:
+        return None
+
+    def mean_think(cap: float | None) -> float:
+        scaled = [r.think_time_s * think_scale for r in reqs]
+        return sum(scaled if cap is None else [min(t, cap) for t in scaled]) / len(reqs)
+
+    think = mean_think(think_cap_s)
+    request = sum(r.output_tokens for r in reqs) / len(reqs) / _PACE_TOK_S
+    expected = users * duration_s / max(think + request, 1e-9)
+    if expected >= MIN_WINDOW_REQUESTS:
+        return None
+    cycle = users * duration_s / MIN_WINDOW_REQUESTS  # what one request's cycle may take
+    cap = math.floor(cycle - request)
+    if cap >= 1 and mean_think(cap) + request <= cycle:
+        fix = f"cap think times with --think-time-cap {cap} (or scale them: --think-scale)"
+    else:
+        need = math.ceil(MIN_WINDOW_REQUESTS * (think + request) / max(users, 1))
+        fix = f"lengthen --duration to about {need} s (or add --users)"
+    return (f"warning: the {duration_s:g} s window would see about {expected:.0f} "
+            f"request(s) from {users} user(s) (mean think time {think:.1f} s, a request "
+            f"about {request:.1f} s at {_PACE_TOK_S:g} tok/s/user): fewer than the "
+            f"{MIN_WINDOW_REQUESTS} a level needs for an established difference; {fix}")
