@@ -20,28 +20,22 @@ def test_all_is_sorted_and_complete(name: str) -> None:
     assert set(exported) == set(public)
 
 
-def test_pure_packages_do_not_import_network_or_cli() -> None:
+def _loaded_after(imports: str, watched: tuple[str, ...]) -> list[str]:
+    """Which of ``watched`` a fresh interpreter has in sys.modules after ``import
+    imports`` (a subprocess: this one has loaded everything already)."""
     import subprocess
     import sys
 
-    code = (
-        "import sys, traces, analysis; "
-        "bad = [m for m in ('aiohttp', 'replay', 'rich') if m in sys.modules]; "
-        "print(','.join(bad))"
-    )
+    code = (f"import sys, {imports}; "
+            f"print(','.join(m for m in {watched!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == ""
+    return [m for m in out.stdout.strip().split(",") if m]
+
+
+def test_pure_packages_do_not_import_network_or_cli() -> None:
+    assert _loaded_after("traces, analysis", ("aiohttp", "replay", "rich")) == []
 
 
 def test_load_path_imports_no_report_machinery() -> None:
     """Every worker imports replay.load: the report wing (jinja2, matplotlib) stays out."""
-    import subprocess
-    import sys
-
-    code = (
-        "import sys, replay.load; "
-        "print(','.join(m for m in ('jinja2', 'matplotlib', 'analysis.report') "
-        "if m in sys.modules))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == ""
+    assert _loaded_after("replay.load", ("jinja2", "matplotlib", "analysis.report")) == []

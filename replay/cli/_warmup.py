@@ -13,6 +13,10 @@ from __future__ import annotations
 import math
 import os
 from itertools import islice
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from traces import Session
 
 __all__ = ["MIN_WINDOW_REQUESTS", "PREFIX_HEAVY_SHARE", "warmup_advice", "window_advice"]
 
@@ -24,6 +28,19 @@ _SAMPLE_SESSIONS = 200
 """Sessions read for the estimate (the run reads the rest itself)."""
 
 
+def _closed_sample(workload: str | os.PathLike[str]) -> list[Session] | None:
+    """The first sessions of a closed-loop workload (the estimates need no more); None
+    for another arrival mode or a workload that cannot be read (the run says why)."""
+    from traces import TraceError, iter_sessions, read_header
+
+    try:
+        if read_header(workload).arrival != "closed":
+            return None
+        return list(islice(iter_sessions(workload), _SAMPLE_SESSIONS))
+    except (TraceError, OSError):
+        return None
+
+
 def warmup_advice(
     workload: str | os.PathLike[str], warmup_s: float, *, think_scale: float = 1.0,
     think_cap_s: float | None = None,
@@ -31,14 +48,12 @@ def warmup_advice(
     """One warning line when ``warmup_s`` is below the rule for a prefix-heavy
     closed-loop workload; None when it is long enough, or the workload is not such
     (or cannot be read: the run says why itself)."""
-    from traces import TraceError, inspect_sessions, iter_sessions, read_header
+    from traces import inspect_sessions
 
-    try:
-        if read_header(workload).arrival != "closed":
-            return None
-        stats = inspect_sessions(islice(iter_sessions(workload), _SAMPLE_SESSIONS))
-    except (TraceError, OSError):
+    sample = _closed_sample(workload)
+    if sample is None:
         return None
+    stats = inspect_sessions(sample)
     reuse = stats.reuse_share
     if reuse is None or reuse < PREFIX_HEAVY_SHARE:
         return None
@@ -69,15 +84,10 @@ def window_advice(
     time (the mean, scaled and capped request by request: long pauses dominate) plus
     one request at 30 tok/s/user. None when the window is wide enough or the workload
     is not closed loop (or cannot be read)."""
-    from traces import TraceError, iter_sessions, read_header
-
-    try:
-        if read_header(workload).arrival != "closed":
-            return None
-        reqs = [r for sess in islice(iter_sessions(workload), _SAMPLE_SESSIONS)
-                for r in sess.requests]
-    except (TraceError, OSError):
+    sample = _closed_sample(workload)
+    if sample is None:
         return None
+    reqs = [r for sess in sample for r in sess.requests]
     if not reqs:
         return None
 
