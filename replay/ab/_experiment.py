@@ -74,10 +74,11 @@ def load_experiment(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def apply_experiment(args: argparse.Namespace, defaults: Mapping[str, Any]) -> None:
     """Fill ``args`` from ``args.config``: the file's value wherever the command line
-    left a flag at its default."""
+    did not type the flag (``args.typed``, from the CLI) and left it at its default."""
     data = load_experiment(args.config)
+    typed = getattr(args, "typed", frozenset())
     for key, value in data.items():
-        if getattr(args, key, None) == defaults.get(key):
+        if key not in typed and getattr(args, key, None) == defaults.get(key):
             setattr(args, key, list(value) if isinstance(value, list) else value)
 
 

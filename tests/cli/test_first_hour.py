@@ -4,6 +4,7 @@ previous demo is never replaced silently."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,3 +58,28 @@ def test_demo_refuses_a_previous_demo_without_force(
     err = capsys.readouterr().err
     assert "previous demo" in err and "--force" in err
     assert target.exists()
+
+
+def _compare_args(argv: list[str]) -> Any:
+    from replay.ab import apply_experiment
+    from replay.cli import build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.typed = parser.typed_dests(argv)
+    apply_experiment(args, args.compare_defaults)
+    return args
+
+
+def test_a_flag_typed_at_its_default_wins_over_the_config(tmp_path: Path) -> None:
+    from replay.ab import experiment_toml
+
+    config = tmp_path / "exp.toml"
+    config.write_text('format_version = 1\nrepeats = 2\nthink_scale = 0.5\nwarmup = 7.0\n')
+    args = _compare_args(["compare", "--config", str(config), "--repeats", "1",
+                          "--think-scale=1.0"])
+    assert args.repeats == 1 and args.think_scale == 1.0  # typed, though at the defaults
+    assert args.warmup == 7.0  # not typed: the file's value
+    stored = experiment_toml(args, args.compare_defaults)
+    assert "repeats" not in stored and "think_scale" not in stored  # what ran: the defaults
+    assert "warmup = 7.0" in stored
