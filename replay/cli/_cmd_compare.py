@@ -154,6 +154,12 @@ def _compare(args: argparse.Namespace) -> int:
     ), args.rate))
     check_writable_dir(Path(args.out))  # settings first, then before any server is asked
     _store_experiment(args)
+    if opts.rates is None:
+        from replay.cli._warmup import print_advice
+
+        print_advice(args.workload, warmup_s=opts.warmup_s, users=min(opts.levels),
+                     duration_s=opts.duration_s, think_scale=opts.think_scale,
+                     think_cap_s=opts.think_time_cap_s)
     extra = list(args.vllm_args)
     if extra and extra[0] == "--":
         extra = extra[1:]
@@ -175,22 +181,7 @@ def _compare(args: argparse.Namespace) -> int:
             raise ConfigError("extra vLLM arguments after -- need --launch")
         result = compare_arms(_url_arms(args.arm, "(or use --launch)"), args.workload,
                               args.out, opts, live=live)
-    if opts.rates is None:
-        _warn_warmup(args.workload, opts.warmup_s, opts.think_scale, opts.think_time_cap_s)
     return _print(result)
-
-
-def _warn_warmup(workload: str, warmup_s: float, think_scale: float,
-                 think_cap_s: float | None) -> None:
-    """On stderr: the warmup a prefix-heavy closed-loop workload needs, when shorter
-    (said once the comparison is done, so that a refused one still fails in one line)."""
-    import sys
-
-    from replay.cli._warmup import warmup_advice
-
-    advice = warmup_advice(workload, warmup_s, think_scale=think_scale, think_cap_s=think_cap_s)
-    if advice:
-        print(f"agentreplay: {advice}", file=sys.stderr)
 
 
 def _scenario(args: argparse.Namespace, values: dict[str, object],

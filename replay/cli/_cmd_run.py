@@ -131,19 +131,14 @@ def _print_scenario(manifest: RunManifest) -> None:
     print(f"agentreplay: scenario {manifest.scenario}: NOT satisfied: {why}", file=sys.stderr)
 
 
-def _warn_warmup(workload: str, config: RunSettings) -> None:
-    """On stderr: the warmup a prefix-heavy closed-loop workload needs, when shorter
-    (said once the run is written, so that a refused run still fails in one line)."""
-    import sys
+def _advise(workload: str, config: RunSettings) -> None:
+    """The warmup and window warnings of a closed-loop run, before its load."""
+    from replay.cli._warmup import print_advice
 
-    from replay.cli._warmup import warmup_advice
-
-    if config.rate is not None:
-        return
-    advice = warmup_advice(workload, config.warmup_s, think_scale=config.think_scale,
-                           think_cap_s=config.think_time_cap_s)
-    if advice:
-        print(f"agentreplay: {advice}", file=sys.stderr)
+    if config.rate is None:
+        print_advice(workload, warmup_s=config.warmup_s, users=config.users,
+                     duration_s=config.duration_s, think_scale=config.think_scale,
+                     think_cap_s=config.think_time_cap_s)
 
 
 def _summary(out: Path) -> list[str]:
@@ -212,7 +207,8 @@ def _main(args: argparse.Namespace) -> int:
             except (NotImplementedError, RuntimeError):  # pragma: no cover - non-Unix
                 pass
         try:
-            out = await run_load(config, args.workload, args.out, live=live, stop=stop)
+            out = await run_load(config, args.workload, args.out, live=live, stop=stop,
+                                 before_load=lambda: _advise(args.workload, config))
         finally:
             for sig in handled:
                 loop.remove_signal_handler(sig)
@@ -222,7 +218,6 @@ def _main(args: argparse.Namespace) -> int:
             print(f"agentreplay: every finished request is kept; `agentreplay report {out}` "
                   "reports them. A run does not resume: rerun with --force (replaces it) or "
                   "another --out", file=sys.stderr)
-        _warn_warmup(args.workload, config)
         summary = _summary(out)
         if caught:
             print("\n".join(summary))

@@ -20,7 +20,7 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -82,8 +82,13 @@ async def run_load(
     stop: asyncio.Event | None = None,
     builder: PromptBuilder | None = None,
     watch: ServerWatchHook | None = None,
+    before_load: Callable[[], None] | None = None,
 ) -> Path:
     """Run one load test and return its run directory (see the module docstring).
+
+    ``before_load`` is called once the server answered and the workload fits, just
+    before the first request: warnings given there come before the load, yet a run
+    refused by the server still fails in one line.
 
     ``watch`` (e.g. ``replay.launch.ServerWatcher`` of a launched server) is read
     when the run closes: a server that died is stamped in ``server_watch``.
@@ -114,6 +119,8 @@ async def run_load(
                                    vocab_size=settings.vocab_size,
                                    block_size=settings.server_block_size)
         _check_fits(sessions, path, facts, public_target(settings.target))
+        if before_load is not None:
+            before_load()
         run_id = uuid.uuid4().hex[:12]
         chat = await fetch_chat_codec(session, root, headers, facts.model, facts.vocab_size) \
             if settings.api == "chat" else None  # exact chat prompts (replay.client._chat)
