@@ -57,7 +57,7 @@ from replay.errors import ConfigError, TargetError
 from replay.load import ServerWatchHook, check_time_controls, run_load_sync
 from traces import read_header
 
-__all__ = ["CompareResult", "Live", "compare_arms", "compare_launched",
+__all__ = ["CompareResult", "Live", "compare_arms", "compare_launched", "missing_runs",
            "preflight", "reset_prefix_cache", "write_report"]
 
 Live = Literal["rich", "plain", "quiet"]
@@ -248,6 +248,23 @@ def _execute(runs: Sequence[PlannedRun], url_of: Callable[[str], str], workload:
     return seen
 
 
+def missing_runs(out: Path) -> list[str]:
+    """The planned runs of a comparison directory that did not finish, each as
+    ``name (status)``: an interrupted comparison's report names them and claims nothing
+    from them. Empty when ``comparison.json`` is absent or unreadable (runs given by
+    hand have no plan)."""
+    try:
+        data = orjson.loads((out / STATE_FILE).read_bytes())
+        plan, runs = data["plan"], data.get("runs", {})
+        names = [str(p["name"]) for p in plan]
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
+        return []
+    status = {k: v.get("status") for k, v in runs.items() if isinstance(v, dict)} \
+        if isinstance(runs, dict) else {}
+    return [f"{n} ({status.get(n) or 'not run'})" for n in names
+            if status.get(n) != "complete" or not is_run_complete(out / "runs" / n)]
+
+
 def write_report(out: Path, *, allow_unfair: bool, seed: int = 0,
                  rules: Rules | None = None) -> tuple[Path, Comparison]:
     """Compare the runs under ``out/runs``; write report.html and its data files
@@ -257,7 +274,7 @@ def write_report(out: Path, *, allow_unfair: bool, seed: int = 0,
 
     runs = read_runs([out / "runs"])
     comparison = compare_runs(runs, allow_unfair=allow_unfair, seed=seed,
-                              rules=rules or Rules())
+                              rules=rules or Rules(), missing=missing_runs(out))
     for name, text in report_bundle(comparison, runs, extras=read_extras(out)).items():
         (out / name).write_text(text, encoding="utf-8")
     return out / "report.html", comparison

@@ -100,11 +100,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _analyse(args: argparse.Namespace, paths: list[str]) -> tuple[list[RunData], Comparison]:
     from analysis import compare_runs, read_runs
+    from replay.ab import missing_runs
 
     runs = read_runs(paths)
+    missing = missing_runs(Path(paths[0])) if len(paths) == 1 else []
     comparison = compare_runs(runs, allow_unfair=args.allow_unfair, baseline=args.baseline,
                               tiers=_tiers(args.slo or _experiment_slo(paths[0])),
-                              seed=args.seed, rules=_rules(args, paths[0]))
+                              seed=args.seed, rules=_rules(args, paths[0]), missing=missing)
     return runs, comparison
 
 
@@ -200,9 +202,16 @@ def run_report(args: argparse.Namespace) -> int:
     _write(out.parent, files)
     if comparison.fairness.overridden:
         console.print(f"[bold red]warning:[/] {comparison.fairness.sentence}")
-    if comparison.incomplete:
+    if comparison.reasons:
         console.print("[yellow]warning:[/] some runs are incomplete: "
                       + "; ".join(comparison.reasons), markup=False)
+    if comparison.missing:
+        from rich.markup import escape
+
+        console.print(f"[yellow]warning:[/] the comparison was interrupted: "
+                      f"{len(comparison.missing)} planned run(s) did not finish (no capacity "
+                      "is claimed from them): " + escape("; ".join(comparison.missing)),
+                      soft_wrap=True)
     for line in _verdict_lines(comparison):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"wrote {out} and {', '.join(n for n in files if n != out.name)}",
