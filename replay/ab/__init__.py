@@ -9,7 +9,6 @@ from replay.ab._driver import (
     Live,
     compare_arms,
     compare_launched,
-    missing_runs,
     preflight,
     reset_prefix_cache,
     write_report,
@@ -36,6 +35,7 @@ from replay.ab._search import (
     search_capacity,
     search_lines,
 )
+from replay.ab._state import missing_runs
 
 __all__ = [
     "DEMO_PROFILE",

@@ -30,8 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import orjson
-
 from analysis import (
     ClockInfo,
     Comparison,
@@ -52,16 +50,16 @@ from replay.ab._order import (
     plan_runs,
     run_verdict,
 )
+from replay.ab._state import State, check_resume, missing_runs
 from replay.client import ServerFacts, connect_url, make_session, probe_server
 from replay.errors import ConfigError, TargetError
 from replay.load import ServerWatchHook, check_time_controls, run_load_sync
 from traces import read_header
 
-__all__ = ["CompareResult", "Live", "compare_arms", "compare_launched", "missing_runs",
+__all__ = ["CompareResult", "Live", "compare_arms", "compare_launched",
            "preflight", "reset_prefix_cache", "write_report"]
 
 Live = Literal["rich", "plain", "quiet"]
-STATE_FILE = "comparison.json"
 _MAX_LABEL_BYTES = 100
 
 
@@ -162,61 +160,13 @@ def _settings(arms: Sequence[str], workload: str, opts: CompareOptions) -> dict[
     }
 
 
-def _check_resume(out: Path, settings: dict[str, Any]) -> dict[str, Any]:
-    """The stored state of a previous attempt ({} if none); refuse other settings."""
-    path = out / STATE_FILE
-    if not path.exists():
-        return {}
-    try:
-        old = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        raise ConfigError(f"{path}: unreadable; remove it or use another --out") from None
-    before = old.get("settings", {})
-    diff = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
-    if diff and not old.get("runs"):
-        # No load was sent yet (the attempt failed while starting or probing): nothing
-        # can be mixed, so the corrected command starts afresh instead of being refused.
-        return {k: v for k, v in old.items() if k not in ("settings", "runs", "preflight")}
-    if diff:
-        shown = "; ".join(f"{k}: was {before.get(k)!r}, now {settings.get(k)!r}" for k in diff)
-        raise ConfigError(f"{path}: cannot resume with different settings ({shown}); "
-                          "rerun the original command or use another --out")
-    return dict(old)
-
-
-class _State:
-    """``comparison.json``: loaded on resume, rewritten after every run."""
-
-    def __init__(self, out: Path, settings: dict[str, Any], plan: Sequence[PlannedRun],
-                 arms: Mapping[str, str | None], mode: str) -> None:
-        self.path = out / STATE_FILE
-        self.data: dict[str, Any] = _check_resume(out, settings)
-        self.data.update(kind="agentreplay-comparison-state", settings=settings, mode=mode,
-                         arms=dict(arms),
-                         plan=[{"name": r.name, "arm": r.arm, "users": r.users,
-                                "repeat": r.repeat} for r in plan])
-        self.data.setdefault("runs", {})
-        self.save()
-
-    def record(self, run: PlannedRun, **fields: Any) -> None:
-        entry = self.data["runs"].setdefault(run.name, {"dir": f"runs/{run.name}"})
-        entry.update(fields)
-        self.save()
-
-    def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_bytes(orjson.dumps(self.data, option=orjson.OPT_INDENT_2))
-        tmp.replace(self.path)
-
-
 def _say(live: Live, text: str) -> None:
     if live != "quiet":
         print(f"agentreplay: {text}", file=sys.stderr, flush=True)
 
 
 def _execute(runs: Sequence[PlannedRun], url_of: Callable[[str], str], workload: str,
-             out: Path, opts: CompareOptions, state: _State, live: Live, total: int,
+             out: Path, opts: CompareOptions, state: State, live: Live, total: int,
              done_before: int, watch_of: Callable[[str], ServerWatchHook] | None = None) -> int:
     """Run (or skip, when complete and not stamped invalid) each planned run in order;
     returns runs seen. ``watch_of(arm)``: the launched server's watch, read by the run."""
@@ -248,23 +198,6 @@ def _execute(runs: Sequence[PlannedRun], url_of: Callable[[str], str], workload:
     return seen
 
 
-def missing_runs(out: Path) -> list[str]:
-    """The planned runs of a comparison directory that did not finish, each as
-    ``name (status)``: an interrupted comparison's report names them and claims nothing
-    from them. Empty when ``comparison.json`` is absent or unreadable (runs given by
-    hand have no plan)."""
-    try:
-        data = orjson.loads((out / STATE_FILE).read_bytes())
-        plan, runs = data["plan"], data.get("runs", {})
-        names = [str(p["name"]) for p in plan]
-    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
-        return []
-    status = {k: v.get("status") for k, v in runs.items() if isinstance(v, dict)} \
-        if isinstance(runs, dict) else {}
-    return [f"{n} ({status.get(n) or 'not run'})" for n in names
-            if status.get(n) != "complete" or not is_run_complete(out / "runs" / n)]
-
-
 def write_report(out: Path, *, allow_unfair: bool, seed: int = 0,
                  rules: Rules | None = None) -> tuple[Path, Comparison]:
     """Compare the runs under ``out/runs``; write report.html and its data files
@@ -280,7 +213,7 @@ def write_report(out: Path, *, allow_unfair: bool, seed: int = 0,
     return out / "report.html", comparison
 
 
-def _finish(out: Path, state: _State, opts: CompareOptions, live: Live) -> CompareResult:
+def _finish(out: Path, state: State, opts: CompareOptions, live: Live) -> CompareResult:
     report, comparison = write_report(out, allow_unfair=opts.allow_unfair, seed=opts.seed,
                                       rules=opts.rules())
     state.data["report"] = report.name
@@ -350,11 +283,11 @@ def compare_arms(arms: Sequence[tuple[str, str]], workload: str | os.PathLike[st
     out_p = Path(out)
     settings = _settings(labels, path, opts)
     plan = plan_runs(labels, opts.levels, opts.repeats, rates=opts.rates)
-    _check_resume(out_p, settings)
+    check_resume(out_p, settings)
     verdict = preflight(arms, opts)
     if verdict.overridden:
         _say(live, f"WARNING: {verdict.sentence} (--allow-unfair)")
-    state = _State(out_p, settings, plan, dict(arms), "urls")
+    state = State(out_p, settings, plan, dict(arms), "urls")
     state.data["preflight"] = verdict.model_dump(mode="json")
     state.save()
     urls = dict(arms)
@@ -407,13 +340,13 @@ def compare_launched(model: str, arms: Sequence[str], workload: str | os.PathLik
         opts = opts.model_copy(update={"vocab_size": known.vocab_size})
     settings = {**_settings(arms, path, opts), **known.settings(extra_args),
                 "launch_mode": mode, "launch_gpus_per_arm": gpus_per_arm}
-    _check_resume(out_p, settings)
+    check_resume(out_p, settings)
     logs = out_p / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     by_label = {s.label: s for s in specs}
     timeout = startup_timeout_s or DEFAULT_STARTUP_TIMEOUT_S
     plan = plan_runs(arms, opts.levels, opts.repeats, rates=opts.rates)
-    state = _State(out_p, settings, plan, {a: by_label[a].url for a in arms}, mode)
+    state = State(out_p, settings, plan, {a: by_label[a].url for a in arms}, mode)
     watching: list[ServerWatchHook] = []  # every server watched so far (_server_deaths)
     if launch_mode is LaunchMode.SIDE_BY_SIDE:
         with _server_deaths(watching), \

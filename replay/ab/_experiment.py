@@ -76,7 +76,7 @@ def apply_experiment(args: argparse.Namespace, defaults: Mapping[str, Any]) -> N
     """Fill ``args`` from ``args.config``: the file's value wherever the command line
     did not type the flag (``args.typed``, from the CLI) and left it at its default."""
     data = load_experiment(args.config)
-    typed = getattr(args, "typed", frozenset())
+    typed: frozenset[str] = getattr(args, "typed", frozenset())
     for key, value in data.items():
         if key not in typed and getattr(args, key, None) == defaults.get(key):
             setattr(args, key, list(value) if isinstance(value, list) else value)

@@ -161,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     _Parser.argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
-    args.typed = parser.typed_dests(_Parser.argv)
+    args.typed = parser.typed_dests(_Parser.argv) if isinstance(parser, _Parser) else frozenset()
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()

@@ -212,10 +212,11 @@ def test_run_summary_counts_outcomes_and_reads_the_percentiles(tmp_path: Path) -
                        first_token_s=None, last_token_s=None))
     out = make_run(tmp_path / "run one", records, simulated=True)
     truth = summarize(measure(read_run(out)), bootstrap=False)
-    assert truth.counts.ok == 8 and truth.ttft.p90 is not None  # the fixture is what we think
+    assert truth.counts.ok == 8 and truth.ttft_due.p90 is not None  # the fixture is what we think
     head, hint = run_summary_lines(out)
     assert head.startswith("[SIMULATED] window: 10 requests (8 ok, 1 error, 1 timeout)")
-    assert f"P90 TTFT {truth.ttft.p90:.3g} s" in head
+    # the TTFT the tiers and charts use, named, in ms
+    assert f"P90 TTFT from schedule {truth.ttft_due.p90 * 1000:,.0f} ms" in head
     assert f"P90 interactivity {truth.interactivity.p90:.3g} tok/s/user" in head
     assert hint == f"full report: agentreplay report '{out}'"
 
@@ -227,7 +228,7 @@ def test_run_summary_of_an_empty_window_says_na(tmp_path: Path) -> None:
     out = make_run(tmp_path / "r", [rec(0, sent_s=200.0)])  # after the window
     head, _ = run_summary_lines(out)
     assert head.startswith("window: 0 requests (0 ok)")
-    assert "P90 interactivity n/a; P90 TTFT n/a" in head
+    assert "P90 interactivity n/a; P90 TTFT from schedule n/a" in head
 
 
 @pytest.fixture(scope="module")
