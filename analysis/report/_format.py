@@ -2,8 +2,8 @@
 
 A quantity keeps its unit everywhere in a report (tables and charts alike):
 E2E and session latency in seconds (they run to minutes), TTFT, TPOT, ITL and
-schedule lag in milliseconds (mostly sub-second), so that two cells of one quantity never need a unit conversion
-to be compared.
+schedule lag in milliseconds (mostly sub-second), so that two cells of one
+quantity never need a unit conversion to be compared.
 """
 
 from __future__ import annotations
