@@ -33,6 +33,7 @@ class Series:
     summaries: list[RunSummary]
     color_index: int
     dashed: bool = False
+    marker: str = "o"
     loads: list[LoadLevel] | None = None
     """The load of each summary; None: its users."""
 
@@ -88,7 +89,7 @@ def _plot(ax: Axes, series: Sequence[Series], metric: str, scale: float) -> None
         if not len(x):
             continue
         c = color(s.color_index)
-        ax.plot(x, y * scale, marker="o", markersize=4, color=c, label=safe(s.name),
+        ax.plot(x, y * scale, marker=s.marker, markersize=4, color=c, label=safe(s.name),
                 linestyle="--" if s.dashed else "-", zorder=3)
         band = np.isfinite(lo) & np.isfinite(hi)
         if band.any():

@@ -107,16 +107,27 @@ def _capacity(entries: Sequence[HistoryEntry]) -> dict[str, Any]:
                      for t, cells in tiers.items()]}
 
 
-def _chart(entries: Sequence[HistoryEntry]) -> str:
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
+def history_series(entries: Sequence[HistoryEntry]) -> list[Series]:
+    """One line per (entry, arm), each its own colour; the arm's line style (baseline
+    solid) and the entry's marker tell them apart where colours repeat, so no line
+    hides another (colouring by entry drew an entry's arms alike)."""
     series = []
     for i, e in enumerate(entries):
         for j, arm in enumerate(e.comparison.arms):
             levels = [lv for lv in e.comparison.levels if arm in lv.arms]
             series.append(Series(
-                name=f"{e.name} / {arm}" if arm else e.name, color_index=i, dashed=j > 0,
+                name=f"{e.name} / {arm}" if arm else e.name, color_index=len(series),
+                dashed=j > 0, marker=_MARKERS[i % len(_MARKERS)],
                 summaries=[lv.arms[arm] for lv in levels], loads=[lv.load for lv in levels]))
+    return series
+
+
+def _chart(entries: Sequence[HistoryEntry]) -> str:
     tiers = list({t.name: t for e in entries for t in e.comparison.tiers}.values())
-    return headline_chart(series, tiers)
+    return headline_chart(history_series(entries), tiers)
 
 
 def render_history(entries: Sequence[HistoryEntry], *, mixed: bool = False,
