@@ -199,6 +199,7 @@ class LoadSettings(_Model):
     """Everything about the load that two comparable runs must share."""
 
     users: int = Field(ge=0)
+    """Closed-loop users; 0 for open-loop and timestamp runs (see ``level_of``)."""
     duration_s: float = Field(gt=0)
     warmup_s: float = Field(ge=0)
     drain_s: float = Field(ge=0)

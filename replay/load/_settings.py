@@ -174,7 +174,10 @@ class RunSettings(BaseModel):
         fields = LoadSettings.model_fields
         scale = "think_scale" if "think_scale" in fields else "think_time_scale"
         values: dict[str, Any] = dict(
-            users=self.users, duration_s=self.duration_s, warmup_s=self.warmup_s,
+            # users set a closed-loop load only; an open-loop or timestamp run's load is
+            # its rate or arrivals, and recording a user count there misled readers
+            users=self.users if arrival == "closed" else 0, duration_s=self.duration_s,
+            warmup_s=self.warmup_s,
             drain_s=self.drain_s, seed=self.seed, api=self.api, arrival=arrival,
             rate=self.rate, think_time_cap_s=self.think_time_cap_s,
             warmup_start=self.warmup_start,

@@ -123,3 +123,12 @@ def test_an_interrupted_comparison_claims_no_capacity_from_a_cut_level(tmp_path:
     whole = [r for r in runs if r.manifest.run_id != "auto-4"]
     assert [r.model_dump() for r in cut.capacity if r.arm == "auto"] == \
         [r.model_dump() for r in compare_runs(whole).capacity if r.arm == "auto"]
+
+
+def test_an_open_loop_run_records_no_user_count() -> None:
+    from replay.load import RunSettings
+
+    s = RunSettings(target="http://127.0.0.1:9", duration_s=10.0, rate=2.0)
+    assert s.load_settings("open").users == 0 and s.load_settings("open").rate == 2.0
+    closed = RunSettings(target="http://127.0.0.1:9", duration_s=10.0, users=3)
+    assert closed.load_settings("closed").users == 3
