@@ -114,7 +114,7 @@ def history_series(entries: Sequence[HistoryEntry]) -> list[Series]:
     """One line per (entry, arm), each its own colour; the arm's line style (baseline
     solid) and the entry's marker tell them apart where colours repeat, so no line
     hides another (colouring by entry drew an entry's arms alike)."""
-    series = []
+    series: list[Series] = []
     for i, e in enumerate(entries):
         for j, arm in enumerate(e.comparison.arms):
             levels = [lv for lv in e.comparison.levels if arm in lv.arms]
