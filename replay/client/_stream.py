@@ -206,10 +206,10 @@ class _TimerState:
 
     def __init__(self) -> None:
         self.when: float | None = None
-        self.kind = ErrorKind.TIMEOUT_TOTAL
+        self.kind: str = ErrorKind.TIMEOUT_TOTAL
         self.timer: asyncio.Timeout | None = None
 
-    def set(self, at: float | None, kind: ErrorKind, total_at: float | None) -> None:
+    def set(self, at: float | None, kind: str, total_at: float | None) -> None:
         if total_at is not None and (at is None or total_at <= at):
             at, kind = total_at, ErrorKind.TIMEOUT_TOTAL
         self.when = at
