@@ -10,11 +10,13 @@ import importlib as _importlib
 import typing as _typing
 
 from analysis.judge import (
+    Bracket,
     CapacityRow,
     Comparison,
     FairnessVerdict,
     Rules,
     assess_run,
+    bracket_of,
     compare_runs,
     judge_fairness,
 )
@@ -101,6 +103,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "Bracket",
     "CapacityRow",
     "ClientHealth",
     "ClockInfo",
@@ -133,6 +136,7 @@ __all__ = [
     "ValidityReason",
     "WorkloadRef",
     "assess_run",
+    "bracket_of",
     "capacity_view",
     "check_history",
     "compare_runs",

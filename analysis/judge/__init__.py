@@ -5,6 +5,12 @@ capacity.
 from analysis.judge._analyse import (
     analyse_run,
 )
+from analysis.judge._bracket import (
+    Bracket,
+    RatioBracket,
+    bracket_of,
+    ratio_bracket,
+)
 from analysis.judge._capacity import (
     CapacityRow,
     capacity_table,
@@ -39,6 +45,7 @@ from analysis.judge._verdict import NO_EVIDENCE_SPAN, ratio_interval_text
 
 __all__ = [
     "ALLOWED_FIELDS",
+    "Bracket",
     "CapacityRow",
     "Comparison",
     "ConfigDiff",
@@ -48,10 +55,12 @@ __all__ = [
     "Level",
     "NO_EVIDENCE_SPAN",
     "Ratio",
+    "RatioBracket",
     "Rules",
     "analyse_run",
     "assess_comparison",
     "assess_run",
+    "bracket_of",
     "capacity_table",
     "compare_runs",
     "diff_configs",
@@ -60,5 +69,6 @@ __all__ = [
     "judge_fairness",
     "meets_tier",
     "merge_validity",
+    "ratio_bracket",
     "ratio_interval_text",
 ]

@@ -299,7 +299,7 @@ def compare_runs(
         by_level.setdefault(key, []).append(r.manifest.run_id)
     levels: list[Level] = []
     cut_short = {r.manifest.run_id for r in ordered if r.reasons}
-    cap_input: dict[str, list[tuple[RunSummary, Samples]]] = {a: [] for a in arms}
+    cap_input: dict[str, list[RunSummary]] = {a: [] for a in arms}
     for key in sorted(by_level):
         pooled = {arm: pool(groups[(key, arm)]) for arm in arms if (key, arm) in groups}
         summaries = {arm: summarize(s, seed=seed, tiers=tiers_t, max_failure_share=mf)
@@ -311,7 +311,7 @@ def compare_runs(
             summaries[arm].validity = merge_validity(
                 [(rid, run_valid[rid]) for rid in smp.runs])
             if not cut_short.intersection(smp.runs):
-                cap_input[arm].append((summaries[arm], smp))
+                cap_input[arm].append(summaries[arm])
         ratios: dict[str, list[Ratio]] = {}
         evidence: dict[str, str | None] = {}
         if base in pooled:
@@ -326,8 +326,7 @@ def compare_runs(
             users=int(load.value) if load.kind == "users" else 0, load=load, arms=summaries,
             ratios=ratios, validity=lv_valid, evidence=evidence,
             single_run=all(len(s.runs) == 1 for s in pooled.values())))
-    cap = capacity_table({a: v for a, v in cap_input.items() if v}, tiers_t,
-                         max_failure_share=mf, seed=seed)
+    cap = capacity_table({a: v for a, v in cap_input.items() if v}, tiers_t)
     reasons = [x for r in ordered for x in (f"{r.manifest.run_id}: {y}" for y in r.reasons)]
     validity = assess_comparison(list(run_valid.items()),
                                  [(lv.load.label, lv.arms) for lv in levels], rules=rules)

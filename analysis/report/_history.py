@@ -93,15 +93,12 @@ def _summary_rows(entries: Sequence[HistoryEntry]) -> list[dict[str, Any]]:
 
 
 def _capacity(entries: Sequence[HistoryEntry]) -> dict[str, Any]:
+    """Each entry's capacity bracket per tier and arm, as measured (no interpolation)."""
     cols = [(e, arm) for e in entries for arm in e.comparison.arms]
     tiers: dict[str, dict[tuple[str, str], str]] = {}
     for e in entries:
         for r in e.comparison.capacity:
-            prefix = "\u2265 " if r.how == "at least" else ""
-            text = "none" if r.users is None else prefix + fmt_num(r.users, 1)
-            ci = "" if r.how == "at least" else fmt_ci(getattr(r, "ci", None), "num")
-            tiers.setdefault(r.tier.label, {})[(e.name, r.arm)] = (
-                f"{text} {ci}".strip() + f" ({r.how})")
+            tiers.setdefault(r.tier.label, {})[(e.name, r.arm)] = r.bracket.text(r.load_kind)
     return {"columns": [f"{e.name} / {a}" if a else e.name for e, a in cols],
             "rows": [(t, [cells.get((e.name, a), "not measured") for e, a in cols])
                      for t, cells in tiers.items()]}
@@ -121,7 +118,8 @@ def history_series(entries: Sequence[HistoryEntry]) -> list[Series]:
             series.append(Series(
                 name=f"{e.name} / {arm}" if arm else e.name, color_index=len(series),
                 dashed=j > 0, marker=_MARKERS[i % len(_MARKERS)],
-                summaries=[lv.arms[arm] for lv in levels], loads=[lv.load for lv in levels]))
+                summaries=[lv.arms[arm] for lv in levels], loads=[lv.load for lv in levels],
+                capacity=tuple(r for r in e.comparison.capacity if r.arm == arm)))
     return series
 
 

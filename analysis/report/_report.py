@@ -140,7 +140,8 @@ def report_context(
     detail: list[tuple[str, str]] = []
     if charts:
         headline = headline_chart(
-            [Series(name=a.arm or "run", summaries=a.summaries, color_index=i, loads=a.loads)
+            [Series(name=a.arm or "run", summaries=a.summaries, color_index=i, loads=a.loads,
+                    capacity=tuple(r for r in comparison.capacity if r.arm == a.arm))
              for i, a in enumerate(by_arm)], comparison.tiers)
         detail = _detail_charts(comparison, by_arm)
     levels = [

@@ -90,8 +90,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     rep.set_defaults(func=run_report)
     plan = subparsers.add_parser(
         "plan", help="print the capacity table: load per arm meeting each SLO tier",
-        description="Capacity planning from a sweep of load levels: the largest load each arm "
-                    "serves within each SLO tier, with its interval and the arms' ratio.")
+        description="Capacity planning from a sweep of load levels: per arm and SLO tier, the "
+                    "measured levels its capacity lies between (the largest level up to which "
+                    "every level met the tier, the first that failed), and the arms' capacity "
+                    "ratio as far as those brackets bound it.")
     plan.add_argument("paths", nargs="+", metavar="DIR",
                       help="run directories, or directories containing run directories")
     _common(plan)
@@ -271,7 +273,8 @@ def run_plan(args: argparse.Namespace) -> int:
         console.print("[SIMULATED] runs served by a performance model, not GPUs",
                       style="yellow", markup=False)
     view = capacity_view(comparison)
-    table = Table(title=f"Capacity: largest load ({view['unit']}) meeting each SLO tier")
+    table = Table(title=f"Capacity: measured load ({view['unit']}) bracketing each SLO tier "
+                        "(met at the lower level, failed at the upper; nothing interpolated)")
     table.add_column("tier")
     for a in view["arms"]:
         table.add_column(Text(f"{a or 'run'}: {view['unit']}"), justify="right")
@@ -285,8 +288,7 @@ def run_plan(args: argparse.Namespace) -> int:
             if x is None:
                 cells += ["not measured", "", ""]
                 continue
-            cells += [Text(f"{x['users']} {x['ci']} ({x['how']})".replace("  ", " ")),
-                      x["per_gpu"], x["decode"]]
+            cells += [Text(x["users"]), x["per_gpu"], x["decode"]]
         cells += [Text(f"{r['value']} {r['ci']}".strip()) for r in row["ratios"]]
         table.add_row(*cells)
     console.print(table)
