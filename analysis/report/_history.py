@@ -24,7 +24,6 @@ from analysis.report._decision import (
     validity_view,
     verdict_text,
 )
-from analysis.report._format import fmt_ci, fmt_num
 from analysis.report._report import _defang, _environment
 from analysis.schema import ResultError
 

@@ -32,7 +32,8 @@ EXPERIMENT_KEYS: dict[str, tuple[type, ...]] = {
     "api": (str,), "model": (str,), "api_key_env": (str,), "think_scale": (int, float),
     "think_time_cap": (int, float), "launch": (bool,), "vllm_python": (str,),
     "mode": (str,), "port": (int,), "gpus_per_arm": (int,), "vllm_args": _LIST,
-    "search": _LIST, "search_max_users": (int,), "search_max_probes": (int,), "slo": _LIST,
+    "search": _LIST, "search_max_users": (int,), "search_max_probes": (int,),
+    "search_precision": (int, float), "slo": _LIST,
     "scenario": (str,), "scenario_unsafe": (bool,), "time_scale": (int, float),
     "start": (int, float), "slice": (int, float), "max_failure_share": (int, float),
 }

@@ -17,9 +17,11 @@ __all__ = ["STATE_FILE", "State", "check_resume", "missing_runs"]
 STATE_FILE = "comparison.json"
 
 
-def check_resume(out: Path, settings: dict[str, Any]) -> dict[str, Any]:
-    """The stored state of a previous attempt ({} if none); refuse other settings."""
-    path = out / STATE_FILE
+def check_resume(out: Path, settings: dict[str, Any], name: str = STATE_FILE
+                 ) -> dict[str, Any]:
+    """The stored state of a previous attempt ({} if none, or in file ``name``: a
+    search keeps its own); refuse other settings."""
+    path = out / name
     if not path.exists():
         return {}
     try:

@@ -70,14 +70,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--port", type=int, default=8000, help="first port for launched arms")
     p.add_argument("--gpus-per-arm", type=int, default=None, help="GPUs per launched arm")
     p.add_argument("--search", action="append", metavar="FLOOR:TTFT",
-                   help="SLO search instead of a fixed sweep: per arm, the largest user "
-                        "count meeting this tier (P90 interactivity floor tok/s/user : P90 "
-                        "TTFT ceiling s), by doubling from the first --users count then "
-                        "bisection over short runs; repeatable (default: no search)")
+                   help="SLO search instead of a fixed sweep: per arm, the measured user "
+                        "counts this tier's capacity lies between (P90 interactivity floor "
+                        "tok/s/user : P90 TTFT ceiling s), by doubling from the first --users "
+                        "count then bisection over short runs; repeatable (default: no "
+                        "search)")
     p.add_argument("--search-max-users", type=int, default=256, metavar="N",
                    help="largest user count the search tries (default: 256)")
     p.add_argument("--search-max-probes", type=int, default=12, metavar="N",
-                   help="at most this many runs per arm in a search (default: 12)")
+                   help="at most this many runs per arm in a search; when they run out the "
+                        "answer is the bracket as far as it got (default: 12)")
+    p.add_argument("--search-precision", type=float, default=None, metavar="WIDTH",
+                   help="stop bisecting once (failed - passed) / passed is at most this "
+                        "relative width, e.g. 0.1 for 10%% (default: one user wide)")
     p.add_argument("--config", metavar="FILE.toml",
                    help="experiment file: the flags of a comparison (arms, workload, levels, "
                         "durations, SLO tiers, search, launch settings); a flag given here "
@@ -238,7 +243,7 @@ def _store_experiment(args: argparse.Namespace, target: object = None) -> None:
 
 def _search(args: argparse.Namespace, opts: CompareOptions, extra: list[str],
             live: Live) -> int:
-    """``compare --search``: per arm and tier, the largest user count meeting the tier."""
+    """``compare --search``: per arm and tier, the measured bracket around its capacity."""
     from rich.console import Console
 
     from analysis import parse_tier
@@ -255,15 +260,17 @@ def _search(args: argparse.Namespace, opts: CompareOptions, extra: list[str],
     result = search_capacity(_url_arms(args.arm), args.workload, args.out, opts,
                              [parse_tier(t) for t in args.search],
                              start_users=opts.levels[0], max_users=args.search_max_users,
-                             max_probes=args.search_max_probes, live=live)
+                             max_probes=args.search_max_probes,
+                             precision=args.search_precision, live=live)
     console = Console(stderr=False)
     for line in search_lines(result):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"report: {result.report}", markup=False, highlight=False, soft_wrap=True)
-    # a search that stopped on an invalid probe has no answer for that tier: exit 3 says so
+    # a search that stopped on an invalid probe has no answer for that tier: exit 3 says
+    # so; one that ran out of probes answered with the bracket it reached (exit 0)
     from replay.cli import EXIT_INVALID
 
-    return EXIT_INVALID if any(a.how.startswith("stopped") for a in result.answers) else 0
+    return EXIT_INVALID if any(a.ended == "invalid" for a in result.answers) else 0
 
 
 def _print(result: CompareResult) -> int:

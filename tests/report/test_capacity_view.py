@@ -4,7 +4,6 @@ chart marks exactly the measured passing and failing levels the table prints."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
