@@ -31,6 +31,7 @@ from replay.ab._order import (
 from replay.ab._search import (
     SearchAnswer,
     SearchResult,
+    check_search_limits,
     next_probe,
     search_capacity,
     search_lines,
@@ -48,6 +49,7 @@ __all__ = [
     "SearchAnswer",
     "SearchResult",
     "apply_experiment",
+    "check_search_limits",
     "compare_arms",
     "compare_launched",
     "demo_settings",

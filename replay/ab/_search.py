@@ -42,7 +42,8 @@ from replay.errors import ConfigError
 from replay.load import run_load_sync
 from replay.text import plural
 
-__all__ = ["SearchAnswer", "SearchResult", "next_probe", "search_capacity", "search_lines"]
+__all__ = ["SearchAnswer", "SearchResult", "check_search_limits", "next_probe",
+           "search_capacity", "search_lines"]
 
 Outcome = Literal["meets", "fails", "invalid"]
 Ended = Literal["searching", "bracketed", "at least", "below", "invalid", "probe limit"]
@@ -197,8 +198,9 @@ def _payload(answers: Sequence[SearchAnswer], opts: CompareOptions, start: int,
         "results": results}, option=orjson.OPT_INDENT_2)
 
 
-def _check_limits(start: int, max_users: int, max_probes: int, precision: float | None
-                  ) -> None:
+def check_search_limits(start: int, max_users: int, max_probes: int,
+                        precision: float | None) -> None:
+    """Refuse search limits that cannot run, naming the flag (before anything is written)."""
     if max_users < 1:
         raise ConfigError(f"--search-max-users {max_users}: give a user count of at least 1")
     if max_probes < 1:
@@ -244,7 +246,7 @@ def search_capacity(
 
     if not tiers:
         raise ConfigError("--search needs at least one tier, e.g. --search 100:15")
-    _check_limits(start_users, max_users, max_probes, precision)
+    check_search_limits(start_users, max_users, max_probes, precision)
     out_p, path = Path(out), os.fspath(workload)
     labels = [label for label, _ in arms]
     # the levels are the search's own; everything else a probe was run with must match
@@ -276,7 +278,7 @@ def search_capacity(
                             "(--search-max-probes): the bracket as far as it got")
                     continue
                 probes[label][want] = _probe(label, url, want, path, out_p, opts, tiers, live)
-                state.ran(probes[label][want].run)
+                state.ran(PlannedRun(label, want, 0).name)
                 progressed = True
                 break  # one probe per arm per turn: arms alternate
         order.reverse()

@@ -157,6 +157,11 @@ def _compare(args: argparse.Namespace) -> int:
         first_token_timeout_s=args.ttft_timeout, itl_timeout_s=args.itl_timeout,
         time_scale=args.time_scale, start_s=args.start, slice_s=args.slice,
     ), args.rate))
+    if args.search:
+        from replay.ab import check_search_limits
+
+        check_search_limits(opts.levels[0], args.search_max_users, args.search_max_probes,
+                            args.search_precision)
     check_writable_dir(Path(args.out))  # settings first, then before any server is asked
     _store_experiment(args)
     if opts.rates is None:

@@ -102,9 +102,14 @@ def test_search_answer_of_one_user_says_user() -> None:
     from analysis import SloTier
     from replay.ab import SearchAnswer
 
-    answer = SearchAnswer("auto", SloTier(floor_tok_s=30, ttft_s=15), users=1,
-                          bracket=(1, 2), how="bracketed to one user")
-    assert ": 1 user (bracket 1" in answer.text()
+    from analysis import Bracket
+
+    answer = SearchAnswer("auto", SloTier(floor_tok_s=30, ttft_s=15),
+                          bracket=Bracket(passed=1, failed=2), ended="bracketed",
+                          how="bracketed to one user")
+    assert ": between 1 and 2 users (bracketed to one user)" in answer.text()
+    answer.bracket = Bracket(passed=1, failed=None)
+    assert ": at least 1 user (" in answer.text()
 
 
 _FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
@@ -310,8 +315,10 @@ def test_report_judges_tiers_by_max_failure_share(
     want = DEFAULT_MAX_FAILURE_SHARE if share is None else share
     assert summary["rules"]["max_failure_share"] == want
     truth = compare_runs(read_runs([run]), rules=Rules(max_failure_share=want))
-    assert [row["users"] for row in summary["capacity"]] == [r.users for r in truth.capacity]
-    met = [row["users"] for row in summary["capacity"] if row["users"] is not None]
+    assert [row["bracket"] for row in summary["capacity"]] == [
+        r.bracket.model_dump(mode="json") for r in truth.capacity]
+    met = [row["bracket"]["passed"] for row in summary["capacity"]
+           if row["bracket"]["passed"] is not None]
     assert bool(met) == (want >= 0.1)  # 10% failures fail every tier below that
 
 
