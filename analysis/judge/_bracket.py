@@ -122,10 +122,10 @@ class RatioBracket(BaseModel):
         return self.range_text()
 
     def meaning(self) -> str:
-        return {"more": "serves more than the baseline by this factor",
-                "less": "serves less than the baseline: this factor",
-                "unknown": "the brackets overlap or are open: either arm may serve more"
-                }[self.verdict]
+        """A few words: which arm serves more, as far as the brackets say."""
+        return {"more": "serves more than the baseline",
+                "less": "serves less than the baseline",
+                "unknown": "either arm may serve more"}[self.verdict]
 
 
 def ratio_bracket(base: Bracket, other: Bracket) -> RatioBracket:

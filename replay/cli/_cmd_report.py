@@ -273,15 +273,17 @@ def run_plan(args: argparse.Namespace) -> int:
         console.print("[SIMULATED] runs served by a performance model, not GPUs",
                       style="yellow", markup=False)
     view = capacity_view(comparison)
-    table = Table(title=f"Capacity: measured load ({view['unit']}) bracketing each SLO tier "
+    table = Table(caption="per GPU and decode tok/s/GPU: measured at the passing level",
+                  title=f"Capacity: measured load ({view['unit']}) bracketing each SLO tier "
                         "(met at the lower level, failed at the upper; nothing interpolated)")
     table.add_column("tier")
     for a in view["arms"]:
         table.add_column(Text(f"{a or 'run'}: {view['unit']}"), justify="right")
         table.add_column("per GPU", justify="right")
-        table.add_column("decode tok/s/GPU", justify="right")
+        table.add_column("tok/s/GPU", justify="right")
     for o in view["others"]:
-        table.add_column(Text(f"{o} / {view['arms'][0]}"), justify="right")
+        head = f"{o} / {view['arms'][0]}"
+        table.add_column(Text(head), justify="right", min_width=len(head))
     for row in view["rows"]:
         cells: list[Text | str] = [Text(row["tier"])]
         for x in row["arms"]:
@@ -289,9 +291,14 @@ def run_plan(args: argparse.Namespace) -> int:
                 cells += ["not measured", "", ""]
                 continue
             cells += [Text(x["users"]), x["per_gpu"], x["decode"]]
-        cells += [Text(f"{r['value']} {r['ci']}".strip()) for r in row["ratios"]]
+        cells += [Text(r["value"]) for r in row["ratios"]]
         table.add_row(*cells)
     console.print(table)
+    if view["others"]:
+        console.print("ratio: capacity over the baseline's as bounded by the two brackets "
+                      "(A in [a1, a2), B in [b1, b2): B/A between b1/a2 and b2/a1); unknown "
+                      "when that range holds 1x (either arm may serve more)",
+                      markup=False, highlight=False, soft_wrap=True)
     for line in _verdict_lines(comparison)[1:]:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     return EXIT_INVALID if _invalid(comparison) else 0

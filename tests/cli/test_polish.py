@@ -99,10 +99,8 @@ def test_generate_one_session_says_session(
 
 
 def test_search_answer_of_one_user_says_user() -> None:
-    from analysis import SloTier
+    from analysis import Bracket, SloTier
     from replay.ab import SearchAnswer
-
-    from analysis import Bracket
 
     answer = SearchAnswer("auto", SloTier(floor_tok_s=30, ttft_s=15),
                           bracket=Bracket(passed=1, failed=2), ended="bracketed",
