@@ -117,7 +117,7 @@ def next_probe(probes: dict[int, Probe], tier: str, start: int, max_users: int,
     if hi is None:
         if lo >= max_users:
             return None, "at least", (f"every probe up to {plural(max_users, 'user')} met "
-                                      "the tier (--search-max-users)")
+                                      "the tier; raise --search-max-users to look further")
         want = min(max(lo * 2, start if lo == 0 else lo + 1), max_users)
     elif _narrow(lo, hi, precision):
         if lo == 0 and hi == 1:

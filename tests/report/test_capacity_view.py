@@ -4,6 +4,7 @@ chart marks exactly the measured passing and failing levels the table prints."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +64,19 @@ def test_chart_marks_the_levels_the_table_prints(comparison_and_runs: tuple) -> 
     for r in c.capacity:
         assert r.bracket.text(r.load_kind) in table
     assert "interpolated" not in table
+
+
+def test_history_shows_each_entry_s_bracket_and_marks_it(tmp_path: Path) -> None:
+    from replay.cli import main
+
+    first = make_sweep(tmp_path / "first", levels=(1, 4, 16))
+    later = make_sweep(tmp_path / "later", arms={"auto": 0.004}, levels=(4, 16))
+    out = tmp_path / "history.html"
+    assert main(["report", str(first), str(later), "-o", str(out)]) in (0, 3)
+    html = out.read_text(encoding="utf-8")
+    table = html[html.index('id="capacity-table"'):]
+    table = table[:table.index("</table>")]
+    for root in (first, later):
+        for r in compare_runs(read_runs([root])).capacity:
+            assert r.bracket.text(r.load_kind) in table
+    assert "ar-cap-" in html  # the history chart marks the same brackets
