@@ -123,7 +123,8 @@ def _how(row: Any) -> str:
     elif b.kind == "below":
         text = f"failed already at the smallest level, {b.failed:g}"
     else:
-        text = f"met at {b.passed:g} (and every level below), failed at {b.failed:g}"
+        below = " and every level below" if min(row.levels) < b.passed else ""
+        text = f"met at {b.passed:g}{below}, failed at {b.failed:g}"
     return text + str(b.note())
 
 
