@@ -56,6 +56,15 @@ def test_chart_marks_the_levels_the_table_prints(comparison_and_runs: tuple) -> 
         if r.bracket.failed is not None:
             want.add(f"ar-cap-{i}-{k}-fail-{r.bracket.failed:g}")
     assert drawn == want
+    # the throughput chart rings the passing levels the table reads per GPU from
+    from analysis.report import _charts
+    from analysis.report._chart_base import ArmLevels
+
+    by_arm = [ArmLevels(arm=a, summaries=[lv.arms[a] for lv in c.levels],
+                        runs=[r for r in runs if r.manifest.label == a]) for a in c.arms]
+    rings = set(re.findall(r'id="ar-curve-cap-(\d+-\d+-pass-[\d.]+)"',
+                           _charts.curve_chart(by_arm, c.capacity)))
+    assert rings == {w.removeprefix("ar-cap-") for w in want if "-pass-" in w}
     # the full report shows the same: its chart marks and its table's brackets
     html = render_report(c, runs)
     assert set(re.findall(r'id="(ar-cap-\d+-\d+-(?:pass|fail)-[\d.]+)"', html)) == want
