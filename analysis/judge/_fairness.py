@@ -209,7 +209,11 @@ def diff_configs(a: object, b: object) -> list[tuple[str, object, object]]:
 
 
 def _vllm_config(m: RunManifest) -> dict[str, object] | None:
-    info = m.server_info or {}
+    return _config_of(m.server_info)
+
+
+def _config_of(server_info: dict[str, object] | None) -> dict[str, object] | None:
+    info = server_info or {}
     cfg = info.get("vllm_config")
     if isinstance(cfg, str):
         try:
@@ -229,6 +233,40 @@ def gpu_count_of(m: RunManifest) -> int | None:
         if all(isinstance(s, int) and s > 0 for s in sizes):
             return int(sizes[0] * sizes[1] * sizes[2])
     return m.gpu_count
+
+
+def _replica_diffs(m: RunManifest) -> list[ConfigDiff]:
+    """Every way a replica of ``m`` differs from its first: a fleet measured as one
+    target is only that when its servers are alike, so here the decode backend is
+    refused too (only volatile fields are ignored, KV block counts noted). Each arm's
+    first replica is then compared across arms as usual, so every replica of every
+    arm is held to the same configuration."""
+    if len(m.replicas) < 2:
+        return []
+    first = m.replicas[0]
+    cfg0, env0 = _config_of(first.server_info), (first.server_info or {}).get("vllm_env")
+    out: list[ConfigDiff] = []
+    for k, rep in enumerate(m.replicas[1:], start=1):
+        run = f"{m.run_id} replica {k} ({rep.target})"
+
+        def add(field: str, a: object, b: object, verdict: str, run: str = run) -> None:
+            out.append(ConfigDiff(field=f"replicas.{field}", run=run, baseline=_show(a),
+                                  other=_show(b), verdict=verdict))
+
+        cfg = _config_of(rep.server_info)
+        if cfg is not None and cfg0 is not None:
+            for path, a, b in diff_configs(cfg0, cfg):
+                verdict = ("ignored" if _is_volatile(path) else "noted" if _is_noted(path)
+                           else "refused")
+                add(f"vllm_config.{path}", a, b, verdict)
+            env = (rep.server_info or {}).get("vllm_env")
+            for name, a, b in diff_configs(env0 or {}, env or {}):
+                add(f"vllm_env.{name}", a, b, env_verdict(name))
+        if rep.model != first.model:
+            add("model", first.model, rep.model, "refused")
+        if rep.gpu_count != first.gpu_count:
+            add("gpu_count", first.gpu_count, rep.gpu_count, "refused")
+    return out
 
 
 def _show(v: object) -> str:
@@ -261,6 +299,9 @@ def judge_fairness(
         diffs.append(ConfigDiff(field=field, run=run.run_id, baseline=_show(a),
                                 other=_show(b), verdict=verdict))
 
+    for m in manifests:  # a fleet's replicas must be alike, backend included
+        diffs.extend(_replica_diffs(m))
+        verified = verified and all(_config_of(r.server_info) is not None for r in m.replicas)
     base_env = _vllm_env(base)
     commands = list(launch_commands) if launch_commands is not None else [None] * len(manifests)
     if len(commands) != len(manifests):
