@@ -17,6 +17,7 @@ from analysis.judge import (
     assess_run,
     compare_runs,
     judge_fairness,
+    replica_diffs,
 )
 from analysis.metrics import (
     RunSummary,
@@ -149,6 +150,7 @@ __all__ = [
     "record_latencies",
     "render_history",
     "render_report",
+    "replica_diffs",
     "report_bundle",
     "summarize",
     "validity_view",

@@ -25,6 +25,7 @@ from analysis.judge._fairness import (
     flatten_config,
     gpu_count_of,
     judge_fairness,
+    replica_diffs,
 )
 from analysis.judge._rules import (
     DEFAULT_RULES,
@@ -61,4 +62,5 @@ __all__ = [
     "meets_tier",
     "merge_validity",
     "ratio_interval_text",
+    "replica_diffs",
 ]

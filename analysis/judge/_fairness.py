@@ -56,6 +56,7 @@ __all__ = [
     "env_verdict",
     "gpu_count_of",
     "judge_fairness",
+    "replica_diffs",
 ]
 
 ALLOWED_FIELDS = frozenset({"additional_config.decode_backend"})
@@ -235,7 +236,7 @@ def gpu_count_of(m: RunManifest) -> int | None:
     return m.gpu_count
 
 
-def _replica_diffs(m: RunManifest) -> list[ConfigDiff]:
+def replica_diffs(m: RunManifest) -> list[ConfigDiff]:
     """Every way a replica of ``m`` differs from its first: a fleet measured as one
     target is only that when its servers are alike, so here the decode backend is
     refused too (only volatile fields are ignored, KV block counts noted). Each arm's
@@ -300,7 +301,7 @@ def judge_fairness(
                                 other=_show(b), verdict=verdict))
 
     for m in manifests:  # a fleet's replicas must be alike, backend included
-        diffs.extend(_replica_diffs(m))
+        diffs.extend(replica_diffs(m))
         verified = verified and all(_config_of(r.server_info) is not None for r in m.replicas)
     base_env = _vllm_env(base)
     commands = list(launch_commands) if launch_commands is not None else [None] * len(manifests)

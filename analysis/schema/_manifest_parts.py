@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ClientHealth", "Coverage", "Replica", "ServerWatch", "Severity", "Validity", "ValidityReason",
-           "Verdict"]
+__all__ = ["ClientHealth", "Coverage", "Replica", "ServerWatch", "Severity", "Validity",
+           "ValidityReason", "Verdict"]
 
 Verdict = Literal["valid", "caveats", "invalid"]
 Severity = Literal["caveat", "invalid"]

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from analysis import DEFAULT_MAX_FAILURE_SHARE, Rules
 from replay.errors import ConfigError
-from replay.load import RunSettings, validated
+from replay.load import RunSettings, split_targets, validated
 
 __all__ = ["CompareOptions", "parse_levels", "parse_rates"]
 
@@ -76,9 +76,11 @@ class CompareOptions(BaseModel):
 
     def config(self, target: str, users: int, label: str,
                rate: float | None = None) -> RunSettings:
-        """The settings of one planned run (open loop at ``rate`` when given)."""
+        """The settings of one planned run (open loop at ``rate`` when given); a
+        ``target`` of several comma-separated URLs is a fleet (``--arm L=URL1,URL2``)."""
+        urls = split_targets(target)
         return validated(RunSettings, dict(
-            target=target, users=users, rate=rate, duration_s=self.duration_s,
+            target=urls[0], targets=urls, users=users, rate=rate, duration_s=self.duration_s,
             warmup_s=self.warmup_s,
             drain_s=self.drain_s, api=self.api, model=self.model,
             api_key_env=self.api_key_env, seed=self.seed, vocab_size=self.vocab_size,

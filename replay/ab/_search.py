@@ -27,9 +27,10 @@ from typing import Literal
 import orjson
 
 from analysis import SEARCH_FILE, SloTier, compare_runs, read_run
-from replay.ab._driver import Live, preflight, reset_prefix_cache
+from replay.ab._driver import Live
 from replay.ab._options import CompareOptions
 from replay.ab._order import PlannedRun, is_run_complete
+from replay.ab._preflight import preflight, reset_prefix_cache
 from replay.errors import ConfigError
 from replay.load import run_load_sync
 from replay.text import plural

@@ -28,9 +28,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "workload against each in A B B A order at every user count, and write report.html, "
         "summary.json, requests.csv and comparison.json. Rerun the same command to resume.",
     )
-    p.add_argument("--arm", action="append", metavar="LABEL[=URL]",
-                   help="an arm: LABEL=URL of a running server, or just the decode_backend "
-                        "with --launch; repeat for each arm (required, here or in --config)")
+    p.add_argument("--arm", action="append", metavar="LABEL[=URL[,URL...]]",
+                   help="an arm: LABEL=URL of a running server (LABEL=URL1,URL2: a fleet "
+                        "of replicas measured as one, routed by session affinity), or just "
+                        "the decode_backend with --launch; repeat for each arm (required, "
+                        "here or in --config)")
     p.add_argument("--workload", help="workload file (.jsonl) (required, here or in "
                    "--config)")
     p.add_argument("--users", default=None,
