@@ -94,7 +94,7 @@ def preflight(arms: Sequence[tuple[str, str]], opts: CompareOptions, *,
         urls = split_targets(url, f"--arm {label}=")
         facts = asyncio.run(probe_facts(urls, opts))
         manifest = stand_in(label, url, facts, opts)
-        check_fleet(manifest, urls)
+        check_fleet(manifest, urls, f"--arm {label}")
         manifests.append(manifest)
     return judge_fairness(manifests, allow_unfair=opts.allow_unfair,
                           require_config=len(arms) > 1, launch_commands=launch_commands)

@@ -77,25 +77,27 @@ def replicas_of(settings: RunSettings, facts: Sequence[ServerFacts]) -> list[Rep
                     gpu_count=f.gpu_count) for url, f in zip(settings.fleet, facts, strict=True)]
 
 
-def check_fleet(manifest: RunManifest, fleet: Sequence[str]) -> None:
+def check_fleet(manifest: RunManifest, fleet: Sequence[str], flag: str = "--target") -> None:
     """Refuse replicas whose ``/server_info`` differ in anything that changes how
     requests are served (what a comparison's fairness check would refuse, the decode
-    backend included)."""
+    backend included); the error names ``flag``, the replica and the fields."""
     reps = manifest.replicas
     for k in range(1, len(reps)):
         pair = manifest.model_copy(update={"replicas": [reps[0], reps[k]]})
         refused = [d for d in replica_diffs(pair) if d.verdict == "refused"]
         if refused:
             d = refused[0]
-            more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
-            field = d.field.removeprefix("replicas.")
-            raise TargetError(_unlike(fleet, k, field, d.baseline, d.other) + more)
+            names = [x.field.removeprefix("replicas.") for x in refused]
+            more = f" (and {len(names) - 1} more: {', '.join(names[1:4])}" \
+                f"{', ...' if len(names) > 4 else ''})" if len(names) > 1 else ""
+            raise TargetError(_unlike(fleet, k, names[0], d.baseline, d.other, flag, more))
 
 
-def _unlike(fleet: Sequence[str], k: int, name: str, a: object, b: object) -> str:
-    return (f"--target: replica {k} ({public_target(fleet[k])}) differs from replica 0 "
-            f"({public_target(fleet[0])}) in {name}: {a} vs {b}; a fleet is measured as one "
-            "server, so start every replica with the same model and configuration")
+def _unlike(fleet: Sequence[str], k: int, name: str, a: object, b: object,
+            flag: str = "--target", more: str = "") -> str:
+    return (f"{flag}: replica {k} ({public_target(fleet[k])}) differs from replica 0 "
+            f"({public_target(fleet[0])}) in {name}: {a} vs {b}{more}; a fleet is measured "
+            "as one server, so start every replica with the same model and configuration")
 
 
 class FleetMetrics:
