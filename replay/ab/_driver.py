@@ -81,7 +81,8 @@ def _settings(arms: Sequence[str], workload: str, opts: CompareOptions) -> dict[
                           f"{header.arrival!r}), so users do not set its load; drop --users "
                           "(or give --rate for open-loop levels)")
     check_time_controls(opts, header.arrival, workload, rated=opts.rates is not None)
-    timing = {"time_scale": opts.time_scale, "start_s": opts.start_s, "slice_s": opts.slice_s}
+    timing = {"time_scale": opts.time_scale, "start_s": opts.start_s, "slice_s": opts.slice_s,
+              "routing": opts.routing}
     return {
         **{k: v for k, v in timing.items() if v != CompareOptions.model_fields[k].default},
         "arms": list(arms), "levels": list(opts.levels), "repeats": opts.repeats,

@@ -35,6 +35,7 @@ EXPERIMENT_KEYS: dict[str, tuple[type, ...]] = {
     "search": _LIST, "search_max_users": (int,), "search_max_probes": (int,), "slo": _LIST,
     "scenario": (str,), "scenario_unsafe": (bool,), "time_scale": (int, float),
     "start": (int, float), "slice": (int, float), "max_failure_share": (int, float),
+    "routing": (str,),
 }
 """Key -> accepted TOML types (every key optional; required flags must come from
 the file or the command line)."""

@@ -33,6 +33,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "of replicas measured as one, routed by session affinity), or just "
                         "the decode_backend with --launch; repeat for each arm (required, "
                         "here or in --config)")
+    p.add_argument("--routing", choices=("affinity", "round-robin"), default="affinity",
+                   help="arms of several replicas: every turn of a session on one replica "
+                        "(affinity), or each request to the next (default: %(default)s)")
     p.add_argument("--workload", help="workload file (.jsonl) (required, here or in "
                    "--config)")
     p.add_argument("--users", default=None,
@@ -153,6 +156,7 @@ def _compare(args: argparse.Namespace) -> int:
         max_failure_share=args.max_failure_share,
         first_token_timeout_s=args.ttft_timeout, itl_timeout_s=args.itl_timeout,
         time_scale=args.time_scale, start_s=args.start, slice_s=args.slice,
+        routing=args.routing,
     ), args.rate))
     check_writable_dir(Path(args.out))  # settings first, then before any server is asked
     _store_experiment(args)
