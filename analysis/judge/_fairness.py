@@ -225,15 +225,23 @@ def _config_of(server_info: dict[str, object] | None) -> dict[str, object] | Non
 
 
 def gpu_count_of(m: RunManifest) -> int | None:
-    """TP x PP x DP from the server config, else the manifest's gpu_count."""
-    cfg = _vllm_config(m)
+    """TP x PP x DP from the server config, else the manifest's gpu_count; a fleet's is
+    the sum over its replicas (None when one of them is unknown)."""
+    if m.replicas:
+        counts = [_gpus(r.server_info, r.gpu_count) for r in m.replicas]
+        return None if None in counts else sum(c for c in counts if c is not None)
+    return _gpus(m.server_info, m.gpu_count)
+
+
+def _gpus(server_info: dict[str, object] | None, reported: int | None) -> int | None:
+    cfg = _config_of(server_info)
     par = cfg.get("parallel_config") if cfg else None
     if isinstance(par, dict):
         sizes = [par.get(k, 1) for k in
                  ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")]
         if all(isinstance(s, int) and s > 0 for s in sizes):
             return int(sizes[0] * sizes[1] * sizes[2])
-    return m.gpu_count
+    return reported
 
 
 def replica_diffs(m: RunManifest) -> list[ConfigDiff]:
@@ -265,8 +273,9 @@ def replica_diffs(m: RunManifest) -> list[ConfigDiff]:
                 add(f"vllm_env.{name}", a, b, env_verdict(name))
         if rep.model != first.model:
             add("model", first.model, rep.model, "refused")
-        if rep.gpu_count != first.gpu_count:
-            add("gpu_count", first.gpu_count, rep.gpu_count, "refused")
+        a, b = _gpus(first.server_info, first.gpu_count), _gpus(rep.server_info, rep.gpu_count)
+        if a != b:
+            add("gpu_count", a, b, "refused")
     return out
 
 

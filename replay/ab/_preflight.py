@@ -20,7 +20,6 @@ from analysis import (
     ClockInfo,
     FairnessVerdict,
     LoadSettings,
-    Replica,
     RunManifest,
     WorkloadRef,
     judge_fairness,
@@ -28,7 +27,7 @@ from analysis import (
 from replay.ab._options import CompareOptions
 from replay.client import ServerFacts, connect_url, make_session, probe_server, public_target
 from replay.errors import ConfigError
-from replay.load import check_fleet, split_targets
+from replay.load import describe_fleet, split_targets
 
 __all__ = ["arm_headers", "preflight", "probe_facts", "public_arms", "reset_prefix_cache",
            "stand_in"]
@@ -66,18 +65,17 @@ def stand_in(label: str, url: str, facts: Sequence[ServerFacts],
     judged on it (``url`` and ``facts``: the arm's replicas, in order)."""
     urls = split_targets(url)
     first = facts[0]
-    replicas = [] if len(facts) < 2 else [
-        Replica(target=public_target(u), model=f.model, server_info=f.server_info,
-                gpu_count=f.gpu_count) for u, f in zip(urls, facts, strict=True)]
-    return RunManifest(
+    manifest = RunManifest(
         run_id=f"preflight-{label}", label=label, target=public_target(urls[0]),
         model=first.model, api=opts.api, server_info=first.server_info,
         server_models=first.models, gpu_count=first.gpu_count, simulated=first.simulated,
-        workload=WorkloadRef(fingerprint="same"), replicas=replicas,
+        workload=WorkloadRef(fingerprint="same"),
         load=LoadSettings(users=1, duration_s=opts.duration_s, warmup_s=opts.warmup_s,
                           drain_s=opts.drain_s, seed=opts.seed, api=opts.api),
         clock=ClockInfo(t0_wall="", t0_monotonic_ns=0), started_at="", tool_version="",
     )
+    describe_fleet(manifest, urls, facts, opts.routing, f"--arm {label}")
+    return manifest
 
 
 def preflight(arms: Sequence[tuple[str, str]], opts: CompareOptions, *,
@@ -93,9 +91,7 @@ def preflight(arms: Sequence[tuple[str, str]], opts: CompareOptions, *,
     for label, url in arms:
         urls = split_targets(url, f"--arm {label}=")
         facts = asyncio.run(probe_facts(urls, opts))
-        manifest = stand_in(label, url, facts, opts)
-        check_fleet(manifest, urls, f"--arm {label}")
-        manifests.append(manifest)
+        manifests.append(stand_in(label, url, facts, opts))
     return judge_fairness(manifests, allow_unfair=opts.allow_unfair,
                           require_config=len(arms) > 1, launch_commands=launch_commands)
 

@@ -7,7 +7,7 @@ runs them: in process, in worker processes (``--workers``) or Ray actors
 """
 
 from replay.load._executor import ExecOutcome, Executor, Job, RecordSink, raise_crash
-from replay.load._fleet import check_fleet, split_targets
+from replay.load._fleet import check_fleet, describe_fleet, split_targets
 from replay.load._inprocess import InProcessExecutor
 from replay.load._lanes import LaneContext, PromptBuilder, open_plan, salt_for, sleep_until
 from replay.load._live import LiveStats, LiveView, render_lines
@@ -84,6 +84,7 @@ __all__ = [
     "close_manifest",
     "connections_for",
     "default_builder",
+    "describe_fleet",
     "drive_lanes",
     "entry_turn",
     "event_loop_factory",

@@ -22,8 +22,8 @@ from replay.client import MetricsPoller, ServerFacts, connect_url, probe_server,
 from replay.errors import ConfigError, TargetError
 from replay.load._settings import RunSettings
 
-__all__ = ["FleetMetrics", "check_fleet", "fleet_roots", "probe_fleet", "replicas_of",
-           "split_targets"]
+__all__ = ["FleetMetrics", "check_fleet", "describe_fleet", "fleet_roots", "probe_fleet",
+           "replicas_of", "split_targets"]
 
 _SAME = ("model", "max_model_len", "vocab_size", "block_size", "simulated")
 """Server facts every replica must share (beyond its ``/server_info``)."""
@@ -69,12 +69,25 @@ async def probe_fleet(session: aiohttp.ClientSession, settings: RunSettings,
     return facts
 
 
-def replicas_of(settings: RunSettings, facts: Sequence[ServerFacts]) -> list[Replica]:
+def replicas_of(fleet: Sequence[str], facts: Sequence[ServerFacts]) -> list[Replica]:
     """The manifest's ``replicas`` (none for a single server)."""
     if len(facts) < 2:
         return []
     return [Replica(target=public_target(url), model=f.model, server_info=f.server_info,
-                    gpu_count=f.gpu_count) for url, f in zip(settings.fleet, facts, strict=True)]
+                    gpu_count=f.gpu_count) for url, f in zip(fleet, facts, strict=True)]
+
+
+def describe_fleet(manifest: RunManifest, fleet: Sequence[str], facts: Sequence[ServerFacts],
+                   routing: str | None, flag: str = "--target") -> None:
+    """Stamp a fleet in the manifest (its replicas, routing, and its GPU count: the
+    replicas' sum, which per-GPU figures divide by) and refuse unlike replicas."""
+    manifest.replicas = replicas_of(fleet, facts)
+    if not manifest.replicas:
+        return
+    manifest.routing = "round-robin" if routing == "round-robin" else "affinity"
+    counts = [f.gpu_count for f in facts]
+    manifest.gpu_count = None if None in counts else sum(c or 0 for c in counts)
+    check_fleet(manifest, fleet, flag)
 
 
 def check_fleet(manifest: RunManifest, fleet: Sequence[str], flag: str = "--target") -> None:

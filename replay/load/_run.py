@@ -50,7 +50,7 @@ from replay.client import (
 )
 from replay.errors import ConfigError, TargetError
 from replay.load._executor import ExecOutcome, Executor, Job, raise_crash
-from replay.load._fleet import FleetMetrics, check_fleet, fleet_roots, probe_fleet, replicas_of
+from replay.load._fleet import FleetMetrics, describe_fleet, fleet_roots, probe_fleet
 from replay.load._health import client_health
 from replay.load._inprocess import InProcessExecutor
 from replay.load._lanes import PromptBuilder
@@ -127,9 +127,7 @@ async def run_load(
                         server_block_size=facts.block_size, run_tag=run_id[:8], chat=chat,
                         roots=roots if len(roots) > 1 else ())
         manifest = _manifest(settings, run_id, facts, header, path, len(sessions), arrival)
-        manifest.replicas = replicas_of(settings, fleet)
-        manifest.routing = settings.routing if manifest.replicas else None
-        check_fleet(manifest, settings.fleet)
+        describe_fleet(manifest, settings.fleet, fleet, settings.routing)
         writer = RunWriter(out)
         stats = LiveStats(settings.warmup_s + settings.duration_s + settings.drain_s)
         job = Job(settings=settings, workload=path, sessions=sessions, arrival=arrival,

@@ -180,37 +180,41 @@ def tiny_workload(tmp_path: Path) -> Path:
                          think_s=0.05)
 
 
-def test_compare_with_a_fleet_arm(tiny_workload: Path, tmp_path: Path) -> None:
-    """``--arm auto=URL1,URL2``: the arm's runs load both replicas (each session on one),
-    run.json lists them, the comparison is fair; the other arm is one server."""
+def test_compare_with_fleet_arms(tiny_workload: Path, tmp_path: Path) -> None:
+    """``--arm auto=URL1,URL2``: each arm's runs load both its replicas (each session on
+    one), run.json lists them, the comparison is fair (two GPUs' worth a side: a fleet
+    against one server would differ in GPU count and be refused); every request of
+    the comparison is one record naming the server that answered it."""
     out = tmp_path / "cmp"
     with _fleet(tmp_path, ("small", "auto"), ("small", "auto"),
-                ("small", "latency_specialized")) as (urls, logs):
+                ("small", "latency_specialized"), ("small", "latency_specialized")) \
+            as (urls, logs):
         code = main(["compare", "--arm", f"auto={urls[0]},{urls[1]}", "--arm",
-                     f"latency_specialized={urls[2]}", "--workload", str(tiny_workload),
-                     "--users", "2", "--duration", "1.5", "--warmup", "0.2", "--drain", "1",
-                     "--out", str(out), "--quiet"])
+                     f"latency_specialized={urls[2]},{urls[3]}", "--workload",
+                     str(tiny_workload), "--users", "2", "--duration", "1.5", "--warmup",
+                     "0.2", "--drain", "1", "--out", str(out), "--quiet"])
     assert code in (0, 3)
     state = orjson.loads((out / "comparison.json").read_bytes())
     assert state["preflight"]["fair"] is True
-    assert state["arms"]["auto"] == f"{urls[0]},{urls[1]}"
-    fleet_runs = [p for p in (out / "runs").iterdir() if p.name.startswith("auto-")]
-    assert fleet_runs
-    for run_dir in fleet_runs:
+    assert state["preflight"]["gpu_counts"] == [2, 2]
+    assert state["arms"] == {"auto": f"{urls[0]},{urls[1]}",
+                             "latency_specialized": f"{urls[2]},{urls[3]}"}
+    runs = sorted((out / "runs").iterdir())
+    assert len(runs) == 2
+    for run_dir in runs:
+        arm = 0 if run_dir.name.startswith("auto-") else 2
         manifest = RunManifest.model_validate(orjson.loads((run_dir / "run.json").read_bytes()))
-        assert [r.target for r in manifest.replicas] == urls[:2]
+        assert [r.target for r in manifest.replicas] == urls[arm:arm + 2]
+        assert manifest.gpu_count == 2
         recs = _records(run_dir)
         assert {r.replica for r in recs} == {0, 1}
         on: dict[tuple[int, int], set[int]] = {}
         for r in recs:
             on.setdefault((r.user, r.session_instance), set()).add(r.replica)
         assert all(len(v) == 1 for v in on.values())
-    other = next(p for p in (out / "runs").iterdir() if p.name.startswith("latency"))
-    assert orjson.loads((other / "run.json").read_bytes())["replicas"] == []
-    assert {r.replica for r in _records(other)} == {0}
-    truth = [{t.request_id for t in _truth(log)} for log in logs]
-    fleet_ids = {r.id for d in fleet_runs for r in _records(d)}
-    assert fleet_ids == truth[0] | truth[1] and not truth[0] & truth[1]
+        truth = [{t.request_id for t in _truth(log)} for log in logs[arm:arm + 2]]
+        assert {(r.id, r.replica) for r in recs} == \
+            {(i, k) for k, ids in enumerate(truth) for i in ids}
     assert (out / "report.html").stat().st_size > 0
 
 

@@ -29,16 +29,18 @@ def _fleet(backend: str, run_id: str, *replicas: dict[str, object]) -> RunManife
 
 def test_alike_replicas_keep_a_comparison_fair() -> None:
     a = _fleet("auto", "a", _info("auto"), _info("auto"))
-    b = _fleet("latency_specialized", "b", _info("latency_specialized"))
+    b = _fleet("latency_specialized", "b", _info("latency_specialized"),
+               _info("latency_specialized"))
     v = judge_fairness([a, b])
-    assert v.fair
+    assert v.fair and v.gpu_counts == [4, 4]
     assert replica_diffs(a) == []
 
 
 def test_a_replica_on_another_backend_is_refused_within_its_arm() -> None:
     """Across arms the decode backend is the thing under test; within a fleet it is not."""
     a = _fleet("auto", "a", _info("auto"), _info("latency_specialized"))
-    b = _fleet("latency_specialized", "b", _info("latency_specialized"))
+    b = _fleet("latency_specialized", "b", _info("latency_specialized"),
+               _info("latency_specialized"))
     with pytest.raises(FairnessError) as exc:
         judge_fairness([a, b])
     assert "replicas.vllm_config.additional_config.decode_backend" in str(exc.value)
@@ -50,7 +52,7 @@ def test_a_replica_on_another_backend_is_refused_within_its_arm() -> None:
 def test_every_replica_of_every_arm_is_compared() -> None:
     """A second arm's second replica that differs is found too; a volatile field
     (a port) is ignored and KV block counts are noted, as between arms."""
-    a = _fleet("auto", "a", _info("auto"))
+    a = _fleet("auto", "a", _info("auto"), _info("auto"))
     b = _fleet("latency_specialized", "b", _info("latency_specialized"),
                _info("latency_specialized", scheduler_config__max_num_seqs=7))
     with pytest.raises(FairnessError, match="replicas.vllm_config.scheduler_config"):
@@ -63,8 +65,9 @@ def test_every_replica_of_every_arm_is_compared() -> None:
 
 
 def test_a_replica_without_server_info_leaves_the_fleet_unverified() -> None:
-    a = _fleet("auto", "a", _info("auto"), {})
-    b = _fleet("latency_specialized", "b", _info("latency_specialized"))
+    a = _fleet("auto", "a", _info("auto"), {"vllm_config": None})
+    b = _fleet("latency_specialized", "b", _info("latency_specialized"),
+               _info("latency_specialized"))
     with pytest.raises(FairnessError, match="cannot be verified"):
         judge_fairness([a, b])
 
@@ -81,3 +84,15 @@ def test_counters_of_a_fleet_are_summed_per_replica() -> None:
         (20.0 - 5.0) + (1015.0 - 1000.0))
     one = MetricSeries(t[::2], {"prefix_cache_hits_total": hits[::2]})
     assert one.split() == [one]
+
+
+def test_a_fleet_against_one_server_differs_in_gpu_count() -> None:
+    """Per-GPU figures divide by the fleet's GPUs (the replicas' sum), so a fleet and
+    one server of its kind are not the same hardware."""
+    a = _fleet("auto", "a", _info("auto"), _info("auto"))
+    b = _fleet("latency_specialized", "b", _info("latency_specialized"))
+    b.replicas = []
+    with pytest.raises(FairnessError, match="gpu_count"):
+        judge_fairness([a, b])
+    v = judge_fairness([a, b], allow_unfair=True)
+    assert v.gpu_counts == [4, 2]
