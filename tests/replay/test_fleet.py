@@ -90,3 +90,16 @@ def test_replicas_with_different_credentials_are_refused(
                  "--out", str(tmp_path / "run"), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "different credentials" in err and ":one@" not in err and ":two@" not in err
+
+
+def test_experiment_file_never_holds_url_credentials(tmp_path: Path) -> None:
+    """``compare --save-config`` writes a fleet arm's URLs without ``user:password@``."""
+    wl = make_workload(tmp_path / "wl.jsonl", sessions=1, turns=1)
+    saved = tmp_path / "exp.toml"
+    assert main(["compare", "--arm", "auto=http://u:s3cret@127.0.0.1:1,http://127.0.0.1:2",
+                 "--arm", "latency_specialized=http://127.0.0.1:3", "--workload", str(wl),
+                 "--duration", "1", "--out", str(tmp_path / "cmp"),
+                 "--save-config", str(saved)]) == 0
+    text = saved.read_text()
+    assert "s3cret" not in text
+    assert '"auto=http://127.0.0.1:1,http://127.0.0.1:2"' in text
