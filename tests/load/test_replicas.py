@@ -98,7 +98,8 @@ def _cache_exact(recs: list[RequestRecord], truth: list[TruthRecord]) -> None:
     assert sum(t.cached_tokens for t in admitted) > 0
 
 
-def test_affinity_keeps_every_session_on_one_replica(tmp_path: Path) -> None:
+def test_affinity_keeps_every_session_on_one_replica(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Every turn of a session instance (its subagents too) lands on one server; the
     first sessions are spread evenly; records and truth logs match exactly; run.json
     names both replicas without the credentials their URLs carried; every replica's
@@ -110,6 +111,9 @@ def test_affinity_keeps_every_session_on_one_replica(tmp_path: Path) -> None:
     with _fleet(tmp_path, (profile, "auto"), (profile, "auto")) as (urls, logs):
         code = _run([_with_user(u) for u in urls], wl, out)
     assert code in (0, 3)  # 3: a starved simulator on a busy machine (stamped invalid)
+    printed = capsys.readouterr()
+    assert f"fleet of 2 replicas (affinity): window requests {urls[0]} " in printed.out
+    assert "s3cret" not in printed.out + printed.err
     recs = _records(out)
     truth = _exact(recs, logs)
     on: dict[tuple[int, int], set[int]] = {}
