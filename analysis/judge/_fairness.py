@@ -45,7 +45,7 @@ from collections.abc import Sequence
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-from analysis.schema import FairnessError, RunManifest
+from analysis.schema import FairnessError, Replica, RunManifest
 
 __all__ = [
     "ALLOWED_FIELDS",
@@ -244,19 +244,19 @@ def _gpus(server_info: dict[str, object] | None, reported: int | None) -> int | 
     return reported
 
 
-def replica_diffs(m: RunManifest) -> list[ConfigDiff]:
-    """Every way a replica of ``m`` differs from its first: a fleet measured as one
-    target is only that when its servers are alike, so here the decode backend is
-    refused too (only volatile fields are ignored, KV block counts noted). Each arm's
-    first replica is then compared across arms as usual, so every replica of every
-    arm is held to the same configuration."""
-    if len(m.replicas) < 2:
+def replica_diffs(replicas: Sequence[Replica], run_id: str = "") -> list[ConfigDiff]:
+    """Every way a replica of a fleet (a run's ``replicas``) differs from its first. A
+    fleet measured as one target is only that when its servers are alike, so here the
+    decode backend is refused too (only volatile fields are ignored, KV block counts
+    noted). Each arm's first replica is then compared across arms as usual, so every
+    replica of every arm is held to the same configuration."""
+    if len(replicas) < 2:
         return []
-    first = m.replicas[0]
+    first = replicas[0]
     cfg0, env0 = _config_of(first.server_info), (first.server_info or {}).get("vllm_env")
     out: list[ConfigDiff] = []
-    for k, rep in enumerate(m.replicas[1:], start=1):
-        run = f"{m.run_id} replica {k} ({rep.target})"
+    for k, rep in enumerate(replicas[1:], start=1):
+        run = f"{run_id} replica {k} ({rep.target})".lstrip()
 
         def add(field: str, a: object, b: object, verdict: str, run: str = run) -> None:
             out.append(ConfigDiff(field=f"replicas.{field}", run=run, baseline=_show(a),
@@ -310,7 +310,7 @@ def judge_fairness(
                                 other=_show(b), verdict=verdict))
 
     for m in manifests:  # a fleet's replicas must be alike, backend included
-        diffs.extend(replica_diffs(m))
+        diffs.extend(replica_diffs(m.replicas, m.run_id))
         verified = verified and all(_config_of(r.server_info) is not None for r in m.replicas)
     base_env = _vllm_env(base)
     commands = list(launch_commands) if launch_commands is not None else [None] * len(manifests)

@@ -27,7 +27,7 @@ from analysis import (
 from replay.ab._options import CompareOptions
 from replay.client import ServerFacts, connect_url, make_session, probe_server, public_target
 from replay.errors import ConfigError
-from replay.load import describe_fleet, split_targets
+from replay.load import check_fleet, describe_fleet, split_targets
 
 __all__ = ["arm_headers", "preflight", "probe_facts", "public_arms", "reset_prefix_cache",
            "stand_in"]
@@ -74,7 +74,7 @@ def stand_in(label: str, url: str, facts: Sequence[ServerFacts],
                           drain_s=opts.drain_s, seed=opts.seed, api=opts.api),
         clock=ClockInfo(t0_wall="", t0_monotonic_ns=0), started_at="", tool_version="",
     )
-    describe_fleet(manifest, urls, facts, opts.routing, f"--arm {label}")
+    describe_fleet(manifest, urls, facts, opts.routing)
     return manifest
 
 
@@ -91,7 +91,9 @@ def preflight(arms: Sequence[tuple[str, str]], opts: CompareOptions, *,
     for label, url in arms:
         urls = split_targets(url, f"--arm {label}=")
         facts = asyncio.run(probe_facts(urls, opts))
-        manifests.append(stand_in(label, url, facts, opts))
+        manifest = stand_in(label, url, facts, opts)
+        check_fleet(manifest.replicas, urls, f"--arm {label}")
+        manifests.append(manifest)
     return judge_fairness(manifests, allow_unfair=opts.allow_unfair,
                           require_config=len(arms) > 1, launch_commands=launch_commands)
 

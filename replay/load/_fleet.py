@@ -54,7 +54,7 @@ def fleet_roots(settings: RunSettings) -> tuple[tuple[str, ...], str | None]:
 async def probe_fleet(session: aiohttp.ClientSession, settings: RunSettings,
                       headers: dict[str, str]) -> list[ServerFacts]:
     """Probe every replica (the first as a single-server run does) and refuse a fleet
-    whose servers serve different models or limits."""
+    whose servers serve different models, limits or configurations (:func:`check_fleet`)."""
     facts: list[ServerFacts] = []
     for url in settings.fleet:
         facts.append(await probe_server(session, url, headers, model=settings.model,
@@ -66,6 +66,7 @@ async def probe_fleet(session: aiohttp.ClientSession, settings: RunSettings,
             a, b = getattr(first, name), getattr(other, name)
             if a != b:
                 raise TargetError(_unlike(settings.fleet, k, name, a, b))
+    check_fleet(replicas_of(settings.fleet, facts), settings.fleet)
     return facts
 
 
@@ -78,26 +79,25 @@ def replicas_of(fleet: Sequence[str], facts: Sequence[ServerFacts]) -> list[Repl
 
 
 def describe_fleet(manifest: RunManifest, fleet: Sequence[str], facts: Sequence[ServerFacts],
-                   routing: str | None, flag: str = "--target") -> None:
-    """Stamp a fleet in the manifest (its replicas, routing, and its GPU count: the
-    replicas' sum, which per-GPU figures divide by) and refuse unlike replicas."""
+                   routing: str | None) -> None:
+    """Stamp a fleet in the manifest: its replicas, routing, and its GPU count (the
+    replicas' sum, which per-GPU figures divide by)."""
     manifest.replicas = replicas_of(fleet, facts)
     if not manifest.replicas:
         return
     manifest.routing = "round-robin" if routing == "round-robin" else "affinity"
     counts = [f.gpu_count for f in facts]
     manifest.gpu_count = None if None in counts else sum(c or 0 for c in counts)
-    check_fleet(manifest, fleet, flag)
 
 
-def check_fleet(manifest: RunManifest, fleet: Sequence[str], flag: str = "--target") -> None:
+def check_fleet(replicas: Sequence[Replica], fleet: Sequence[str],
+                flag: str = "--target") -> None:
     """Refuse replicas whose ``/server_info`` differ in anything that changes how
     requests are served (what a comparison's fairness check would refuse, the decode
     backend included); the error names ``flag``, the replica and the fields."""
-    reps = manifest.replicas
-    for k in range(1, len(reps)):
-        pair = manifest.model_copy(update={"replicas": [reps[0], reps[k]]})
-        refused = [d for d in replica_diffs(pair) if d.verdict == "refused"]
+    for k in range(1, len(replicas)):
+        refused = [d for d in replica_diffs([replicas[0], replicas[k]])
+                   if d.verdict == "refused"]
         if refused:
             d = refused[0]
             names = [x.field.removeprefix("replicas.") for x in refused]

@@ -33,7 +33,7 @@ def test_alike_replicas_keep_a_comparison_fair() -> None:
                _info("latency_specialized"))
     v = judge_fairness([a, b])
     assert v.fair and v.gpu_counts == [4, 4]
-    assert replica_diffs(a) == []
+    assert replica_diffs(a.replicas) == []
 
 
 def test_a_replica_on_another_backend_is_refused_within_its_arm() -> None:
@@ -61,7 +61,7 @@ def test_every_replica_of_every_arm_is_compared() -> None:
                _info("latency_specialized", cache_config__num_gpu_blocks=5))
     v = judge_fairness([a, c])
     assert v.fair
-    assert [d.verdict for d in replica_diffs(c)] == ["noted"]
+    assert [d.verdict for d in replica_diffs(c.replicas)] == ["noted"]
 
 
 def test_a_replica_without_server_info_leaves_the_fleet_unverified() -> None:
