@@ -19,6 +19,7 @@ from analysis.judge import (
     bracket_of,
     compare_runs,
     judge_fairness,
+    replica_diffs,
 )
 from analysis.metrics import (
     RunSummary,
@@ -45,6 +46,7 @@ from analysis.schema import (
     LoadSettings,
     Phase,
     RecordDict,
+    Replica,
     RequestRecord,
     RequestStatus,
     ResultError,
@@ -121,6 +123,7 @@ __all__ = [
     "Phase",
     "RESULT_FORMAT_VERSION",
     "RecordDict",
+    "Replica",
     "RequestRecord",
     "RequestStatus",
     "ResultError",
@@ -151,6 +154,7 @@ __all__ = [
     "record_latencies",
     "render_history",
     "render_report",
+    "replica_diffs",
     "report_bundle",
     "summarize",
     "validity_view",

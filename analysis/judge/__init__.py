@@ -31,6 +31,7 @@ from analysis.judge._fairness import (
     flatten_config,
     gpu_count_of,
     judge_fairness,
+    replica_diffs,
 )
 from analysis.judge._rules import (
     DEFAULT_RULES,
@@ -71,4 +72,5 @@ __all__ = [
     "merge_validity",
     "ratio_bracket",
     "ratio_interval_text",
+    "replica_diffs",
 ]

@@ -188,17 +188,19 @@ def timeseries_chart(arms: Sequence[ArmLevels]) -> str:
         if w is not None:
             for ax in (ax1, ax2, ax3):
                 ax.axvspan(w[0], w[1], color=color(i), alpha=0.03)
-        ms = run.metrics
-        kv = ms.get("kv_cache_usage_perc")
-        if kv is not None:
-            scale = 100.0 if np.nanmax(kv, initial=0.0) <= 1.0 else 1.0
-            ax2.plot(ms.t_s, kv * scale, label=legend, **style)  # type: ignore[arg-type]
-        hits, queries = ms.get("prefix_cache_hits_total"), ms.get("prefix_cache_queries_total")
-        if hits is not None and queries is not None and len(ms.t_s) > 1:
-            dh, dq = np.diff(hits), np.diff(queries)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                rate = np.where(dq > 0, dh / dq * 100.0, np.nan)
-            ax3.plot(ms.t_s[1:], rate, label=legend, **style)  # type: ignore[arg-type]
+        for k, ms in enumerate(run.metrics.split()):  # a fleet: one line per replica
+            shown = legend if k == 0 else None
+            kv = ms.get("kv_cache_usage_perc")
+            if kv is not None:
+                scale = 100.0 if np.nanmax(kv, initial=0.0) <= 1.0 else 1.0
+                ax2.plot(ms.t_s, kv * scale, label=shown, **style)  # type: ignore[arg-type]
+            hits = ms.get("prefix_cache_hits_total")
+            queries = ms.get("prefix_cache_queries_total")
+            if hits is not None and queries is not None and len(ms.t_s) > 1:
+                dh, dq = np.diff(hits), np.diff(queries)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    rate = np.where(dq > 0, dh / dq * 100.0, np.nan)
+                ax3.plot(ms.t_s[1:], rate, label=shown, **style)  # type: ignore[arg-type]
     ax1.set_ylabel("output tok/s")
     ax1.set_title("Output tokens received per second (shaded: steady window)")
     ax2.set_ylabel("KV cache usage (%)")

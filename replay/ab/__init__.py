@@ -9,8 +9,6 @@ from replay.ab._driver import (
     Live,
     compare_arms,
     compare_launched,
-    preflight,
-    reset_prefix_cache,
     write_report,
 )
 from replay.ab._experiment import (
@@ -28,6 +26,7 @@ from replay.ab._order import (
     plan_runs,
     run_verdict,
 )
+from replay.ab._preflight import preflight, reset_prefix_cache
 from replay.ab._search import (
     SearchAnswer,
     SearchResult,

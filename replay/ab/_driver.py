@@ -23,22 +23,15 @@ import os
 import shutil
 import signal
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from analysis import (
-    ClockInfo,
     Comparison,
-    FairnessVerdict,
-    LoadSettings,
     Rules,
-    RunManifest,
     Validity,
-    WorkloadRef,
     judge_fairness,
 )
 from replay.ab._options import CompareOptions
@@ -50,8 +43,15 @@ from replay.ab._order import (
     plan_runs,
     run_verdict,
 )
+from replay.ab._preflight import (
+    preflight,
+    probe_facts,
+    public_arms,
+    reset_prefix_cache,
+    stand_in,
+)
 from replay.ab._state import State, check_resume, missing_runs
-from replay.client import ServerFacts, connect_url, make_session, probe_server
+from replay.client import ServerFacts
 from replay.errors import ConfigError, TargetError
 from replay.load import ServerWatchHook, check_time_controls, run_load_sync
 from traces import read_header
@@ -74,72 +74,6 @@ class CompareResult:
     """The comparison's validity (its runs' merged, plus imbalance between arms)."""
 
 
-def _headers(api_key_env: str | None) -> dict[str, str]:
-    headers = {"Content-Type": "application/json"}
-    if api_key_env:
-        key = os.environ.get(api_key_env)
-        if not key:
-            raise ConfigError(f"--api-key-env {api_key_env}: that environment variable is not set")
-        headers["Authorization"] = f"Bearer {key}"
-    return headers
-
-
-async def _probe_all(arms: Sequence[tuple[str, str]], opts: CompareOptions) -> list[ServerFacts]:
-    headers = _headers(opts.api_key_env)
-    facts = []
-    async with make_session(8, connect_s=30.0) as session:
-        for _, url in arms:
-            hdr = dict(headers)
-            _, basic = connect_url(url)
-            if basic is not None and "Authorization" not in hdr:
-                hdr["Authorization"] = basic
-            facts.append(await probe_server(session, url, hdr, model=opts.model,
-                                            vocab_size=opts.vocab_size, block_size=None))
-    return facts
-
-
-def _stand_in(label: str, url: str, facts: ServerFacts, opts: CompareOptions) -> RunManifest:
-    """A manifest as a run would write it, before any load: fairness is judged on it."""
-    return RunManifest(
-        run_id=f"preflight-{label}", label=label, target=url, model=facts.model, api=opts.api,
-        server_info=facts.server_info, server_models=facts.models, gpu_count=facts.gpu_count,
-        simulated=facts.simulated, workload=WorkloadRef(fingerprint="same"),
-        load=LoadSettings(users=1, duration_s=opts.duration_s, warmup_s=opts.warmup_s,
-                          drain_s=opts.drain_s, seed=opts.seed, api=opts.api),
-        clock=ClockInfo(t0_wall="", t0_monotonic_ns=0), started_at="", tool_version="",
-    )
-
-
-def preflight(arms: Sequence[tuple[str, str]], opts: CompareOptions, *,
-              launch_commands: Sequence[Sequence[str]] | None = None) -> FairnessVerdict:
-    """Fetch every arm's ``/v1/models`` and ``/server_info`` and judge fairness before load.
-
-    Raises ``FairnessError`` (exit 2, naming the differing fields) unless the arms
-    differ only in the decode backend or ``allow_unfair`` is set. Launched arms pass
-    their command lines, which are diffed too.
-    """
-    facts = asyncio.run(_probe_all(arms, opts))
-    manifests = [_stand_in(label, url, f, opts)
-                 for (label, url), f in zip(arms, facts, strict=True)]
-    return judge_fairness(manifests, allow_unfair=opts.allow_unfair,
-                          require_config=len(arms) > 1, launch_commands=launch_commands)
-
-
-def reset_prefix_cache(url: str, api_key_env: str | None = None) -> bool:
-    """``POST /reset_prefix_cache``; True when the server did it (vLLM needs dev mode)."""
-    root, basic = connect_url(url)
-    headers = _headers(api_key_env)
-    if basic is not None and "Authorization" not in headers:
-        headers["Authorization"] = basic
-    req = urllib.request.Request(f"{root}/reset_prefix_cache", data=b"", method="POST",
-                                 headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return 200 <= resp.status < 300
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 def _settings(arms: Sequence[str], workload: str, opts: CompareOptions) -> dict[str, Any]:
     header = read_header(workload)
     if header.arrival != "closed" and opts.rates is None and opts.levels != (1,):
@@ -147,7 +81,8 @@ def _settings(arms: Sequence[str], workload: str, opts: CompareOptions) -> dict[
                           f"{header.arrival!r}), so users do not set its load; drop --users "
                           "(or give --rate for open-loop levels)")
     check_time_controls(opts, header.arrival, workload, rated=opts.rates is not None)
-    timing = {"time_scale": opts.time_scale, "start_s": opts.start_s, "slice_s": opts.slice_s}
+    timing = {"time_scale": opts.time_scale, "start_s": opts.start_s, "slice_s": opts.slice_s,
+              "routing": opts.routing}
     return {
         **{k: v for k, v in timing.items() if v != CompareOptions.model_fields[k].default},
         "arms": list(arms), "levels": list(opts.levels), "repeats": opts.repeats,
@@ -287,7 +222,7 @@ def compare_arms(arms: Sequence[tuple[str, str]], workload: str | os.PathLike[st
     verdict = preflight(arms, opts)
     if verdict.overridden:
         _say(live, f"WARNING: {verdict.sentence} (--allow-unfair)")
-    state = State(out_p, settings, plan, dict(arms), "urls")
+    state = State(out_p, settings, plan, public_arms(arms), "urls")
     state.data["preflight"] = verdict.model_dump(mode="json")
     state.save()
     urls = dict(arms)
@@ -381,13 +316,13 @@ def compare_launched(model: str, arms: Sequence[str], workload: str | os.PathLik
                            base_env=base_env) as one, \
                 ServerWatcher(one.pid, one.url, arm, on_death=_interrupt_self) as watch:
             watching.append(watch)
-            facts = asyncio.run(_probe_all([(arm, one.url)], opts))[0]
+            facts = asyncio.run(probe_facts([one.url], opts))[0]
             if first is None:
                 first = (arm, one.url, facts)
             elif first[0] != arm:
                 verdict = judge_fairness(
-                    [_stand_in(first[0], first[1], first[2], opts),
-                     _stand_in(arm, one.url, facts, opts)],
+                    [stand_in(first[0], first[1], [first[2]], opts),
+                     stand_in(arm, one.url, [facts], opts)],
                     allow_unfair=opts.allow_unfair,
                     launch_commands=[build_command(by_label[first[0]]), build_command(spec)])
                 state.data["preflight"] = verdict.model_dump(mode="json")

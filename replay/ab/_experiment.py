@@ -36,6 +36,7 @@ EXPERIMENT_KEYS: dict[str, tuple[type, ...]] = {
     "search_precision": (int, float), "slo": _LIST,
     "scenario": (str,), "scenario_unsafe": (bool,), "time_scale": (int, float),
     "start": (int, float), "slice": (int, float), "max_failure_share": (int, float),
+    "routing": (str,),
 }
 """Key -> accepted TOML types (every key optional; required flags must come from
 the file or the command line)."""
@@ -94,6 +95,17 @@ def _toml_value(v: Any) -> str:
     return '"' + "".join(c if c >= " " else f"\\u{ord(c):04x}" for c in text) + '"'
 
 
+def _public_arm(text: str) -> str:
+    """An arm as stored: its URLs' ``user:password@`` removed (never written to a file;
+    a server that needs them takes ``--api-key-env``)."""
+    from replay.client import public_target
+
+    label, sep, urls = text.partition("=")
+    if not sep:
+        return text
+    return label + "=" + ",".join(public_target(u) if u.strip() else u for u in urls.split(","))
+
+
 def experiment_toml(args: argparse.Namespace, defaults: Mapping[str, Any]) -> str:
     """The command's settings as an experiment file (defaults omitted, paths absolute)."""
     lines = ["# agentreplay experiment: rerun with `agentreplay compare --config FILE`",
@@ -110,5 +122,7 @@ def experiment_toml(args: argparse.Namespace, defaults: Mapping[str, Any]) -> st
             continue
         if key in _PATHS:
             value = str(Path(value).resolve())
+        if key == "arm":
+            value = [_public_arm(str(a)) for a in value]
         lines.append(f"{key} = {_toml_value(value)}")
     return "\n".join(lines) + "\n"

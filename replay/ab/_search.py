@@ -34,9 +34,10 @@ from typing import Literal
 import orjson
 
 from analysis import SEARCH_FILE, Bracket, SloTier, bracket_of, compare_runs, read_run
-from replay.ab._driver import Live, _settings, preflight, reset_prefix_cache
+from replay.ab._driver import Live, _settings
 from replay.ab._options import CompareOptions
 from replay.ab._order import PlannedRun, is_run_complete
+from replay.ab._preflight import preflight, reset_prefix_cache
 from replay.ab._state import check_resume
 from replay.errors import ConfigError
 from replay.load import run_load_sync

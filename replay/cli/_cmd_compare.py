@@ -28,9 +28,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "workload against each in A B B A order at every user count, and write report.html, "
         "summary.json, requests.csv and comparison.json. Rerun the same command to resume.",
     )
-    p.add_argument("--arm", action="append", metavar="LABEL[=URL]",
-                   help="an arm: LABEL=URL of a running server, or just the decode_backend "
-                        "with --launch; repeat for each arm (required, here or in --config)")
+    p.add_argument("--arm", action="append", metavar="LABEL[=URL[,URL...]]",
+                   help="an arm: LABEL=URL of a running server (LABEL=URL1,URL2: a fleet "
+                        "of replicas measured as one, routed by session affinity), or just "
+                        "the decode_backend with --launch; repeat for each arm (required, "
+                        "here or in --config)")
+    p.add_argument("--routing", choices=("affinity", "round-robin"), default="affinity",
+                   help="arms of several replicas: every turn of a session on one replica "
+                        "(affinity), or each request to the next (default: %(default)s)")
     p.add_argument("--workload", help="workload file (.jsonl) (required, here or in "
                    "--config)")
     p.add_argument("--users", default=None,
@@ -156,6 +161,7 @@ def _compare(args: argparse.Namespace) -> int:
         max_failure_share=args.max_failure_share,
         first_token_timeout_s=args.ttft_timeout, itl_timeout_s=args.itl_timeout,
         time_scale=args.time_scale, start_s=args.start, slice_s=args.slice,
+        routing=args.routing,
     ), args.rate))
     if args.search:
         from replay.ab import check_search_limits

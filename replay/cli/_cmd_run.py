@@ -17,10 +17,18 @@ __all__ = ["register"]
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "run", help="replay a workload against a server",
-        description="Replay a workload against one OpenAI-compatible (vLLM) server and write "
+        description="Replay a workload against one OpenAI-compatible (vLLM) server (or a fleet "
+        "of replicas: --target repeated) and write "
         "a run directory (run.json, requests.jsonl, server_metrics.jsonl).",
     )
-    p.add_argument("--target", required=True, help="server base URL, e.g. http://host:8000")
+    p.add_argument("--target", required=True, action="append", metavar="URL",
+                   help="server base URL, e.g. http://host:8000; repeat it to load a fleet "
+                        "of replicas as one target (see --routing)")
+    p.add_argument("--routing", choices=("affinity", "round-robin"), default="affinity",
+                   help="with several --target: affinity = every turn of a session on one "
+                        "replica (the one with the fewest sessions when it starts), so its "
+                        "prefix cache holds; round-robin = each request to the next replica "
+                        "(default: %(default)s)")
     p.add_argument("--workload", required=True, help="workload file (.jsonl)")
     p.add_argument("--users", type=int, default=1, help="concurrent users (closed loop)")
     p.add_argument("--duration", type=float, required=True, help="measured window, seconds")
@@ -164,7 +172,8 @@ def _main(args: argparse.Namespace) -> int:
     from replay.load import RunSettings, claim_run_dir, event_loop_factory, run_load, validated
 
     config = validated(RunSettings, _scenario(args, dict(
-        target=args.target, users=args.users, duration_s=args.duration,
+        target=args.target[0], targets=tuple(args.target), routing=args.routing,
+        users=args.users, duration_s=args.duration,
         warmup_s=args.warmup, drain_s=args.drain, api=args.api, model=args.model,
         api_key_env=args.api_key_env, seed=args.seed, vocab_size=args.vocab_size,
         server_block_size=args.server_block_size, think_time_cap_s=args.think_time_cap,

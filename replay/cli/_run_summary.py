@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from analysis import RunData
 
 __all__ = ["run_summary_lines"]
 
@@ -28,8 +32,24 @@ def run_summary_lines(out: Path) -> list[str]:
         f"{sim}window: {c.in_window} {requests} ({', '.join(outcomes)}); "
         f"P90 interactivity {_number(inter, ' tok/s/user')}; P90 TTFT from schedule "
         f"{_number(None if ttft is None else ttft * 1000.0, ' ms')}",
+        *_fleet_line(run),
         f"full report: agentreplay report {shlex.quote(str(out))}",
     ]
+
+
+def _fleet_line(run: RunData) -> list[str]:
+    """A fleet's window requests by replica (how evenly the routing spread them)."""
+    import numpy as np
+
+    reps = run.manifest.replicas
+    if not reps:
+        return []
+    r = run.requests
+    counts = np.bincount(r.replica[r.phase == "measure"].astype(np.int64),
+                         minlength=len(reps))
+    shown = ", ".join(f"{rep.target} {int(n)}" for rep, n in zip(reps, counts, strict=False))
+    return [f"fleet of {len(reps)} replicas ({run.manifest.routing}): window requests "
+            f"{shown}"]
 
 
 def _number(value: float | None, unit: str) -> str:

@@ -7,6 +7,7 @@ runs them: in process, in worker processes (``--workers``) or Ray actors
 """
 
 from replay.load._executor import ExecOutcome, Executor, Job, RecordSink, raise_crash
+from replay.load._fleet import check_fleet, describe_fleet, split_targets
 from replay.load._inprocess import InProcessExecutor
 from replay.load._lanes import LaneContext, PromptBuilder, open_plan, salt_for, sleep_until
 from replay.load._live import LiveStats, LiveView, render_lines
@@ -22,6 +23,7 @@ from replay.load._phases import (
 )
 from replay.load._ray import RayExecutor
 from replay.load._remote import WorkerExecutor, WorkerPlan, run_plan, split_users
+from replay.load._routing import FleetCache
 from replay.load._run import ServerWatchHook, load_kind, run_load, run_load_sync
 from replay.load._scenario import (
     SCENARIOS,
@@ -53,6 +55,7 @@ __all__ = [
     "Arrival",
     "ExecOutcome",
     "Executor",
+    "FleetCache",
     "InProcessExecutor",
     "Job",
     "LaneContext",
@@ -74,12 +77,14 @@ __all__ = [
     "WorkerExecutor",
     "WorkerPlan",
     "apply_scenario",
+    "check_fleet",
     "check_time_controls",
     "check_writable_dir",
     "claim_run_dir",
     "close_manifest",
     "connections_for",
     "default_builder",
+    "describe_fleet",
     "drive_lanes",
     "entry_turn",
     "event_loop_factory",
@@ -100,6 +105,7 @@ __all__ = [
     "scenario_values",
     "settings_error",
     "sleep_until",
+    "split_targets",
     "split_users",
     "validated",
     "walk",

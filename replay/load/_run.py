@@ -43,16 +43,14 @@ from analysis import (
 )
 from replay._version import __version__
 from replay.client import (
-    MetricsPoller,
     ServerFacts,
-    connect_url,
     fetch_chat_codec,
     make_session,
-    probe_server,
     public_target,
 )
 from replay.errors import ConfigError, TargetError
 from replay.load._executor import ExecOutcome, Executor, Job, raise_crash
+from replay.load._fleet import FleetMetrics, describe_fleet, fleet_roots, probe_fleet
 from replay.load._health import client_health
 from replay.load._inprocess import InProcessExecutor
 from replay.load._lanes import PromptBuilder
@@ -106,7 +104,8 @@ async def run_load(
     check_time_controls(settings, header.arrival, path, rated=settings.rate is not None)
     sessions = retimed(settings, sessions, path)
     caveats = _time_caveats(settings, sessions, arrival)
-    root, basic = connect_url(settings.target)
+    roots, basic = fleet_roots(settings)
+    root = roots[0]
     headers = _auth_headers(settings)
     if basic is not None and "Authorization" not in headers:
         headers["Authorization"] = basic
@@ -115,9 +114,8 @@ async def run_load(
     else:
         connections = connections_for(settings.users, sessions) if arrival == "closed" else 0
     async with make_session(connections, connect_s=settings.connect_timeout_s) as session:
-        facts = await probe_server(session, settings.target, headers, model=settings.model,
-                                   vocab_size=settings.vocab_size,
-                                   block_size=settings.server_block_size)
+        fleet = await probe_fleet(session, settings, headers)
+        facts = fleet[0]
         _check_fits(sessions, path, facts, public_target(settings.target))
         if before_load is not None:
             before_load()
@@ -126,8 +124,10 @@ async def run_load(
             if settings.api == "chat" else None  # exact chat prompts (replay.client._chat)
         target = Target(root=root, headers=headers, model=facts.model,
                         vocab_size=facts.vocab_size, block_size=header.block_size,
-                        server_block_size=facts.block_size, run_tag=run_id[:8], chat=chat)
+                        server_block_size=facts.block_size, run_tag=run_id[:8], chat=chat,
+                        roots=roots if len(roots) > 1 else ())
         manifest = _manifest(settings, run_id, facts, header, path, len(sessions), arrival)
+        describe_fleet(manifest, settings.fleet, fleet, settings.routing)
         writer = RunWriter(out)
         stats = LiveStats(settings.warmup_s + settings.duration_s + settings.drain_s)
         job = Job(settings=settings, workload=path, sessions=sessions, arrival=arrival,
@@ -175,8 +175,9 @@ async def _run(executor: Executor, settings: RunSettings, manifest: RunManifest,
     helpers: list[asyncio.Task[Any]] = []
     poller = None
     if settings.metrics_interval_s is not None:
-        poller = MetricsPoller(session, f"{target.root}/metrics", settings.metrics_interval_s,
-                               _on_metrics(writer, stats), t0_ns, headers=target.headers)
+        poller = FleetMetrics(session, target.roots or (target.root,),
+                              settings.metrics_interval_s, writer.write_metrics,
+                              stats.on_metrics, t0_ns, target.headers)
         helpers.append(asyncio.create_task(poller.run()))
     helpers.append(asyncio.create_task(LiveView(stats, live).run()))
     helpers.append(asyncio.create_task(_follow_phases(stats, settings, t0_ns)))
@@ -291,14 +292,6 @@ class _Sink:
         on_record = self.stats.on_record
         for line in lines:
             on_record(orjson.loads(line))
-
-
-def _on_metrics(writer: RunWriter, stats: LiveStats) -> Any:
-    def on_metrics(t_s: float, values: dict[str, float]) -> None:
-        writer.write_metrics(t_s, values)
-        stats.on_metrics(t_s, values)
-
-    return on_metrics
 
 
 STOPPING = "stopping: drain over, cancelling requests still running (marked incomplete)"
