@@ -17,6 +17,10 @@ from analysis.judge._comparison import (
     Ratio,
     compare_runs,
 )
+from analysis.judge._drift import (
+    Drift,
+    RepeatValue,
+)
 from analysis.judge._fairness import (
     ALLOWED_FIELDS,
     ConfigDiff,
@@ -34,6 +38,7 @@ from analysis.judge._validity import (
     assess_comparison,
     assess_run,
     merge_validity,
+    mismatch_share,
 )
 from analysis.judge._verdict import NO_EVIDENCE_SPAN, ratio_interval_text
 
@@ -43,11 +48,13 @@ __all__ = [
     "Comparison",
     "ConfigDiff",
     "DEFAULT_RULES",
+    "Drift",
     "FairnessVerdict",
     "HEADLINE",
     "Level",
     "NO_EVIDENCE_SPAN",
     "Ratio",
+    "RepeatValue",
     "Rules",
     "analyse_run",
     "assess_comparison",
@@ -60,5 +67,6 @@ __all__ = [
     "judge_fairness",
     "meets_tier",
     "merge_validity",
+    "mismatch_share",
     "ratio_interval_text",
 ]

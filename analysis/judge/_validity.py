@@ -18,7 +18,8 @@ from analysis.metrics import RunSummary
 from analysis.read import RunData, steady_window
 from analysis.schema import Severity, Validity, ValidityReason, Verdict
 
-__all__ = ["assess_comparison", "assess_run", "merge_validity"]
+__all__ = ["LENGTH_SENSITIVE", "assess_comparison", "assess_run", "length_evidence",
+           "merge_validity", "mismatch_share"]
 
 _CONNECT_KINDS = ("connect", "timeout_connect")
 
@@ -170,6 +171,43 @@ def _cache(s: RunSummary, found: _Found, rules: Rules) -> None:
                   "--warmup)")
 
 
+def mismatch_share(s: RunSummary) -> float | None:
+    """ok requests whose output length was not the one asked for, over ok requests."""
+    c = s.counts
+    return c.output_mismatch / c.ok if c.ok else None
+
+
+LENGTH_SENSITIVE = frozenset({"interactivity.p90", "interactivity.p50", "interactivity_user.p90",
+                              "tpot.p90", "e2e.p90", "session_latency.p90"})
+"""Ratios that shorter answers than asked change (less work per request): never
+established for an arm whose output-length mismatches exceed the caveat share."""
+def length_evidence(key: str, arms: dict[str, RunSummary], rules: Rules) -> str | None:
+    """Why a length-sensitive ratio cannot be established: an arm got answers of
+    other lengths than asked (a proxy or server cut max_tokens)."""
+    if key not in LENGTH_SENSITIVE:
+        return None
+    for arm, s in arms.items():
+        share = mismatch_share(s)
+        if share is not None and share > rules.output_mismatch_caveat:
+            return (f"{s.counts.output_mismatch} of arm {arm!r}'s {s.counts.ok} ok requests "
+                    f"({share:.0%}) got answers of another length than asked: its latencies "
+                    "are not of the same work")
+    return None
+
+
+def _lengths(s: RunSummary, found: _Found, rules: Rules) -> None:
+    share = mismatch_share(s)
+    if share is None or share <= rules.output_mismatch_caveat:
+        return
+    sev: Severity = "invalid" if share > rules.output_mismatch_invalid else "caveat"
+    limit = rules.output_mismatch_invalid if sev == "invalid" else rules.output_mismatch_caveat
+    found.add("output_mismatch", sev, f"{s.counts.output_mismatch} of {s.counts.ok} ok "
+              f"request(s) ({share:.1%}, above {limit:.0%}) got an answer of another length "
+              "than asked (fewer tokens despite ignore_eos, or a usage count disagreeing with "
+              "the stream): a proxy or the server cut max_tokens, so the work measured is "
+              "not the workload's (its E2E and interactivity are not comparable)")
+
+
 def assess_run(
     run: RunData, *, rules: Rules = DEFAULT_RULES, summary: RunSummary | None = None
 ) -> Validity:
@@ -185,6 +223,7 @@ def assess_run(
     _client(run, summary, found, rules)
     _server_model(summary, found, rules)
     _cache(summary, found, rules)
+    _lengths(summary, found, rules)
     if run.incomplete:
         found.add("run_incomplete", "caveat", "the run did not finish normally: "
                   + "; ".join(run.reasons))

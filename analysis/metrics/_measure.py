@@ -78,6 +78,18 @@ def _tokens_in_window(
     return u_dec, u_out, u_pre
 
 
+def _output_mismatch(r: RequestColumns, idx: np.ndarray) -> int:
+    """Requests of ``idx`` whose length is not the one asked for (``ignore_eos``: an
+    answer is exactly that long), or whose streamed tokens outnumber the usage count
+    (text-only streams count chunks, which may be fewer, never more)."""
+    cum = np.concatenate([[0], np.cumsum(r.chunk_tokens, dtype=np.int64)])
+    streamed = cum[r.chunk_offsets[1:]] - cum[r.chunk_offsets[:-1]]
+    has_chunks = np.diff(r.chunk_offsets) > 0
+    bad = (r.output_tokens[idx] != r.output_tokens_asked[idx]) \
+        | (has_chunks[idx] & (streamed[idx] > r.output_tokens[idx]))
+    return int(bad.sum())
+
+
 def _itl(
     r: RequestColumns, good: np.ndarray, user_code: np.ndarray, *, by_read: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
@@ -140,7 +152,7 @@ def measure(run: RunData) -> Samples:
         put(name, getattr(lat, name)[good], user_code[good])
     put("tpot", lat.tpot[decoding], user_code[decoding])
     put("schedule_lag", (r.sent_s - r.due_s)[in_win], user_code[in_win])
-    multi = decoding & (r.output_tokens >= 2) & np.isfinite(lat.decode_time)
+    multi = decoding & (r.output_tokens >= 2) & (lat.decode_time > 0)  # NaN-safe
     tok = np.bincount(user_code[multi], weights=r.output_tokens[multi] - 1, minlength=n_users)
     dt = np.bincount(user_code[multi], weights=lat.decode_time[multi], minlength=n_users)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -192,7 +204,7 @@ def measure(run: RunData) -> Samples:
         req_status=r.status[win_idx], req_error_kind=r.error_kind[win_idx],
         req_user=user_code[win_idx], req_ttft_due=lat.ttft_due[win_idx],
         req_tpot=lat.tpot[win_idx], total_records=len(r),
-        output_mismatch=int((r.output_tokens[ok_win] != r.output_tokens_asked[ok_win]).sum()),
+        output_mismatch=_output_mismatch(r, ok_win),
         prompt_mismatch=int(((r.prompt_tokens_server[ok_win] >= 0)
                              & (r.prompt_tokens_server[ok_win] != r.prompt_tokens[ok_win])).sum()),
         prompt_tokens=int(r.prompt_tokens[win_idx].sum()),
