@@ -20,6 +20,7 @@ from analysis.judge._comparison import (
 from analysis.judge._drift import (
     Drift,
     RepeatValue,
+    drift_flip,
 )
 from analysis.judge._fairness import (
     ALLOWED_FIELDS,
@@ -62,6 +63,7 @@ __all__ = [
     "capacity_table",
     "compare_runs",
     "diff_configs",
+    "drift_flip",
     "flatten_config",
     "gpu_count_of",
     "judge_fairness",

@@ -2,12 +2,15 @@
 
 Pooling repeats widens the interval by the spread between runs, but says nothing
 when one run was slower (a restart, another tenant): the pooled P90 just moves.
-Here each repeat's value gets its own 95% bootstrap interval; two repeats whose
-log-difference exceeds the root-sum-square of their intervals' half-widths
-changed by more than the within-run noise explains, which is a caveat naming the
-arm, the metric and the size. When pairing a repeat of one arm with a repeat of
-the other puts the ratio on the other side of 1 (or within ``min_effect`` of it),
-the drift could flip the verdict: the level's difference is not established.
+Here each repeat's value gets its own 95% bootstrap interval (users resampled,
+widened for few users as the comparison's are); two repeats whose log-difference
+exceeds the root-sum-square of their intervals' half-widths (scaled up for the
+number of pairs compared, Bonferroni, so identical repeats are flagged about 5% of
+the time whatever their number) changed by more than the within-run noise
+explains, which is a caveat naming the arm, the metric and the size. When pairing
+a repeat of one arm with a repeat of the other puts the ratio on the other side of
+1 (or within ``min_effect`` of it), the drift could flip the verdict: the level's
+difference is not established.
 """
 
 from __future__ import annotations
@@ -15,12 +18,19 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
+from statistics import NormalDist
 from typing import Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from analysis.metrics import BOOTSTRAP_REPS, RunSummary, Samples, metric_rng
+from analysis.metrics import (
+    BOOTSTRAP_REPS,
+    RunSummary,
+    Samples,
+    metric_rng,
+    small_sample_widening,
+)
 from analysis.schema import ValidityReason
 
 __all__ = ["DRIFT_METRICS", "Drift", "RepeatValue", "drift_evidence", "drift_flip", "drift_of",
@@ -103,16 +113,20 @@ def repeat_drift(
         if reps is not None:
             reps = reps[np.isfinite(reps) & (reps > 0)]
             if len(reps) >= 0.9 * BOOTSTRAP_REPS:
-                lo, hi = np.quantile(reps, [0.025, 0.975])
-                ci = (float(min(lo, point)), float(max(hi, point)))
+                lo, hi = np.log(np.quantile(reps, [0.025, 0.975]))
+                mid, k = math.log(point), small_sample_widening(smp.n_users)
+                lo, hi = min(lo, mid), max(hi, mid)
+                ci = (math.exp(mid - k * (mid - lo)), math.exp(mid + k * (hi - mid)))
         values.append(RepeatValue(run_id=run_id, value=point, ci=ci))
     worst: tuple[float, float] | None = None
+    pairs = len(values) * (len(values) - 1) // 2
+    scale = NormalDist().inv_cdf(1 - 0.025 / max(pairs, 1)) / NormalDist().inv_cdf(0.975)
     for a, b in itertools.combinations(values, 2):
         wa, wb = _half_width(a.value, a.ci), _half_width(b.value, b.ci)
         if wa is None or wb is None:
             continue
         gap = abs(math.log(a.value / b.value))
-        noise = math.hypot(wa, wb)
+        noise = scale * math.hypot(wa, wb)
         if gap > noise and (worst is None or gap - noise > worst[0] - worst[1]):
             worst = (gap, noise)
     if worst is None:
