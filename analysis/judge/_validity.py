@@ -94,9 +94,18 @@ def _failures(run: RunData, s: RunSummary, found: _Found, rules: Rules) -> None:
         found.add("failures", "caveat", f"{c.failure_share:.1%} of requests sent in the "
                   f"window failed or were incomplete ({c.error} error, {c.timeout} timeout, "
                   f"{c.incomplete} incomplete): above {rules.max_failure_share:.0%}, every "
-                  "SLO tier fails")
-    conn = sum(c.by_error_kind.get(k, 0) for k in _CONNECT_KINDS)
+                  "SLO tier fails" + (" (but for requests cut by the drain while on pace "
+                                      "for its floor)" if c.incomplete else ""))
     sent = c.in_window - c.cancelled
+    if c.incomplete and sent and c.incomplete / sent > rules.drain_cut_caveat:
+        got = f"{c.cut_received / c.cut_asked:.0%}" if c.cut_asked else "none"
+        found.add("drain_cut", "caveat", f"{c.incomplete} of {sent} request(s) sent in the "
+                  f"window ({c.incomplete / sent:.1%}) were still running when the drain "
+                  f"ended {run.manifest.load.drain_s:g} s after the window (they had "
+                  f"received {c.cut_received:,} of the {c.cut_asked:,} tokens asked, {got}): "
+                  "--drain was too short for them (leave it unset: the default covers the "
+                  "workload's longest answer)")
+    conn = sum(c.by_error_kind.get(k, 0) for k in _CONNECT_KINDS)
     if conn and sent and conn / sent > rules.max_failure_share:
         found.add("server_unreachable", "invalid", f"{conn} of {sent} request(s) sent in the "
                   "window could not connect to the server: it was down or refusing connections, "

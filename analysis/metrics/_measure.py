@@ -78,6 +78,16 @@ def _tokens_in_window(
     return u_dec, u_out, u_pre
 
 
+def _cut_rate(r: RequestColumns, ran_until: np.ndarray) -> np.ndarray:
+    """The decode pace an incomplete request kept until it was cut: tokens after the
+    first over first token to the cut (NaN for other requests or without a token)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.maximum(r.output_tokens - 1, 0) / (ran_until - r.first_token_s)
+    out: np.ndarray = np.where((r.status == "incomplete") & np.isfinite(r.first_token_s)
+                               & (ran_until > r.first_token_s), rate, np.nan)
+    return out
+
+
 def _output_mismatch(r: RequestColumns, idx: np.ndarray) -> int:
     """Requests of ``idx`` whose length is not the one asked for (``ignore_eos``: an
     answer is exactly that long), or whose streamed tokens outnumber the usage count
@@ -203,7 +213,9 @@ def measure(run: RunData) -> Samples:
         user_decode_tokens=u_dec, user_output_tokens=u_out, user_prefill_tokens=u_pre,
         req_status=r.status[win_idx], req_error_kind=r.error_kind[win_idx],
         req_user=user_code[win_idx], req_ttft_due=lat.ttft_due[win_idx],
-        req_tpot=lat.tpot[win_idx], total_records=len(r),
+        req_tpot=lat.tpot[win_idx], req_output=r.output_tokens[win_idx],
+        req_asked=r.output_tokens_asked[win_idx],
+        req_cut_rate=_cut_rate(r, ran_until)[win_idx], total_records=len(r),
         output_mismatch=_output_mismatch(r, ok_win),
         prompt_mismatch=int(((r.prompt_tokens_server[ok_win] >= 0)
                              & (r.prompt_tokens_server[ok_win] != r.prompt_tokens[ok_win])).sum()),

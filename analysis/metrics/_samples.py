@@ -52,6 +52,13 @@ class Samples:
     req_user: np.ndarray
     req_ttft_due: np.ndarray
     req_tpot: np.ndarray
+    req_output: np.ndarray
+    """Output tokens received (of record) per request sent in the window..."""
+    req_asked: np.ndarray
+    """...and asked for."""
+    req_cut_rate: np.ndarray
+    """Incomplete requests: tokens after the first over first token to the cut (the
+    pace they kept until the drain ended; a stalled stream is slow); NaN otherwise."""
     total_records: int
     output_mismatch: int
     prompt_mismatch: int
@@ -120,6 +127,8 @@ def pool(parts: list[Samples]) -> Samples:
         req_status=cat("req_status"), req_error_kind=cat("req_error_kind"),
         req_user=shifted([p.req_user for p in parts], offsets),
         req_ttft_due=cat("req_ttft_due"), req_tpot=cat("req_tpot"),
+        req_output=cat("req_output"), req_asked=cat("req_asked"),
+        req_cut_rate=cat("req_cut_rate"),
         total_records=sum(p.total_records for p in parts),
         output_mismatch=sum(p.output_mismatch for p in parts),
         prompt_mismatch=sum(p.prompt_mismatch for p in parts),

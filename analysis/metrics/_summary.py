@@ -49,6 +49,10 @@ class RequestCounts(_Model):
     """ok requests whose output token count differs from the one asked for (the
     client sends ``ignore_eos``: every answer should be exactly that long), or whose
     streamed tokens outnumber the usage count."""
+    cut_received: int = 0
+    """Output tokens the incomplete requests had received when the drain ended..."""
+    cut_asked: int = 0
+    """...of the tokens they asked for (how far they got)."""
     no_interactivity: int = 0
     """ok requests whose interactivity was not measured (fewer than 2 output tokens,
     or every token in one read): left out of the interactivity shares and floors."""
@@ -73,6 +77,9 @@ class Goodput(_Model):
     fast_share: float | None = None
     """Share of requests whose interactivity (1/TPOT) met the floor, over the requests
     with an interactivity to judge (``unrated`` left out)."""
+    censored: int = 0
+    """Requests cut by the drain while on pace for this tier (first token within the
+    ceiling, tokens so far at >= the floor): left out of its shares, not misses."""
     unrated: int = 0
     """Requests left out of ``fast_share`` and ``requests``: ok but with no measured
     interactivity (< 2 output tokens, or every token in one read)."""
@@ -191,6 +198,8 @@ def _counts(s: Samples) -> RequestCounts:
         failure_share=share(fails, n - per["cancelled"]), output_mismatch=s.output_mismatch,
         prompt_mismatch=s.prompt_mismatch,
         no_interactivity=int(((status == "ok") & ~(s.req_tpot > 0)).sum()),
+        cut_received=int(s.req_output[status == "incomplete"].sum()),
+        cut_asked=int(s.req_asked[status == "incomplete"].sum()),
     )
 
 
@@ -213,6 +222,7 @@ def _goodput(s: Samples, tier: SloTier, shares: TierShares, max_failure: float) 
         tier=tier, requests=meets_both, users=share(float(user_ok.sum()), float(present.sum())),
         ttft_share=ttft_ok, fast_share=fast if np.isfinite(fast) else None, failure_share=fail,
         meets=bool(meets(fail, ttft_ok, fast, max_failure)), unrated=shares.unrated,
+        censored=shares.censored,
     )
 
 
