@@ -107,7 +107,7 @@ def _stand_in(label: str, url: str, facts: ServerFacts, opts: CompareOptions) ->
         server_info=facts.server_info, server_models=facts.models, gpu_count=facts.gpu_count,
         simulated=facts.simulated, workload=WorkloadRef(fingerprint="same"),
         load=LoadSettings(users=1, duration_s=opts.duration_s, warmup_s=opts.warmup_s,
-                          drain_s=opts.drain_s, seed=opts.seed, api=opts.api),
+                          drain_s=opts.drain_s or 0.0, seed=opts.seed, api=opts.api),
         clock=ClockInfo(t0_wall="", t0_monotonic_ns=0), started_at="", tool_version="",
     )
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from replay.cli._cmd_report import add_failure_share_flag
-from replay.cli._cmd_run import add_scenario_flags, add_time_flags
+from replay.cli._cmd_run import DRAIN_HELP, add_scenario_flags, add_time_flags
 
 if TYPE_CHECKING:
     from replay.ab import CompareOptions, CompareResult, Live
@@ -41,8 +41,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--duration", type=float,
                    help="measured window, seconds (required, here or in --config)")
     p.add_argument("--warmup", type=float, default=0.0, help="warmup seconds before it")
-    p.add_argument("--drain", type=float, default=30.0,
-                   help="at most this many seconds for in-flight requests after the window")
+    p.add_argument("--drain", type=float, default=None, help=DRAIN_HELP)
     p.add_argument("--repeats", type=int, default=1, help="repeats of every (arm, users)")
     p.add_argument("--out", help="comparison directory (required, here or in --config)")
     p.add_argument("--allow-unfair", action="store_true",

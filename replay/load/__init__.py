@@ -6,6 +6,14 @@ runs them: in process, in worker processes (``--workers``) or Ray actors
 (``--ray``). Other packages import these names, never the private modules.
 """
 
+from replay.load._drain import (
+    DRAIN_MARGIN_S,
+    DRAIN_MIN_S,
+    DRAIN_RATE_TOK_S,
+    auto_drain,
+    longest_output,
+    resolve_drain,
+)
 from replay.load._executor import ExecOutcome, Executor, Job, RecordSink, raise_crash
 from replay.load._inprocess import InProcessExecutor
 from replay.load._lanes import LaneContext, PromptBuilder, open_plan, salt_for, sleep_until
@@ -47,6 +55,9 @@ from replay.load._writer import (
 )
 
 __all__ = [
+    "DRAIN_MARGIN_S",
+    "DRAIN_MIN_S",
+    "DRAIN_RATE_TOK_S",
     "FLAGS",
     "RESULT_FILES",
     "SCENARIOS",
@@ -74,6 +85,7 @@ __all__ = [
     "WorkerExecutor",
     "WorkerPlan",
     "apply_scenario",
+    "auto_drain",
     "check_time_controls",
     "check_writable_dir",
     "claim_run_dir",
@@ -87,10 +99,12 @@ __all__ = [
     "iso_utc",
     "judge_scenario",
     "load_kind",
+    "longest_output",
     "make_context",
     "open_plan",
     "raise_crash",
     "render_lines",
+    "resolve_drain",
     "retimed",
     "run_load",
     "run_load_sync",

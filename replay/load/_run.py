@@ -52,6 +52,7 @@ from replay.client import (
     public_target,
 )
 from replay.errors import ConfigError, TargetError
+from replay.load._drain import resolve_drain
 from replay.load._executor import ExecOutcome, Executor, Job, raise_crash
 from replay.load._health import client_health
 from replay.load._inprocess import InProcessExecutor
@@ -100,6 +101,9 @@ async def run_load(
                           f"workload's arrival mode is {arrival!r}")
     check_time_controls(settings, header.arrival, path, rated=settings.rate is not None)
     sessions = retimed(settings, sessions, path)
+    settings, drain_note = resolve_drain(settings, sessions)
+    if drain_note is not None:
+        print(drain_note, file=sys.stderr, flush=True)
     caveats = _time_caveats(settings, sessions, arrival)
     root, basic = connect_url(settings.target)
     headers = _auth_headers(settings)
@@ -122,7 +126,7 @@ async def run_load(
                         server_block_size=facts.block_size, run_tag=run_id[:8], chat=chat)
         manifest = _manifest(settings, run_id, facts, header, path, len(sessions), arrival)
         writer = RunWriter(out)
-        stats = LiveStats(settings.warmup_s + settings.duration_s + settings.drain_s)
+        stats = LiveStats(settings.warmup_s + settings.duration_s + settings.drain)
         job = Job(settings=settings, workload=path, sessions=sessions, arrival=arrival,
                   target=target, sink=_Sink(writer, stats))
         executor = _executor(job, session, builder)
@@ -303,7 +307,7 @@ async def _follow_phases(stats: LiveStats, settings: RunSettings, t0_ns: int) ->
     """Keep the live view's phase label in step with the run's schedule."""
     window_end_s = settings.warmup_s + settings.duration_s
     for phase, end_s in (("warmup", settings.warmup_s), ("measure", window_end_s),
-                         ("drain", window_end_s + settings.drain_s)):
+                         ("drain", window_end_s + settings.drain)):
         stats.phase = phase
         rem = t0_ns + int(end_s * _NS) - time.monotonic_ns()
         if rem > 0:
