@@ -20,7 +20,7 @@ from analysis.metrics._samples import Samples
 from analysis.read import RunData, counter_delta, steady_window
 from analysis.schema import RequestColumns, level_of
 
-__all__ = ["COUNTERS", "measure"]
+__all__ = ["CLAIMED_ACCEPTANCE_KEYS", "COUNTERS", "claimed_acceptance", "measure"]
 
 COUNTERS = (
     "prefix_cache_hits_total", "prefix_cache_queries_total",
@@ -29,6 +29,21 @@ COUNTERS = (
     "vllm_sim:engine_step_actual_seconds_total", "vllm_sim:engine_step_model_seconds_total",
 )
 """Server counters whose deltas over the window are kept."""
+
+
+CLAIMED_ACCEPTANCE_KEYS = ("sim_acceptance_length", "claimed_acceptance_length")
+"""Top-level ``/server_info`` keys holding a claimed mean acceptance length (the
+simulator writes the first, from its profile; real vLLM claims none)."""
+
+
+def claimed_acceptance(server_info: dict[str, object]) -> float | None:
+    """The speculative acceptance length the server claims, shown beside the measured
+    one (a claim is never used as a measurement)."""
+    for key in CLAIMED_ACCEPTANCE_KEYS:
+        v = server_info.get(key)
+        if isinstance(v, int | float) and not isinstance(v, bool) and v > 0:
+            return float(v)
+    return None
 
 
 def _uncached_prompt(r: RequestColumns, idx: np.ndarray) -> np.ndarray:
@@ -223,6 +238,7 @@ def measure(run: RunData) -> Samples:
         expected_cached=int(expected[expected >= 0].sum()) if (expected >= 0).any() else None,
         reported_cached=int(cached[cached >= 0].sum()) if (cached >= 0).any() else None,
         counters=counters, half_counters=halves, chunks_after_first=later,
+        claimed_acceptance=claimed_acceptance(man.server_info or {}),
         chunks_same_read=same,
     )
 

@@ -69,6 +69,8 @@ class Samples:
     """Server counter deltas over the window (summed over pooled runs)."""
     half_counters: list[dict[str, float | None]]
     """The same deltas over the first and the second half of the window."""
+    claimed_acceptance: float | None = None
+    """The speculative acceptance length the server (or simulator profile) claims."""
     chunks_after_first: int = 0
     """Chunks of ok requests in the window after each request's first chunk..."""
     chunks_same_read: int = 0
@@ -137,6 +139,8 @@ def pool(parts: list[Samples]) -> Samples:
         counters=_sum_counters([p.counters for p in parts]),
         half_counters=[_sum_counters([p.half_counters[i] for p in parts])
                        for i in range(min(len(p.half_counters) for p in parts))],
+        claimed_acceptance=first.claimed_acceptance
+        if len({p.claimed_acceptance for p in parts}) == 1 else None,
         chunks_after_first=sum(p.chunks_after_first for p in parts),
         chunks_same_read=sum(p.chunks_same_read for p in parts),
     )

@@ -112,6 +112,8 @@ class Speculation(_Model):
     accepted_tokens: float | None
     acceptance_length: float | None
     """1 + accepted / drafts over the window, measured; None without counters."""
+    claimed_acceptance_length: float | None = None
+    """What the server or simulator profile claims (``/server_info``), for comparison."""
 
 
 class RunSummary(_Model):
@@ -291,6 +293,7 @@ def summarize(
             accepted_tokens=accepted,
             acceptance_length=(1.0 + accepted / drafts)
             if drafts and accepted is not None and drafts > 0 else None,
+            claimed_acceptance_length=s.claimed_acceptance,
         ),
         itl_reads=dist("itl_reads", "s"),
         chunks_same_read_share=share(s.chunks_same_read, s.chunks_after_first),

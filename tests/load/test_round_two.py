@@ -163,3 +163,28 @@ def test_the_cli_help_states_the_default_drain(capsys: pytest.CaptureFixture[str
     text = " ".join(capsys.readouterr().out.split())
     assert (f"at {DRAIN_RATE_TOK_S:g} tok/s + {DRAIN_MARGIN_S:g} s, at least "
             f"{DRAIN_MIN_S:g} s") in text
+
+
+def test_the_claimed_acceptance_is_printed_beside_the_measured_one(tmp_path: Path) -> None:
+    """The speculative profile claims acceptance length 6 (5 drafts accepted every step):
+    the run's summary prints the measured length from the counters next to that claim."""
+    from replay.cli._run_summary import run_summary_lines
+
+    wl = make_workload(tmp_path / "wl.jsonl", sessions=2, turns=4, output=60, think_s=0.0)
+    cfg = RunSettings(target="http://127.0.0.1:1", users=2, warmup_s=0.2, duration_s=1.5,
+                      drain_s=20.0, metrics_interval_s=0.2)
+
+    async def go() -> Path:
+        async with SimServer(SimConfig(profile="kimi-k3-gb300-tp16-dspark",
+                                       time_scale=4.0)) as srv:
+            return await run_load(cfg.model_copy(update={"target": srv.url}), wl,
+                                  tmp_path / "run")
+
+    run = asyncio.run(go())
+    s = summarize(measure(read_run(run)), bootstrap=False, tiers=())
+    assert s.speculation.claimed_acceptance_length == pytest.approx(6.0)
+    assert s.speculation.acceptance_length == pytest.approx(6.0, rel=0.02)
+    lines = run_summary_lines(run)
+    (spec,) = [x for x in lines if x.startswith("speculative acceptance length")]
+    assert f"measured {s.speculation.acceptance_length:.2f}" in spec
+    assert "claimed by the server/profile: 6.00" in spec

@@ -205,3 +205,55 @@ def test_a_repeat_pair_on_the_other_side_of_one_flips_the_verdict() -> None:
         (119 / 140, 165 / 140))
     assert drift_flip(2.0, vals(100.0), vals(190.0, 240.0), 0.02) is None
     assert drift_flip(1.5, vals(100.0), vals(101.0, 200.0), 0.02) is not None  # within 2%
+
+
+# --- shown in the report ---------------------------------------------------------------
+
+def test_the_report_shows_drift_mismatch_cuts_and_the_claimed_acceptance(
+    tmp_path: Path,
+) -> None:
+    import html as html_lib
+
+    from analysis import render_report
+
+    _repeats(tmp_path, "auto", [0.0075, 0.0075], seed=0)
+    _repeats(tmp_path, "fast", [0.006, 0.0078], seed=10)
+    runs = read_runs([tmp_path])
+    for r in runs:  # the simulator's claim, as /server_info carries it
+        assert r.manifest.server_info is not None
+        r.manifest.server_info["sim_acceptance_length"] = 6.0
+    c = compare_runs(runs)
+    assert c.levels[0].arms["fast"].speculation.claimed_acceptance_length == 6.0
+    page = html_lib.unescape(render_report(c, runs, charts=False))
+    assert "repeat_drift" in page and "arm 'fast' at 12 users" in page
+    assert "speculative acceptance length (claimed by server/profile)" in page
+    assert "no interactivity" in page and "tokens the incomplete requests received" in page
+    text = " ".join(page.split())
+    for needle in ("Above 1% of a run's ok requests", "above 10% the run is invalid",
+                   "20 tok/s plus 10 s", "on pace", "Drift between repeats"):
+        assert needle in text, needle
+
+
+def test_a_drain_cut_on_pace_is_censored_and_a_stalled_one_is_a_miss(tmp_path: Path) -> None:
+    # 20 requests at 100 tok/s; 2 more cut by the drain at 115 s: one kept 100 tok/s
+    # until the cut (on pace), one stalled after its first tokens (a miss)
+    records = synth_records(users=4, per_user=5, tpot=0.01, ttft=0.2, seed=5)
+    records.append(rec(50, user=0, status="incomplete", sent_s=105.0, first_token_s=105.2,
+                       last_token_s=115.0, end_s=115.0, output_tokens=980,
+                       output_tokens_asked=5000, chunk_times_s=[105.2, 115.0],
+                       chunk_tokens=[1, 979]))
+    records.append(rec(51, user=1, status="incomplete", sent_s=105.0, first_token_s=105.2,
+                       last_token_s=105.4, end_s=115.0, output_tokens=20,
+                       output_tokens_asked=5000, chunk_times_s=[105.2, 105.4],
+                       chunk_tokens=[1, 19]))
+    tier = SloTier(floor_tok_s=50.0, ttft_s=5.0)
+    s = analyse_run(read_run(make_run(tmp_path, records, load=_load(4))), tiers=(tier,))
+    (g,) = s.goodput
+    assert s.counts.incomplete == 2
+    assert (s.counts.cut_received, s.counts.cut_asked) == (1000, 10000)
+    assert g.censored == 1  # the on-pace one: in no share
+    assert g.failure_share == pytest.approx(1 / 21)  # the stalled one is a miss
+    assert g.fast_share == pytest.approx(20 / 21)
+    assert s.validity is not None
+    (reason,) = [r for r in s.validity.reasons if r.code == "drain_cut"]
+    assert "--drain" in reason.message and "1,000 of the 10,000 tokens asked" in reason.message
