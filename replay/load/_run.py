@@ -102,8 +102,6 @@ async def run_load(
     check_time_controls(settings, header.arrival, path, rated=settings.rate is not None)
     sessions = retimed(settings, sessions, path)
     settings, drain_note = resolve_drain(settings, sessions)
-    if drain_note is not None:
-        print(drain_note, file=sys.stderr, flush=True)
     caveats = _time_caveats(settings, sessions, arrival)
     root, basic = connect_url(settings.target)
     headers = _auth_headers(settings)
@@ -118,6 +116,8 @@ async def run_load(
                                    vocab_size=settings.vocab_size,
                                    block_size=settings.server_block_size)
         _check_fits(sessions, path, facts, public_target(settings.target))
+        if drain_note is not None:  # said once the server answered (a refusal is one line)
+            print(drain_note, file=sys.stderr, flush=True)
         run_id = uuid.uuid4().hex[:12]
         chat = await fetch_chat_codec(session, root, headers, facts.model, facts.vocab_size) \
             if settings.api == "chat" else None  # exact chat prompts (replay.client._chat)

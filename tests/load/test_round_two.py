@@ -154,17 +154,6 @@ def test_the_default_drain_covers_the_longest_answer(tmp_path: Path) -> None:
     assert given.drain == 5.0 and none is None
 
 
-def test_the_cli_help_states_the_default_drain(capsys: pytest.CaptureFixture[str]) -> None:
-    from replay.cli import main
-    from replay.load import DRAIN_MARGIN_S, DRAIN_MIN_S, DRAIN_RATE_TOK_S
-
-    with pytest.raises(SystemExit):
-        main(["run", "--help"])
-    text = " ".join(capsys.readouterr().out.split())
-    assert (f"at {DRAIN_RATE_TOK_S:g} tok/s + {DRAIN_MARGIN_S:g} s, at least "
-            f"{DRAIN_MIN_S:g} s") in text
-
-
 def test_the_claimed_acceptance_is_printed_beside_the_measured_one(tmp_path: Path) -> None:
     """The speculative profile claims acceptance length 6 (5 drafts accepted every step):
     the run's summary prints the measured length from the counters next to that claim."""
