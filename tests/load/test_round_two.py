@@ -41,15 +41,19 @@ async def cutting_proxy(upstream: str, keep: float) -> AsyncIterator[str]:
                     obj[key] = max(1, int(obj[key] * keep))
             body = orjson.dumps(obj)
         headers = {k: v for k, v in req.headers.items() if k.lower() not in _HOP | {"host"}}
-        async with client.request(req.method, upstream + req.path_qs, data=body or None,
-                                  headers=headers) as up:
-            out = web.StreamResponse(status=up.status, headers={
-                k: v for k, v in up.headers.items() if k.lower() not in _HOP})
-            await out.prepare(req)
-            async for chunk in up.content.iter_any():
-                await out.write(chunk)
-            await out.write_eof()
-            return out
+        out = web.StreamResponse()
+        try:
+            async with client.request(req.method, upstream + req.path_qs, data=body or None,
+                                      headers=headers) as up:
+                out = web.StreamResponse(status=up.status, headers={
+                    k: v for k, v in up.headers.items() if k.lower() not in _HOP})
+                await out.prepare(req)
+                async for chunk in up.content.iter_any():
+                    await out.write(chunk)
+                await out.write_eof()
+        except (ConnectionResetError, aiohttp.ClientError):
+            pass  # the client hung up (the run's end cancels what is still streaming)
+        return out
 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", handle)
@@ -70,8 +74,8 @@ def _records(run: Path) -> list[dict[str, object]]:
 
 
 def test_a_proxy_that_cuts_max_tokens_makes_its_arm_invalid(tmp_path: Path) -> None:
-    wl = make_workload(tmp_path / "wl.jsonl", sessions=4, turns=6, output=90, think_s=0.0)
-    cfg = RunSettings(target="http://127.0.0.1:1", users=4, warmup_s=0.2, duration_s=1.5,
+    wl = make_workload(tmp_path / "wl.jsonl", sessions=4, turns=30, output=90, think_s=0.0)
+    cfg = RunSettings(target="http://127.0.0.1:1", users=4, warmup_s=0.2, duration_s=3.5,
                       drain_s=20.0, metrics_interval_s=None)
 
     async def go() -> tuple[Path, Path, list[TruthRecord]]:
@@ -102,7 +106,7 @@ def test_a_proxy_that_cuts_max_tokens_makes_its_arm_invalid(tmp_path: Path) -> N
     assert c.validity.verdict == "invalid"
     ratios = {r.metric: r for r in c.levels[0].ratios["cut"]}
     for key in ("e2e.p90", "interactivity.p90", "interactivity.p50"):
-        assert not ratios[key].established, key
+        assert not ratios[key].established, key  # whatever this machine's timing
 
 
 def test_requests_cut_by_the_drain_say_how_far_they_got(tmp_path: Path) -> None:
