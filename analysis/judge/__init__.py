@@ -23,6 +23,11 @@ from analysis.judge._comparison import (
     Ratio,
     compare_runs,
 )
+from analysis.judge._drift import (
+    Drift,
+    RepeatValue,
+    drift_flip,
+)
 from analysis.judge._fairness import (
     ALLOWED_FIELDS,
     ConfigDiff,
@@ -41,6 +46,7 @@ from analysis.judge._validity import (
     assess_comparison,
     assess_run,
     merge_validity,
+    mismatch_share,
 )
 from analysis.judge._verdict import NO_EVIDENCE_SPAN, ratio_interval_text
 
@@ -51,12 +57,14 @@ __all__ = [
     "Comparison",
     "ConfigDiff",
     "DEFAULT_RULES",
+    "Drift",
     "FairnessVerdict",
     "HEADLINE",
     "Level",
     "NO_EVIDENCE_SPAN",
     "Ratio",
     "RatioBracket",
+    "RepeatValue",
     "Rules",
     "analyse_run",
     "assess_comparison",
@@ -65,12 +73,14 @@ __all__ = [
     "capacity_table",
     "compare_runs",
     "diff_configs",
+    "drift_flip",
     "flatten_config",
     "gpu_count_of",
     "judge_fairness",
     "meets_tier",
     "merge_validity",
     "ratio_bracket",
+    "mismatch_share",
     "ratio_interval_text",
     "replica_diffs",
 ]

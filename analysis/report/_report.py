@@ -42,7 +42,8 @@ METRIC_DEFINITIONS: tuple[tuple[str, str], ...] = (
     ("TTFT from schedule", "first output token minus the time the request was due (includes "
      "client lag; guards against coordinated omission)"),
     ("E2E latency", "last token received minus request sent"),
-    ("TPOT", "(E2E - TTFT) / (output tokens - 1), per request with at least 2 output tokens"),
+    ("TPOT", "(E2E - TTFT) / (output tokens - 1), per request with at least 2 output tokens "
+     "not all in one read (otherwise unmeasured: no interactivity)"),
     ("ITL", "gaps between consecutive streamed tokens (a chunk of k tokens counts k tokens)"),
     ("interactivity (request)", "1 / TPOT, tokens/s for one user"),
     ("P90 interactivity", "the rate that 90% meet or beat: 1 / P90(TPOT), i.e. the slow tail"),
@@ -60,7 +61,8 @@ METRIC_DEFINITIONS: tuple[tuple[str, str], ...] = (
     ("prefix reuse", "expected (blocks seen before, infinite cache) vs measured "
      "(prefix_cache_hits / prefix_cache_queries deltas over the window)"),
     ("acceptance length", "1 + accepted / drafts from the spec_decode_* counter deltas: "
-     "measured, never assumed"),
+     "measured, never assumed; the length the server or simulator profile claims is shown "
+     "beside it"),
 )
 
 METHOD_NOTES: tuple[str, ...] = (

@@ -32,7 +32,8 @@ class CompareOptions(BaseModel):
     duration_s: float = Field(gt=0)
     repeats: int = Field(default=1, ge=1, le=1000)
     warmup_s: float = Field(default=0.0, ge=0)
-    drain_s: float = Field(default=30.0, ge=0)
+    drain_s: float | None = Field(default=None, ge=0)
+    """None: each run decides it from the workload (``replay.load`` ``resolve_drain``)."""
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
     api: Literal["completions", "chat"] = "completions"
     model: str | None = None

@@ -71,7 +71,7 @@ def stand_in(label: str, url: str, facts: Sequence[ServerFacts],
         server_models=first.models, gpu_count=first.gpu_count, simulated=first.simulated,
         workload=WorkloadRef(fingerprint="same"),
         load=LoadSettings(users=1, duration_s=opts.duration_s, warmup_s=opts.warmup_s,
-                          drain_s=opts.drain_s, seed=opts.seed, api=opts.api),
+                          drain_s=opts.drain_s or 0.0, seed=opts.seed, api=opts.api),
         clock=ClockInfo(t0_wall="", t0_monotonic_ns=0), started_at="", tool_version="",
     )
     describe_fleet(manifest, urls, facts, opts.routing)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from replay.cli._cmd_report import add_failure_share_flag
-from replay.cli._cmd_run import add_scenario_flags, add_time_flags
+from replay.cli._cmd_run import DRAIN_HELP, add_scenario_flags, add_time_flags
 
 if TYPE_CHECKING:
     from replay.ab import CompareOptions, CompareResult, Live
@@ -46,8 +46,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--duration", type=float,
                    help="measured window, seconds (required, here or in --config)")
     p.add_argument("--warmup", type=float, default=0.0, help="warmup seconds before it")
-    p.add_argument("--drain", type=float, default=30.0,
-                   help="at most this many seconds for in-flight requests after the window")
+    p.add_argument("--drain", type=float, default=None, help=DRAIN_HELP)
     p.add_argument("--repeats", type=int, default=1, help="repeats of every (arm, users)")
     p.add_argument("--out", help="comparison directory (required, here or in --config)")
     p.add_argument("--allow-unfair", action="store_true",
@@ -299,7 +298,30 @@ def _print(result: CompareResult) -> int:
     console.print(sim + result.verdict, markup=False, highlight=False, soft_wrap=True)
     console.print(f"report: {result.report}", markup=False, highlight=False, soft_wrap=True)
     _print_scenario(result.out / "summary.json")
+    _print_acceptance(result.out / "summary.json", console)
     return print_validity(result.validity, "comparison", simulated=bool(sim))
+
+
+def _print_acceptance(summary: Path, console: Any) -> None:
+    """Per arm and level, the measured speculative acceptance length beside the claimed
+    one (only where either is known)."""
+    import orjson
+
+    from replay.cli._run_summary import acceptance_line
+
+    try:
+        data = orjson.loads(summary.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return
+    for lv in data.get("levels") or [] if isinstance(data, dict) else []:
+        label = (lv.get("load") or {}).get("label", "?")
+        for arm, s in (lv.get("arms") or {}).items():
+            spec = s.get("speculation") or {}
+            line = acceptance_line(spec.get("acceptance_length"),
+                                   spec.get("claimed_acceptance_length"))
+            if line:
+                console.print(f"{arm} at {label}: {line}", markup=False, highlight=False,
+                              soft_wrap=True)
 
 
 def _simulated(summary: Path) -> bool:

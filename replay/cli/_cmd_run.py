@@ -14,6 +14,14 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 
+DRAIN_HELP = ("at most this many seconds for in-flight requests after the window (default: "
+              "long enough for the workload's longest answer: its output tokens at 20 tok/s "
+              "+ 10 s, at least 30 s, said when the run starts; requests still running then "
+              "are cut, reported incomplete with the tokens they got)")
+"""The numbers are ``replay.load``'s ``DRAIN_RATE_TOK_S`` etc. (a test holds them equal;
+the CLI does not import the load machinery to print its help)."""
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "run", help="replay a workload against a server",
@@ -33,8 +41,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--users", type=int, default=1, help="concurrent users (closed loop)")
     p.add_argument("--duration", type=float, required=True, help="measured window, seconds")
     p.add_argument("--warmup", type=float, default=0.0, help="warmup seconds before it")
-    p.add_argument("--drain", type=float, default=30.0,
-                   help="at most this many seconds for in-flight requests after the window")
+    p.add_argument("--drain", type=float, default=None, help=DRAIN_HELP)
     p.add_argument("--out", required=True, help="run directory to write")
     p.add_argument("--api", choices=("completions", "chat"), default="completions",
                    help="OpenAI endpoint to send to: /v1/completions or /v1/chat/completions")

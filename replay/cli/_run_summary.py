@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from analysis import RunData
 
-__all__ = ["run_summary_lines"]
+__all__ = ["acceptance_line", "run_summary_lines"]
 
 _OUTCOMES = ("error", "timeout", "incomplete", "cancelled")
 
@@ -28,13 +28,29 @@ def run_summary_lines(out: Path) -> list[str]:
     requests = "request" if c.in_window == 1 else "requests"
     sim = "[SIMULATED] " if run.manifest.simulated else ""
     inter, ttft = s.interactivity.p90, s.ttft_due.p90
-    return [
+    lines = [
         f"{sim}window: {c.in_window} {requests} ({', '.join(outcomes)}); "
         f"P90 interactivity {_number(inter, ' tok/s/user')}; P90 TTFT from schedule "
         f"{_number(None if ttft is None else ttft * 1000.0, ' ms')}",
         *_fleet_line(run),
-        f"full report: agentreplay report {shlex.quote(str(out))}",
     ]
+    if c.incomplete:
+        lines.append(f"cut by the drain ({run.manifest.load.drain_s:g} s): {c.incomplete} "
+                     f"request(s), {c.cut_received:,} of {c.cut_asked:,} tokens asked received")
+    spec = acceptance_line(s.speculation.acceptance_length,
+                           s.speculation.claimed_acceptance_length)
+    if spec:
+        lines.append(spec)
+    return lines + [f"full report: agentreplay report {shlex.quote(str(out))}"]
+
+
+def acceptance_line(measured: float | None, claimed: float | None) -> str:
+    """The measured speculative acceptance length beside the claimed one ('' if neither)."""
+    if measured is None and claimed is None:
+        return ""
+    got = f"{measured:.2f}" if measured is not None else "n/a (no spec_decode counters)"
+    said = f" (claimed by the server/profile: {claimed:.2f})" if claimed is not None else ""
+    return f"speculative acceptance length: measured {got}{said}"
 
 
 def _fleet_line(run: RunData) -> list[str]:

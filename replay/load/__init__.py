@@ -6,6 +6,14 @@ runs them: in process, in worker processes (``--workers``) or Ray actors
 (``--ray``). Other packages import these names, never the private modules.
 """
 
+from replay.load._drain import (
+    DRAIN_MARGIN_S,
+    DRAIN_MIN_S,
+    DRAIN_RATE_TOK_S,
+    auto_drain,
+    longest_output,
+    resolve_drain,
+)
 from replay.load._executor import ExecOutcome, Executor, Job, RecordSink, raise_crash
 from replay.load._fleet import check_fleet, describe_fleet, split_targets
 from replay.load._inprocess import InProcessExecutor
@@ -49,6 +57,9 @@ from replay.load._writer import (
 )
 
 __all__ = [
+    "DRAIN_MARGIN_S",
+    "DRAIN_MIN_S",
+    "DRAIN_RATE_TOK_S",
     "FLAGS",
     "RESULT_FILES",
     "SCENARIOS",
@@ -78,6 +89,7 @@ __all__ = [
     "WorkerPlan",
     "apply_scenario",
     "check_fleet",
+    "auto_drain",
     "check_time_controls",
     "check_writable_dir",
     "claim_run_dir",
@@ -92,10 +104,12 @@ __all__ = [
     "iso_utc",
     "judge_scenario",
     "load_kind",
+    "longest_output",
     "make_context",
     "open_plan",
     "raise_crash",
     "render_lines",
+    "resolve_drain",
     "retimed",
     "run_load",
     "run_load_sync",

@@ -166,7 +166,7 @@ class WorkerExecutor:
         self.plans = make_plans(job)
         self.tally = Tally.of(job.sink, len(self.plans))
         settings = job.settings
-        self.span_ns = int((settings.warmup_s + settings.duration_s + settings.drain_s) * _NS)
+        self.span_ns = int((settings.warmup_s + settings.duration_s + settings.drain) * _NS)
         self.end_ns = 0
 
     def start(self, t0_ns: int, t0_wall_ns: int) -> None:

@@ -49,6 +49,7 @@ from replay.client import (
     public_target,
 )
 from replay.errors import ConfigError, TargetError
+from replay.load._drain import resolve_drain
 from replay.load._executor import ExecOutcome, Executor, Job, raise_crash
 from replay.load._fleet import FleetMetrics, describe_fleet, fleet_roots, probe_fleet
 from replay.load._health import client_health
@@ -103,6 +104,7 @@ async def run_load(
                           f"workload's arrival mode is {arrival!r}")
     check_time_controls(settings, header.arrival, path, rated=settings.rate is not None)
     sessions = retimed(settings, sessions, path)
+    settings, drain_note = resolve_drain(settings, sessions)
     caveats = _time_caveats(settings, sessions, arrival)
     roots, basic = fleet_roots(settings)
     root = roots[0]
@@ -117,6 +119,8 @@ async def run_load(
         fleet = await probe_fleet(session, settings, headers)
         facts = fleet[0]
         _check_fits(sessions, path, facts, public_target(settings.target))
+        if drain_note is not None:  # said once the server answered (a refusal is one line)
+            print(drain_note, file=sys.stderr, flush=True)
         if before_load is not None:
             before_load()
         run_id = uuid.uuid4().hex[:12]
@@ -129,7 +133,7 @@ async def run_load(
         manifest = _manifest(settings, run_id, facts, header, path, len(sessions), arrival)
         describe_fleet(manifest, settings.fleet, fleet, settings.routing)
         writer = RunWriter(out)
-        stats = LiveStats(settings.warmup_s + settings.duration_s + settings.drain_s)
+        stats = LiveStats(settings.warmup_s + settings.duration_s + settings.drain)
         job = Job(settings=settings, workload=path, sessions=sessions, arrival=arrival,
                   target=target, sink=_Sink(writer, stats))
         executor = _executor(job, session, builder)
@@ -303,7 +307,7 @@ async def _follow_phases(stats: LiveStats, settings: RunSettings, t0_ns: int) ->
     """Keep the live view's phase label in step with the run's schedule."""
     window_end_s = settings.warmup_s + settings.duration_s
     for phase, end_s in (("warmup", settings.warmup_s), ("measure", window_end_s),
-                         ("drain", window_end_s + settings.drain_s)):
+                         ("drain", window_end_s + settings.drain)):
         stats.phase = phase
         rem = t0_ns + int(end_s * _NS) - time.monotonic_ns()
         if rem > 0:

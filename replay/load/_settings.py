@@ -111,7 +111,8 @@ class RunSettings(BaseModel):
     users: int = Field(default=1, ge=0, le=1_000_000)
     duration_s: float = Field(gt=0)
     warmup_s: float = Field(default=0.0, ge=0)
-    drain_s: float = Field(default=30.0, ge=0)
+    drain_s: float | None = Field(default=None, ge=0)
+    """None: decided from the workload when the run starts (``replay.load._drain``)."""
     api: Literal["completions", "chat"] = "completions"
     model: str | None = None
     api_key_env: str | None = None
@@ -187,6 +188,13 @@ class RunSettings(BaseModel):
         return self
 
     @property
+    def drain(self) -> float:
+        """The drain in seconds, once decided (``run_load`` decides an unset one)."""
+        if self.drain_s is None:
+            raise RuntimeError("the drain is decided from the workload before the run")
+        return self.drain_s
+
+    @property
     def split(self) -> bool:
         """True when the users run in worker processes or Ray actors."""
         return self.workers > 1 or self.ray is not None
@@ -200,7 +208,7 @@ class RunSettings(BaseModel):
             # its rate or arrivals, and recording a user count there misled readers
             users=self.users if arrival == "closed" else 0, duration_s=self.duration_s,
             warmup_s=self.warmup_s,
-            drain_s=self.drain_s, seed=self.seed, api=self.api, arrival=arrival,
+            drain_s=self.drain, seed=self.seed, api=self.api, arrival=arrival,
             rate=self.rate, think_time_cap_s=self.think_time_cap_s,
             warmup_start=self.warmup_start,
         )

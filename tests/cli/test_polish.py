@@ -56,8 +56,11 @@ def test_every_default_is_shown_in_help() -> None:
     assert hidden == []
 
 
-@pytest.mark.parametrize("flag, shown", [("--warmup", "0.0"), ("--drain", "30.0"),
-                                         ("--users", "1"), ("--metrics-interval", "2.0")])
+@pytest.mark.parametrize("flag, shown", [
+    ("--warmup", "0.0"), ("--users", "1"), ("--metrics-interval", "2.0"),
+    ("--drain", "long enough for the workload's longest answer: its output tokens at 20 tok/s "
+                "+ 10 s, at least 30 s, said when the run starts;"),
+])
 def test_run_help_shows_the_defaults(
     flag: str, shown: str, capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -65,7 +68,8 @@ def test_run_help_shows_the_defaults(
         main(["run", "--help"])
     options = " ".join(capsys.readouterr().out.split("options:", 1)[1].split())
     after = options.split(f"{flag} {flag.lstrip('-').replace('-', '_').upper()}", 1)[1]
-    assert f"(default: {shown})" in after.split(" --", 1)[0]
+    shown = shown if shown.endswith(";") else shown + ")"
+    assert f"(default: {shown}" in after.split(" --", 1)[0]
 
 
 def test_serve_sim_help_lists_every_bundled_profile(capsys: pytest.CaptureFixture[str]) -> None:
@@ -369,3 +373,14 @@ def test_live_view_uses_the_reports_latencies() -> None:
     assert snap["ttft_p90"] == pytest.approx(float(np.percentile(ttft, 90)))
     assert snap["inter_p90"] == pytest.approx(1.0 / float(np.percentile(tpot, 90)))
     assert len(tpot) == 3 * 6 - 2  # the incomplete request's decode counts, errors do not
+
+
+def test_the_drain_help_states_the_load_default(capsys: pytest.CaptureFixture[str]) -> None:
+    """The CLI's help text and ``replay.load``'s default drain use the same numbers."""
+    from replay.load import DRAIN_MARGIN_S, DRAIN_MIN_S, DRAIN_RATE_TOK_S
+
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert (f"at {DRAIN_RATE_TOK_S:g} tok/s + {DRAIN_MARGIN_S:g} s, at least "
+            f"{DRAIN_MIN_S:g} s") in text

@@ -369,6 +369,7 @@ def _steady(tpot: float, users: int = 16, per_user: int = 10) -> list[dict[str, 
         for j in range(per_user):
             sent = 10.0 + 5.0 * j + 0.1 * u
             out.append(rec(len(out), user=u, turn=j, sent_s=sent, output_tokens=21,
+                           output_tokens_asked=21,
                            last_token_s=sent + 1.0 + 20 * tp))
     return out
 
