@@ -79,8 +79,8 @@ __all__ = [
     "judge_fairness",
     "meets_tier",
     "merge_validity",
-    "ratio_bracket",
     "mismatch_share",
+    "ratio_bracket",
     "ratio_interval_text",
     "replica_diffs",
 ]
