@@ -5,6 +5,12 @@ capacity.
 from analysis.judge._analyse import (
     analyse_run,
 )
+from analysis.judge._bracket import (
+    Bracket,
+    RatioBracket,
+    bracket_of,
+    ratio_bracket,
+)
 from analysis.judge._capacity import (
     CapacityRow,
     capacity_table,
@@ -30,6 +36,7 @@ from analysis.judge._fairness import (
     flatten_config,
     gpu_count_of,
     judge_fairness,
+    replica_diffs,
 )
 from analysis.judge._rules import (
     DEFAULT_RULES,
@@ -45,6 +52,7 @@ from analysis.judge._verdict import NO_EVIDENCE_SPAN, ratio_interval_text
 
 __all__ = [
     "ALLOWED_FIELDS",
+    "Bracket",
     "CapacityRow",
     "Comparison",
     "ConfigDiff",
@@ -55,11 +63,13 @@ __all__ = [
     "Level",
     "NO_EVIDENCE_SPAN",
     "Ratio",
+    "RatioBracket",
     "RepeatValue",
     "Rules",
     "analyse_run",
     "assess_comparison",
     "assess_run",
+    "bracket_of",
     "capacity_table",
     "compare_runs",
     "diff_configs",
@@ -70,5 +80,7 @@ __all__ = [
     "meets_tier",
     "merge_validity",
     "mismatch_share",
+    "ratio_bracket",
     "ratio_interval_text",
+    "replica_diffs",
 ]

@@ -188,7 +188,11 @@ class Comparison(_Model):
     tiers: list[SloTier]
     capacity: list[CapacityRow]
     incomplete: bool
+    """True when a run was cut short or a planned run is missing (``missing``)."""
     reasons: list[str] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list)
+    """Planned runs that did not finish (an interrupted comparison): no capacity is
+    claimed from their levels."""
     simulated: bool
     validity: Validity = Field(default_factory=Validity)
     rules: Rules = DEFAULT_RULES
@@ -271,8 +275,13 @@ def _pick_baseline(labels: list[str], baseline: str | None) -> str:
 def compare_runs(
     runs: Sequence[RunData], *, allow_unfair: bool = False, baseline: str | None = None,
     tiers: Sequence[SloTier] = DEFAULT_TIERS, seed: int = 0, rules: Rules = DEFAULT_RULES,
+    missing: Sequence[str] = (),
 ) -> Comparison:
-    """Fairness verdict, then pooled summaries and ratios per level, then capacity."""
+    """Fairness verdict, then pooled summaries and ratios per level, then capacity.
+
+    ``missing``: planned runs that did not finish. A level holding a run cut short
+    feeds no capacity (a capacity bracket needs every level below it measured in
+    full); with runs missing, the comparison is stamped incomplete."""
     if not runs:
         raise ResultError("no runs to analyse")
     labels = list(dict.fromkeys(r.manifest.label for r in runs))
@@ -301,7 +310,8 @@ def compare_runs(
     for reps in per_run.values():
         reps.sort(key=lambda x: str(started[x[0]]))
     levels: list[Level] = []
-    cap_input: dict[str, list[tuple[RunSummary, Samples]]] = {a: [] for a in arms}
+    cut_short = {r.manifest.run_id for r in ordered if r.reasons}
+    cap_input: dict[str, list[RunSummary]] = {a: [] for a in arms}
     for key in sorted(by_level):
         pooled = {arm: pool(groups[(key, arm)]) for arm in arms if (key, arm) in groups}
         summaries = {arm: summarize(s, seed=seed, tiers=tiers_t, max_failure_share=mf)
@@ -310,14 +320,16 @@ def compare_runs(
         lv_valid = assess_comparison([(rid, run_valid[rid]) for rid in by_level[key]],
                                      [(load.label, summaries)], rules=rules)
         drifts, rep_values = drift_of(
-            load.label, HEADLINE, {a: per_run[(key, a)] for a in arms if (key, a) in per_run}, seed)
+            load.label, HEADLINE, {a: per_run[(key, a)] for a in arms if (key, a) in per_run},
+            seed)
         if drifts:
             lv_valid = Validity(verdict="invalid" if lv_valid.verdict == "invalid"
                                 else "caveats", reasons=lv_valid.reasons + drift_reasons(drifts))
         for arm, smp in pooled.items():
             summaries[arm].validity = merge_validity(
                 [(rid, run_valid[rid]) for rid in smp.runs])
-            cap_input[arm].append((summaries[arm], smp))
+            if not cut_short.intersection(smp.runs):
+                cap_input[arm].append(summaries[arm])
         ratios: dict[str, list[Ratio]] = {}
         evidence: dict[str, str | None] = {}
         if base in pooled:
@@ -341,8 +353,7 @@ def compare_runs(
             users=int(load.value) if load.kind == "users" else 0, load=load, arms=summaries,
             ratios=ratios, validity=lv_valid, evidence=evidence,
             single_run=all(len(s.runs) == 1 for s in pooled.values()), drift=drifts))
-    cap = capacity_table({a: v for a, v in cap_input.items() if v}, tiers_t,
-                         max_failure_share=mf, seed=seed)
+    cap = capacity_table({a: v for a, v in cap_input.items() if v}, tiers_t)
     reasons = [x for r in ordered for x in (f"{r.manifest.run_id}: {y}" for y in r.reasons)]
     validity = assess_comparison(list(run_valid.items()),
                                  [(lv.load.label, lv.arms) for lv in levels], rules=rules)
@@ -353,7 +364,8 @@ def compare_runs(
     return Comparison(
         baseline=base, arms=arms, levels=levels, fairness=verdict_f,
         verdict=verdict_sentence(base, arms, levels, verdict_f, validity, cap, mf),
-        tiers=list(tiers_t), capacity=cap, incomplete=bool(reasons), reasons=reasons,
+        tiers=list(tiers_t), capacity=cap, incomplete=bool(reasons or missing), reasons=reasons,
+        missing=list(missing),
         simulated=any(r.manifest.simulated for r in runs), validity=validity, rules=rules,
         run_validity=run_valid, **_scenario_stamp([r.manifest for r in ordered]),
     )

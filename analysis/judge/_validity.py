@@ -16,12 +16,12 @@ import numpy as np
 from analysis.judge._rules import DEFAULT_RULES, Rules
 from analysis.metrics import RunSummary
 from analysis.read import RunData, steady_window
-from analysis.schema import Severity, Validity, ValidityReason, Verdict
+from analysis.schema import ErrorKind, Severity, Validity, ValidityReason, Verdict
 
 __all__ = ["LENGTH_SENSITIVE", "assess_comparison", "assess_run", "length_evidence",
            "merge_validity", "mismatch_share"]
 
-_CONNECT_KINDS = ("connect", "timeout_connect")
+_CONNECT_KINDS = (ErrorKind.CONNECT, ErrorKind.TIMEOUT_CONNECT)
 
 
 def _verdict(reasons: list[ValidityReason]) -> Validity:

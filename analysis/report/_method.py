@@ -66,10 +66,14 @@ def method_rules(rules: Rules = DEFAULT_RULES) -> tuple[str, ...]:
         "metric and the values. When pairing single repeats of the two arms gives a ratio "
         "on the other side of 1 (or within the minimum effect), the drift could flip the "
         "verdict and that level's difference is not established.",
-        "Capacity is the largest load (users; sessions/s in open loop) up to which every "
-        "measured level meets the tier, linearly interpolated towards the next, failing "
-        "level. Its 95% interval and the arms' capacity ratio come from the same bootstrap "
-        "replicates as the levels.",
+        "Capacity is a bracket of measured loads (users; sessions/s in open loop), nothing "
+        "interpolated: at least the largest level up to which every measured level meets "
+        "the tier, below the first level that fails it ('at least N' when all met it, "
+        "'below N' when the smallest failed). A level meeting the tier above a failing one "
+        "does not move the bracket; it is listed as not monotone. Users and decode tok/s "
+        "per GPU are those measured at the passing level. The arms' capacity ratio is "
+        "bounded by the two brackets (B in [b1, b2), A in [a1, a2): B/A between b1/a2 and "
+        "b2/a1); 'unknown' when that range holds 1, i.e. either arm may serve more.",
         "95% intervals are percentile bootstrap intervals (1000 seeded replicates) that "
         "resample users, not requests; with pooled repeats they resample runs first, then "
         "users within runs, so drift between runs is inside the interval. With one run per "

@@ -31,6 +31,7 @@ from analysis.report._decision import (
 from analysis.report._detail import failures, flat_config, level_rows, workload_stats
 from analysis.report._format import fmt_num, fmt_share, fmt_time
 from analysis.report._method import method_rules
+from analysis.schema import level_of
 
 __all__ = ["METRIC_DEFINITIONS", "render_report"]
 
@@ -141,7 +142,8 @@ def report_context(
     detail: list[tuple[str, str]] = []
     if charts:
         headline = headline_chart(
-            [Series(name=a.arm or "run", summaries=a.summaries, color_index=i, loads=a.loads)
+            [Series(name=a.arm or "run", summaries=a.summaries, color_index=i, loads=a.loads,
+                    capacity=tuple(r for r in comparison.capacity if r.arm == a.arm))
              for i, a in enumerate(by_arm)], comparison.tiers)
         detail = _detail_charts(comparison, by_arm)
     levels = [
@@ -170,6 +172,7 @@ def report_context(
         "charts": detail,
         "runs": [r.manifest for r in runs],
         "run_state": {r.manifest.run_id: r for r in runs},
+        "run_level": {r.manifest.run_id: level_of(r.manifest).label for r in runs},
         "workload": base_run.manifest.workload,
         "load": base_run.manifest.load,
         "workload_stats": workload_stats(runs),

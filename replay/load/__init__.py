@@ -15,6 +15,7 @@ from replay.load._drain import (
     resolve_drain,
 )
 from replay.load._executor import ExecOutcome, Executor, Job, RecordSink, raise_crash
+from replay.load._fleet import check_fleet, describe_fleet, split_targets
 from replay.load._inprocess import InProcessExecutor
 from replay.load._lanes import LaneContext, PromptBuilder, open_plan, salt_for, sleep_until
 from replay.load._live import LiveStats, LiveView, render_lines
@@ -30,6 +31,7 @@ from replay.load._phases import (
 )
 from replay.load._ray import RayExecutor
 from replay.load._remote import WorkerExecutor, WorkerPlan, run_plan, split_users
+from replay.load._routing import FleetCache
 from replay.load._run import ServerWatchHook, load_kind, run_load, run_load_sync
 from replay.load._scenario import (
     SCENARIOS,
@@ -55,15 +57,14 @@ from replay.load._writer import (
 )
 
 __all__ = [
+    "Arrival",
     "DRAIN_MARGIN_S",
     "DRAIN_MIN_S",
     "DRAIN_RATE_TOK_S",
-    "FLAGS",
-    "RESULT_FILES",
-    "SCENARIOS",
-    "Arrival",
     "ExecOutcome",
     "Executor",
+    "FLAGS",
+    "FleetCache",
     "InProcessExecutor",
     "Job",
     "LaneContext",
@@ -72,12 +73,14 @@ __all__ = [
     "LiveView",
     "ProcessExecutor",
     "PromptBuilder",
+    "RESULT_FILES",
     "RayExecutor",
     "RecordSink",
     "RunConfig",
     "RunSettings",
     "RunWriteError",
     "RunWriter",
+    "SCENARIOS",
     "ScenarioRules",
     "ScenarioVerdict",
     "ServerWatchHook",
@@ -86,12 +89,14 @@ __all__ = [
     "WorkerPlan",
     "apply_scenario",
     "auto_drain",
+    "check_fleet",
     "check_time_controls",
     "check_writable_dir",
     "claim_run_dir",
     "close_manifest",
     "connections_for",
     "default_builder",
+    "describe_fleet",
     "drive_lanes",
     "entry_turn",
     "event_loop_factory",
@@ -114,6 +119,7 @@ __all__ = [
     "scenario_values",
     "settings_error",
     "sleep_until",
+    "split_targets",
     "split_users",
     "validated",
     "walk",
