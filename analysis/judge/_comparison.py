@@ -320,7 +320,8 @@ def compare_runs(
         lv_valid = assess_comparison([(rid, run_valid[rid]) for rid in by_level[key]],
                                      [(load.label, summaries)], rules=rules)
         drifts, rep_values = drift_of(
-            load.label, HEADLINE, {a: per_run[(key, a)] for a in arms if (key, a) in per_run}, seed)
+            load.label, HEADLINE, {a: per_run[(key, a)] for a in arms if (key, a) in per_run},
+            seed)
         if drifts:
             lv_valid = Validity(verdict="invalid" if lv_valid.verdict == "invalid"
                                 else "caveats", reasons=lv_valid.reasons + drift_reasons(drifts))

@@ -214,12 +214,14 @@ def _goodput(s: Samples, tier: SloTier, shares: TierShares, max_failure: float) 
     meets_both = share(float(shares.both.sum()), float(shares.rated.sum()))
     user_rate = np.full(s.n_users, np.nan)
     user_rate[s.groups["interactivity_user"]] = s.values["interactivity_user"]
-    # a user with no measured rate is judged only when it failed requests (a miss);
-    # one whose every answer was too short to rate has no interactivity to judge
-    present = (shares.sent > 0) & (~np.isnan(user_rate) | (shares.failed > 0))
     with np.errstate(divide="ignore", invalid="ignore"):
-        user_ok = present & (user_rate >= tier.floor_tok_s) \
-            & (shares.ttft_ok / shares.sent >= 0.9)
+        ttft_user = shares.ttft_ok / shares.sent >= 0.9
+        # a user with no measured rate is a miss when it failed requests or the TTFT
+        # ceiling; one whose every answer was too short to rate and that met the ceiling
+        # has no interactivity to judge: left out, never counted as fast
+        present = (shares.sent > 0) & (~np.isnan(user_rate) | (shares.failed > 0)
+                                       | ~ttft_user)
+        user_ok = present & (user_rate >= tier.floor_tok_s) & ttft_user
     return Goodput(
         tier=tier, requests=meets_both, users=share(float(user_ok.sum()), float(present.sum())),
         ttft_share=ttft_ok, fast_share=fast if np.isfinite(fast) else None, failure_share=fail,
