@@ -89,7 +89,7 @@ def preflight(arms: Sequence[tuple[str, str]], opts: CompareOptions, *,
     """
     manifests = []
     for label, url in arms:
-        urls = split_targets(url, f"--arm {label}=")
+        urls = split_targets(url, f"--arm {label}")
         facts = asyncio.run(probe_facts(urls, opts))
         manifest = stand_in(label, url, facts, opts)
         check_fleet(manifest.replicas, urls, f"--arm {label}")

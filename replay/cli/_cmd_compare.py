@@ -373,11 +373,13 @@ def _demo(args: argparse.Namespace) -> int:
 def _url_arms(texts: list[str], hint: str = "") -> list[tuple[str, str]]:
     """``LABEL=URL`` arms as (label, url) pairs; one line naming the bad one."""
     from replay.errors import ConfigError
+    from replay.load import split_targets
 
     arms = []
     for text in texts:
         label, sep, url = text.partition("=")
         if not sep or not label or not url:
             raise ConfigError(f"--arm {text!r}: give LABEL=URL {hint}".rstrip())
+        split_targets(url, f"--arm {label}")  # LABEL=URL1,URL2: a fleet, checked here
         arms.append((label, url))
     return arms

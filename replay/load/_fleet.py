@@ -36,6 +36,10 @@ def split_targets(text: str, flag: str = "--arm") -> tuple[str, ...]:
     if not all(urls):
         raise ConfigError(f"{flag} {text!r}: give the replicas' URLs separated by commas, "
                           "e.g. http://a:8000,http://b:8000")
+    shown = [public_target(u) for u in urls]
+    twice = next((u for i, u in enumerate(shown) if u in shown[:i]), None)
+    if twice is not None:
+        raise ConfigError(f"{flag}: {twice} is given twice; give each replica once")
     return urls
 
 

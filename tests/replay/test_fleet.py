@@ -65,6 +65,8 @@ def test_fleet_settings() -> None:
     assert opts.config("http://a:1", 2, "auto").targets == ()
     with pytest.raises(ConfigError, match="--arm 'http://a:1,': give the replicas' URLs"):
         split_targets("http://a:1,")
+    with pytest.raises(ConfigError, match="--arm: http://a:1 is given twice"):
+        split_targets("http://a:1,http://u:p@a:1/")
 
 
 @pytest.mark.parametrize(("targets", "message"), [
