@@ -210,8 +210,12 @@ def _check_arm_dirs(labels: Sequence[str]) -> None:
 
 def compare_arms(arms: Sequence[tuple[str, str]], workload: str | os.PathLike[str],
                  out: str | os.PathLike[str], opts: CompareOptions, *,
-                 live: Live = "quiet") -> CompareResult:
-    """Compare servers already running: preflight, A B B A runs, report (resumable)."""
+                 live: Live = "quiet",
+                 before_load: Callable[[], None] | None = None) -> CompareResult:
+    """Compare servers already running: preflight, A B B A runs, report (resumable).
+
+    ``before_load`` runs once the settings and servers passed their checks, before the
+    first run: warnings given there precede the load, and a refusal stays one line."""
     labels = [label for label, _ in arms]
     _check_arms(labels)
     path = os.fspath(workload)
@@ -225,6 +229,8 @@ def compare_arms(arms: Sequence[tuple[str, str]], workload: str | os.PathLike[st
     state = State(out_p, settings, plan, public_arms(arms), "urls")
     state.data["preflight"] = verdict.model_dump(mode="json")
     state.save()
+    if before_load is not None:
+        before_load()
     urls = dict(arms)
     _execute(plan, urls.__getitem__, path, out_p, opts, state, live, len(plan), 0)
     return _finish(out_p, state, opts, live)
@@ -238,7 +244,8 @@ def compare_launched(model: str, arms: Sequence[str], workload: str | os.PathLik
                      gpus_per_arm: int | None = None,
                      startup_timeout_s: float | None = None,
                      base_env: Mapping[str, str] | None = None,
-                     live: Live = "quiet") -> CompareResult:
+                     live: Live = "quiet",
+                     before_load: Callable[[], None] | None = None) -> CompareResult:
     """Start vLLM for each arm (``decode_backend`` = the label), compare, always stop them.
 
     Both modes keep the run-level A B B A order of :func:`plan_runs`. Sequential: one
@@ -276,6 +283,8 @@ def compare_launched(model: str, arms: Sequence[str], workload: str | os.PathLik
     settings = {**_settings(arms, path, opts), **known.settings(extra_args),
                 "launch_mode": mode, "launch_gpus_per_arm": gpus_per_arm}
     check_resume(out_p, settings)
+    if before_load is not None:  # before the servers start: their start takes minutes
+        before_load()
     logs = out_p / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     by_label = {s.label: s for s in specs}

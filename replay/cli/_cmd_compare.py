@@ -169,12 +169,6 @@ def _compare(args: argparse.Namespace) -> int:
                             args.search_precision)
     check_writable_dir(Path(args.out))  # settings first, then before any server is asked
     _store_experiment(args)
-    if opts.rates is None:
-        from replay.cli._warmup import print_advice
-
-        print_advice(args.workload, warmup_s=opts.warmup_s, users=min(opts.levels),
-                     duration_s=opts.duration_s, think_scale=opts.think_scale,
-                     think_cap_s=opts.think_time_cap_s)
     extra = list(args.vllm_args)
     if extra and extra[0] == "--":
         extra = extra[1:]
@@ -190,13 +184,25 @@ def _compare(args: argparse.Namespace) -> int:
         result = compare_launched(args.model, args.arm, args.workload, args.out, opts,
                                   vllm_python=args.vllm_python, mode=args.mode,
                                   extra_args=extra, port=args.port,
-                                  gpus_per_arm=args.gpus_per_arm, live=live)
+                                  gpus_per_arm=args.gpus_per_arm, live=live,
+                                  before_load=lambda: _advise(args.workload, opts))
     else:
         if extra:
             raise ConfigError("extra vLLM arguments after -- need --launch")
         result = compare_arms(_url_arms(args.arm, "(or use --launch)"), args.workload,
-                              args.out, opts, live=live)
+                              args.out, opts, live=live,
+                             before_load=lambda: _advise(args.workload, opts))
     return _print(result)
+
+
+def _advise(workload: str, opts: CompareOptions) -> None:
+    """The warmup and thin-window warnings of a closed-loop comparison, before its load."""
+    from replay.cli._warmup import print_advice
+
+    if opts.rates is None:
+        print_advice(workload, warmup_s=opts.warmup_s, users=min(opts.levels),
+                     duration_s=opts.duration_s, think_scale=opts.think_scale,
+                     think_cap_s=opts.think_time_cap_s)
 
 
 def _scenario(args: argparse.Namespace, values: dict[str, object],
