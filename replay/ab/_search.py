@@ -33,7 +33,15 @@ from typing import Literal
 
 import orjson
 
-from analysis import SEARCH_FILE, Bracket, SloTier, bracket_of, compare_runs, read_run
+from analysis import (
+    SEARCH_FILE,
+    Bracket,
+    SloTier,
+    Validity,
+    bracket_of,
+    compare_runs,
+    read_run,
+)
 from replay.ab._driver import Live, _settings
 from replay.ab._options import CompareOptions
 from replay.ab._order import PlannedRun, is_run_complete
@@ -94,6 +102,8 @@ class SearchResult:
     report: Path
     answers: list[SearchAnswer]
     simulated: bool
+    validity: Validity | None = None
+    """The validity of the probes' comparison (the report's), printed last."""
 
 
 def _bracket(probes: dict[int, Probe], tier: str) -> Bracket | None:
@@ -295,7 +305,7 @@ def search_capacity(
     for name, text in files.items():
         (out_p / name).write_text(text, encoding="utf-8")
     return SearchResult(out=out_p, report=out_p / "report.html", answers=result,
-                        simulated=comparison.simulated)
+                        simulated=comparison.simulated, validity=comparison.validity)
 
 
 def search_lines(result: SearchResult) -> list[str]:

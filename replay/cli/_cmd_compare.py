@@ -284,8 +284,9 @@ def _search(args: argparse.Namespace, opts: CompareOptions, extra: list[str],
     console.print(f"report: {result.report}", markup=False, highlight=False, soft_wrap=True)
     # a search that stopped on an invalid probe has no answer for that tier: exit 3 says
     # so; one that ran out of probes answered with the bracket it reached (exit 0)
-    from replay.cli import EXIT_INVALID
+    from replay.cli import EXIT_INVALID, print_validity
 
+    print_validity(result.validity, "search", simulated=result.simulated)  # the last word
     return EXIT_INVALID if any(a.ended == "invalid" for a in result.answers) else 0
 
 

@@ -40,7 +40,12 @@ def test_probe_limit_answers_and_reruns_with_other_settings_are_refused(
     out = tmp_path / "s"
     with sims(("small", "auto"), ("small", "latency_specialized")) as urls:
         rc = main(_args(urls, tiny_workload, out, "--search-max-probes", "1"))
-        printed = capsys.readouterr().out
+        seen = capsys.readouterr()
+        printed = seen.out
+        # the search ends on its validity line (then its reasons), as run and compare do
+        tail = seen.err[seen.err.rindex("agentreplay: "):].splitlines()
+        assert tail[0].startswith("agentreplay: [SIMULATED] search "), seen.err
+        assert all(line.startswith("  ") for line in tail[1:]), seen.err
         data = orjson.loads((out / "search.json").read_bytes())
         ended = {r["arm"]: r["ended"] for r in data["results"]}
         # a starved machine may stamp the probe invalid: then (and only then) exit 3
