@@ -1,0 +1,23 @@
+"""Fitting a simulator twin's step-time model to a run's own records (pure: arrays in,
+parameters out). Sits on the schema wing only; ``replay.calibrate`` does the I/O."""
+
+from analysis.fit._model import GroupResidual, StepFit, fit_steps, predict_gap
+from analysis.fit._samples import (
+    StepSamples,
+    TtftSamples,
+    running_at,
+    step_samples,
+    ttft_samples,
+)
+
+__all__ = [
+    "GroupResidual",
+    "StepFit",
+    "StepSamples",
+    "TtftSamples",
+    "fit_steps",
+    "predict_gap",
+    "running_at",
+    "step_samples",
+    "ttft_samples",
+]

@@ -1,0 +1,189 @@
+"""What the engine did, reconstructed from the client's records alone.
+
+A serving engine (vLLM, serve-sim) runs steps; every request decoding in a step
+gets its next token at the step's end. So each gap between two token reads of one
+request is (about) one step, and the step's shape can be counted from all records
+at that moment: the requests in decode (first token before it, last token at or
+after it), their context (prompt plus the tokens they had by then) and the prompt
+tokens prefilled in it (the uncached prompt of every request whose first token came
+at the gap's end). Reads of one step by different requests land within a small
+tolerance of each other (the client reads sockets one after another).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from analysis.schema import RequestColumns
+
+__all__ = ["StepSamples", "TtftSamples", "running_at", "step_samples", "ttft_samples"]
+
+_MAX_TOLERANCE_S = 0.003
+
+
+@dataclass(frozen=True)
+class StepSamples:
+    """One row per inter-token gap of a request."""
+
+    gap_s: np.ndarray
+    steps: np.ndarray
+    """Tokens in the read that ended the gap (>1: reads coalesced, the gap spans that
+    many steps)."""
+    batch: np.ndarray
+    ctx_tokens: np.ndarray
+    prefill_tokens: np.ndarray
+    group: np.ndarray
+    """Caller's label of the run the row came from (a load level)."""
+
+    def __len__(self) -> int:
+        return len(self.gap_s)
+
+    @staticmethod
+    def concat(parts: list[StepSamples]) -> StepSamples:
+        return StepSamples(**{f.name: np.concatenate([getattr(p, f.name) for p in parts])
+                              for f in fields(StepSamples)})
+
+
+@dataclass(frozen=True)
+class TtftSamples:
+    """One row per request with a first token: TTFT, its uncached prompt, and the
+    decode batch it was sent into."""
+
+    ttft_s: np.ndarray
+    uncached_tokens: np.ndarray
+    batch_at_send: np.ndarray
+    group: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ttft_s)
+
+    @staticmethod
+    def concat(parts: list[TtftSamples]) -> TtftSamples:
+        return TtftSamples(**{f.name: np.concatenate([getattr(p, f.name) for p in parts])
+                              for f in fields(TtftSamples)})
+
+
+@dataclass(frozen=True)
+class _Timeline:
+    """Sorted first/last token times with running sums, for counts at any moment."""
+
+    first: np.ndarray
+    first_prompt: np.ndarray
+    last: np.ndarray
+    last_prompt: np.ndarray
+    last_output: np.ndarray
+    emit_t: np.ndarray
+    emit_cum: np.ndarray
+    uncached_first: np.ndarray
+    uncached_cum: np.ndarray
+
+    def batch(self, t: np.ndarray) -> np.ndarray:
+        """Requests in decode at ``t``: first token before it, last token not before it."""
+        return (np.searchsorted(self.first, t, side="left")
+                - np.searchsorted(self.last, t, side="right"))
+
+    def ctx(self, t: np.ndarray) -> np.ndarray:
+        """Total context (prompt + output so far) of the requests in decode at ``t``."""
+        i_first = np.searchsorted(self.first, t, side="left")
+        i_last = np.searchsorted(self.last, t, side="right")
+        prompt = self.first_prompt[i_first] - self.last_prompt[i_last]
+        emitted = self.emit_cum[np.searchsorted(self.emit_t, t, side="left")]
+        return prompt + emitted - self.last_output[i_last]
+
+    def prefilled(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Uncached prompt tokens of the requests whose first token came in (lo, hi]."""
+        return (self.uncached_cum[np.searchsorted(self.uncached_first, hi, side="right")]
+                - self.uncached_cum[np.searchsorted(self.uncached_first, lo, side="right")])
+
+
+def _cum(values: np.ndarray) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(values, dtype=np.float64)])
+
+
+def _uncached(cols: RequestColumns) -> np.ndarray:
+    """Prompt tokens the server had to compute: prompt minus cached (the server's
+    count where it reported one, else the client's expectation)."""
+    cached = np.where(cols.cached_tokens >= 0, cols.cached_tokens,
+                      np.maximum(cols.expected_cached_tokens, 0))
+    prompt = np.where(cols.prompt_tokens_server >= 0, cols.prompt_tokens_server,
+                      cols.prompt_tokens)
+    return np.maximum(prompt - cached, 0).astype(np.float64)
+
+
+def _timeline(cols: RequestColumns) -> _Timeline:
+    first_t = cols.first_token_s
+    last_t = np.where(np.isfinite(cols.last_token_s), cols.last_token_s, first_t)
+    has = np.isfinite(first_t)
+    prompt = np.where(cols.prompt_tokens_server >= 0, cols.prompt_tokens_server,
+                      cols.prompt_tokens).astype(np.float64)
+    counts = np.diff(cols.chunk_offsets)
+    owner = np.repeat(np.arange(len(cols)), counts)
+    out_tokens = np.bincount(owner, weights=cols.chunk_tokens, minlength=len(cols))
+    fo = np.argsort(first_t[has], kind="stable")
+    lo = np.argsort(last_t[has], kind="stable")
+    eo = np.argsort(cols.chunk_times_s, kind="stable")
+    unc = _uncached(cols)[has]
+    return _Timeline(
+        first=first_t[has][fo], first_prompt=_cum(prompt[has][fo]),
+        last=last_t[has][lo], last_prompt=_cum(prompt[has][lo]),
+        last_output=_cum(out_tokens[has][lo]),
+        emit_t=cols.chunk_times_s[eo], emit_cum=_cum(cols.chunk_tokens[eo]),
+        uncached_first=first_t[has][fo], uncached_cum=_cum(unc[fo]),
+    )
+
+
+def _tolerance(gaps: np.ndarray, tolerance_s: float | None) -> float:
+    if tolerance_s is not None:
+        return tolerance_s
+    if not len(gaps):
+        return _MAX_TOLERANCE_S
+    return float(min(_MAX_TOLERANCE_S, 0.25 * np.median(gaps)))
+
+
+def step_samples(cols: RequestColumns, *, group: int = 0,
+                 tolerance_s: float | None = None) -> StepSamples:
+    """Every inter-token gap of every request, with the step shape at the gap's end."""
+    starts, ends = cols.chunk_offsets[:-1], cols.chunk_offsets[1:]
+    n = ends - starts
+    keep = np.ones(len(cols.chunk_times_s), dtype=bool)
+    keep[starts[n > 0]] = False  # each request's first read has no gap before it
+    prev = np.concatenate([[np.nan], cols.chunk_times_s[:-1]])
+    t_next = cols.chunk_times_s[keep]
+    t_prev = prev[keep]
+    gaps = t_next - t_prev
+    ok = np.isfinite(gaps) & (gaps > 0)
+    t_next, t_prev, gaps = t_next[ok], t_prev[ok], gaps[ok]
+    steps = cols.chunk_tokens[keep][ok].astype(np.float64)
+    eps = _tolerance(gaps, tolerance_s)
+    tl = _timeline(cols)
+    at = t_next - eps
+    return StepSamples(
+        gap_s=gaps, steps=steps, batch=tl.batch(at).astype(np.float64),
+        ctx_tokens=tl.ctx(at), prefill_tokens=tl.prefilled(t_prev + eps, t_next + eps),
+        group=np.full(len(gaps), group, dtype=np.int64),
+    )
+
+
+def ttft_samples(cols: RequestColumns, *, group: int = 0) -> TtftSamples:
+    """TTFT of every request that got a first token, and what it had to prefill."""
+    has = np.isfinite(cols.first_token_s) & np.isfinite(cols.sent_s)
+    tl = _timeline(cols)
+    sent = cols.sent_s[has]
+    return TtftSamples(
+        ttft_s=cols.first_token_s[has] - sent, uncached_tokens=_uncached(cols)[has],
+        batch_at_send=tl.batch(sent).astype(np.float64),
+        group=np.full(int(has.sum()), group, dtype=np.int64),
+    )
+
+
+def running_at(cols: RequestColumns, t: np.ndarray) -> np.ndarray:
+    """Requests between send and last token at each time of ``t`` (what the server
+    counts as running when nothing queues): to hold against ``num_requests_running``."""
+    has = np.isfinite(cols.sent_s)
+    end = np.where(np.isfinite(cols.last_token_s), cols.last_token_s, cols.end_s)[has]
+    end = np.where(np.isfinite(end), end, np.inf)
+    sent = np.sort(cols.sent_s[has])
+    return (np.searchsorted(sent, t, side="right")
+            - np.searchsorted(np.sort(end), t, side="right")).astype(np.float64)
