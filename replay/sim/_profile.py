@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import importlib.resources
 import json
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -105,6 +105,9 @@ class SimProfile(_Model):
     """Tokens one decode step emits per request without speculation (>1 only for
     the instant profile, where tokens are ready as fast as they can be written)."""
     backends: dict[Backend, BackendTiming]
+    calibration: dict[str, Any] | None = None
+    """What a fitted twin was fitted on and how well (``agentreplay calibrate``); the
+    simulator does not read it."""
 
     @model_validator(mode="after")
     def _check(self) -> SimProfile:

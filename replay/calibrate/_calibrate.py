@@ -1,0 +1,224 @@
+"""``calibrate``: read run directories, fit the twin, predict held-out levels.
+
+Runs are grouped by load level (users). Every run must come from one server (one
+target label and model); a comparison's directory holds several arms, so its arm's
+run directories are named instead (``DIR/runs/<arm>-...``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from analysis import RunData, read_run
+from analysis.fit import (
+    StepFit,
+    StepSamples,
+    TtftSamples,
+    fit_steps,
+    running_at,
+    step_samples,
+    ttft_samples,
+)
+from analysis.read import find_run_dirs
+from replay.calibrate._predict import LevelMetrics, LoadShape, measured_metrics, predict_level
+from replay.calibrate._twin import clock_scale, decode_backend, twin_profile
+from replay.errors import ConfigError
+
+__all__ = ["Calibration", "Holdout", "LevelFacts", "calibrate"]
+
+
+@dataclass(frozen=True)
+class LevelFacts:
+    """One fitted (or held-out) level: what its runs showed and how the fit explains it."""
+
+    users: int
+    runs: list[str]
+    gaps: int
+    mean_batch: float
+    mean_running_scraped: float | None
+    mean_running_records: float | None
+    mean_gap_s: float
+    mean_pred_gap_s: float
+    mean_idle_ttft_s: float | None
+    mean_pred_idle_ttft_s: float | None
+    cache_hit_share: float | None
+
+    @property
+    def gap_error(self) -> float:
+        return self.mean_pred_gap_s / self.mean_gap_s - 1 if self.mean_gap_s else 0.0
+
+
+@dataclass(frozen=True)
+class Holdout:
+    users: int
+    run: str
+    predicted: LevelMetrics
+    measured: LevelMetrics
+
+    def errors(self) -> dict[str, float | None]:
+        p, m = self.predicted.as_dict(), self.measured.as_dict()
+        return {k: (p[k] / m[k] - 1 if p[k] is not None and m[k] else None) for k in p}
+
+
+@dataclass
+class Calibration:
+    profile: dict[str, Any]
+    fit: StepFit
+    levels: list[LevelFacts]
+    holdouts: list[Holdout] = field(default_factory=list)
+
+    def document(self) -> dict[str, Any]:
+        """The twin file: the profile plus its ``calibration`` block."""
+        return self.profile
+
+
+def _runs(dirs: list[str]) -> list[RunData]:
+    found = find_run_dirs(dirs)
+    runs = [read_run(d) for d in found]
+    if not runs:
+        raise ConfigError(f"no run directories found in {', '.join(dirs)}")
+    labels = sorted({(r.manifest.label, r.manifest.model) for r in runs})
+    if len(labels) > 1:
+        shown = ", ".join(f"{lab or '(no label)'} / {m}" for lab, m in labels)
+        raise ConfigError(f"the runs come from several servers ({shown}); name the run "
+                          "directories of one arm (e.g. DIR/runs/<arm>-*)")
+    scales = {clock_scale(r.manifest) for r in runs}
+    if len(scales) > 1:
+        raise ConfigError(f"the runs were made at different sim time scales {sorted(scales)}; "
+                          "calibrate runs of one server setting")
+    return runs
+
+
+def _hit_share(run: RunData) -> float | None:
+    r = run.requests
+    ok = (r.cached_tokens >= 0) & (r.prompt_tokens > 0)
+    return float(r.cached_tokens[ok].sum() / r.prompt_tokens[ok].sum()) if ok.any() else None
+
+
+def _running(run: RunData) -> tuple[float | None, float | None]:
+    """Mean scraped ``num_requests_running`` over the run and the records' count then."""
+    got = run.metrics.get("num_requests_running")
+    if got is None or not np.isfinite(got).any():
+        return None, None
+    t = run.metrics.t_s[np.isfinite(got)]
+    return float(np.nanmean(got)), float(running_at(run.requests, t).mean())
+
+
+def _facts(users: int, runs: list[RunData], fit: StepFit, s: StepSamples,
+           t: TtftSamples) -> LevelFacts:
+    from analysis.fit import predict_gap
+
+    m = (s.group == users) & (s.batch >= 1)
+    pred = predict_gap(fit, s)[m]
+    idle = (t.group == users) & (t.batch_at_send == 0)
+    rate_inv = 1 / fit.prefill_tokens_per_s if fit.prefill_tokens_per_s else 0.0
+    scraped = [v for v in (_running(r) for r in runs) if v[0] is not None]
+    hits = [h for h in (_hit_share(r) for r in runs) if h is not None]
+    return LevelFacts(
+        users=users, runs=[r.path for r in runs], gaps=int(m.sum()),
+        mean_batch=float(s.batch[m].mean()) if m.any() else 0.0,
+        mean_running_scraped=float(np.mean([v[0] for v in scraped])) if scraped else None,
+        mean_running_records=float(np.mean([v[1] for v in scraped])) if scraped else None,
+        mean_gap_s=float(s.gap_s[m].mean()) if m.any() else 0.0,
+        mean_pred_gap_s=float(pred.mean()) if m.any() else 0.0,
+        mean_idle_ttft_s=float(t.ttft_s[idle].mean()) if idle.any() else None,
+        mean_pred_idle_ttft_s=float(fit.ttft_overhead_s + rate_inv
+                                    * t.uncached_tokens[idle].mean()) if idle.any() else None,
+        cache_hit_share=float(np.mean(hits)) if hits else None,
+    )
+
+
+def _workload_of(run: RunData, override: str | None) -> str:
+    if override:
+        return override
+    path = run.manifest.workload.path
+    for cand in ([Path(path), Path(run.path) / path] if path else []):
+        if cand.is_file():
+            return str(cand)
+    raise ConfigError(f"{run.path}: its workload file {path!r} is not found from here; "
+                      "pass --workload FILE")
+
+
+def _shape(run: RunData, scale: float) -> LoadShape:
+    load = run.manifest.load
+    return LoadShape(warmup_s=load.warmup_s * scale, drain_s=load.drain_s * scale,
+                     seed=load.seed, api=load.api, think_scale=load.think_scale * scale,
+                     think_time_cap_s=None if load.think_time_cap_s is None
+                     else load.think_time_cap_s * scale, warmup_start=load.warmup_start)
+
+
+def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str | None = None,
+              time_scale: float = 1.0,
+              keep_dir: str | os.PathLike[str] | None = None) -> Calibration:
+    """Fit a twin to the runs in ``dirs`` (without the ``holdout`` levels), then predict
+    each held-out level with it and measure the real run of that level."""
+    runs = _runs(dirs)
+    by_level: dict[int, list[RunData]] = {}
+    for r in runs:
+        by_level.setdefault(r.manifest.load.users, []).append(r)
+    missing = [u for u in holdout if u not in by_level]
+    if missing:
+        raise ConfigError(f"--holdout {missing[0]}: no run at {missing[0]} users among "
+                          f"the levels {sorted(by_level)}")
+    fitted = [u for u in sorted(by_level) if u not in holdout]
+    if not fitted:
+        raise ConfigError("every level is held out: nothing is left to fit on")
+    steps, ttfts = [], []
+    for u in sorted(by_level):
+        for r in by_level[u]:
+            steps.append(step_samples(r.requests, group=u))
+            ttfts.append(ttft_samples(r.requests, group=u))
+    s_all, t_all = StepSamples.concat(steps), TtftSamples.concat(ttfts)
+    use = np.isin(s_all.group, fitted)
+    use_t = np.isin(t_all.group, fitted)
+    s_fit = StepSamples(**{k: getattr(s_all, k)[use] for k in s_all.__dataclass_fields__})
+    t_fit = TtftSamples(**{k: getattr(t_all, k)[use_t] for k in t_all.__dataclass_fields__})
+    try:
+        fit = fit_steps(s_fit, t_fit)
+    except ValueError as exc:
+        raise ConfigError(f"cannot fit: {exc}; run longer or at more users") from None
+    first = runs[0].manifest
+    scale = clock_scale(first)
+    profile, assumed = twin_profile(fit, first, scale)
+    levels = [_facts(u, by_level[u], fit, s_all, t_all) for u in sorted(by_level)]
+    cal = Calibration(profile, fit, levels)
+    backend = decode_backend(first)
+    for u in holdout:
+        run = by_level[u][0]
+        load = run.manifest.load
+        kept = None if keep_dir is None else Path(keep_dir) / f"predict-u{u}"
+        pred = predict_level(profile, _workload_of(run, workload), u, load.duration_s * scale,
+                             shape=_shape(run, scale), time_scale=time_scale,
+                             backend=backend, keep_dir=kept)
+        cal.holdouts.append(Holdout(u, run.path, pred.scaled(scale), measured_metrics(run.path)))
+    profile["calibration"] = _block(cal, fitted, holdout, assumed, scale, backend)
+    return cal
+
+
+def _block(cal: Calibration, fitted: list[int], holdout: tuple[int, ...], assumed: list[str],
+           scale: float, backend: str) -> dict[str, Any]:
+    f = cal.fit
+    return {
+        "tool": "agentreplay calibrate",
+        "runs": [p for lv in cal.levels for p in lv.runs],
+        "fitted_levels": fitted,
+        "holdout_levels": list(holdout),
+        "decode_backend": backend,
+        "clock_scale": scale,
+        "assumed": assumed,
+        "fit": {"step_s_batch1": f.step_s_batch1 * scale,
+                "slope_s_per_seq": f.slope_s_per_seq * scale,
+                "ctx_ref_tokens": f.ctx_ref_tokens,
+                "prefill_tokens_per_s": f.prefill_tokens_per_s / scale,
+                "ttft_overhead_s": f.ttft_overhead_s * scale,
+                "gaps": f.gaps, "idle_ttfts": f.ttfts, "cost": f.cost},
+        "levels": [{**lv.__dict__, "gap_error": lv.gap_error} for lv in cal.levels],
+        "holdouts": [{"users": h.users, "run": h.run, "predicted": h.predicted.as_dict(),
+                      "measured": h.measured.as_dict(), "relative_error": h.errors()}
+                     for h in cal.holdouts],
+    }

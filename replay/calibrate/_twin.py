@@ -1,0 +1,106 @@
+"""A twin profile from fitted step times and the server's own ``/server_info`` facts.
+
+Queueing limits (``max_num_seqs``, ``max_num_batched_tokens``), the KV cache (block
+size, blocks) and the model's length and vocabulary are not fitted: the run stored
+them (``run.json`` ``server_info``). What a server did not report is filled with a
+stated assumption (listed in ``calibration.assumed``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from analysis import RunManifest
+from analysis.fit import StepFit
+
+__all__ = ["clock_scale", "decode_backend", "twin_profile"]
+
+_DEFAULT_BLOCK = 16
+_DEFAULT_SEQS = 256
+_DEFAULT_BATCHED = 8192
+
+
+def _section(info: dict[str, Any], name: str) -> dict[str, Any]:
+    cfg = info.get("vllm_config")
+    part = cfg.get(name) if isinstance(cfg, dict) else None
+    return part if isinstance(part, dict) else {}
+
+
+def _int(value: object) -> int | None:
+    return int(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def clock_scale(manifest: RunManifest) -> float:
+    """Model seconds per second of the run's clock: a simulated server's ``time_scale``
+    (its steps ran that many times faster than its profile says), else 1."""
+    info = manifest.server_info or {}
+    scale = info.get("time_scale") if info.get("simulated") else None
+    return float(scale) if isinstance(scale, int | float) and scale > 0 else 1.0
+
+
+def decode_backend(manifest: RunManifest) -> str:
+    extra = _section(manifest.server_info or {}, "additional_config")
+    backend = extra.get("decode_backend")
+    return backend if backend in ("auto", "latency_specialized") else "auto"
+
+
+def twin_profile(fit: StepFit, manifest: RunManifest, scale: float) -> tuple[dict[str, Any],
+                                                                          list[str]]:
+    """The profile document (``replay.sim`` format) and the facts it had to assume."""
+    info = manifest.server_info or {}
+    model_cfg, cache = _section(info, "model_config"), _section(info, "cache_config")
+    sched, par = _section(info, "scheduler_config"), _section(info, "parallel_config")
+    assumed: list[str] = []
+
+    def fact(value: object, default: int, what: str) -> int:
+        got = _int(value)
+        if got is None:
+            assumed.append(f"{what}={default}")
+            return default
+        return got
+
+    max_len = fact(model_cfg.get("max_model_len"), 8192, "max_model_len")
+    block = fact(cache.get("block_size") or manifest.server_block_size, _DEFAULT_BLOCK,
+                 "block_size")
+    seqs = fact(sched.get("max_num_seqs"), _DEFAULT_SEQS, "max_num_seqs")
+    batched = fact(sched.get("max_num_batched_tokens"), _DEFAULT_BATCHED,
+                   "max_num_batched_tokens")
+    blocks = _int(cache.get("num_gpu_blocks"))
+    if blocks is None:
+        tokens = _int(cache.get("kv_cache_size_tokens"))
+        blocks = tokens // block if tokens else None
+    if blocks is None:
+        blocks = -(-max_len * seqs // block)
+        assumed.append(f"num_gpu_blocks={blocks} (max_model_len x max_num_seqs)")
+    blocks = max(blocks, -(-max_len // block))
+    vocab = manifest.vocab_size or _int((model_cfg.get("hf_config") or {}).get("vocab_size"))
+    if vocab is None:
+        vocab = 32000
+        assumed.append("vocab_size=32000")
+    if cache.get("enable_prefix_caching") is False:
+        assumed.append("prefix caching on (the server had it off; the simulator always "
+                       "caches)")
+    timing = {
+        "step_s_batch1": fit.step_s_batch1 * scale,
+        "step_s_batch64": (fit.step_s_batch1 + 63 * fit.slope_s_per_seq) * scale,
+    }
+    dtype = str(model_cfg.get("dtype") or "bfloat16").removeprefix("torch.")
+    profile = {
+        "name": "twin",
+        "description": f"Fitted by agentreplay calibrate to runs of {manifest.model}.",
+        "model": manifest.model,
+        "max_model_len": max_len,
+        "vocab_size": max(int(vocab), 65),
+        "dtype": dtype,
+        "tensor_parallel_size": _int(par.get("tensor_parallel_size")) or 1,
+        "pipeline_parallel_size": _int(par.get("pipeline_parallel_size")) or 1,
+        "data_parallel_size": _int(par.get("data_parallel_size")) or 1,
+        "block_size": block,
+        "num_gpu_blocks": blocks,
+        "max_num_seqs": seqs,
+        "max_num_batched_tokens": batched,
+        "prefill_tokens_per_s": fit.prefill_tokens_per_s / scale,
+        "ctx_ref_tokens": int(round(fit.ctx_ref_tokens)),
+        "backends": {"auto": dict(timing), "latency_specialized": dict(timing)},
+    }
+    return profile, assumed

@@ -1,0 +1,114 @@
+"""``agentreplay calibrate``: fit a ``serve-sim`` twin profile to runs of a server.
+
+All fitting is in ``analysis.fit`` and ``replay.calibrate``; this module parses the
+options, writes the twin file and prints the residuals (and held-out predictions)
+with rich.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from replay.calibrate import Calibration
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "calibrate",
+        help="fit a serve-sim twin profile to runs of a server",
+        description="Fit a simulator profile (serve-sim --profile FILE) to run directories "
+                    "of one server (agentreplay run --out DIR, or one arm's run directories "
+                    "of agentreplay compare --out). Step times come from the token "
+                    "timestamps, limits and KV cache from the server's /server_info.",
+    )
+    p.add_argument("dirs", nargs="+", metavar="DIR", help="run directories (or a folder "
+                   "holding the run directories of one server)")
+    p.add_argument("-o", "--output", required=True, metavar="TWIN.json",
+                   help="profile file to write")
+    p.add_argument("--holdout", type=int, action="append", default=[], metavar="LEVEL",
+                   help="fit without this level (users), then predict it on a loopback "
+                        "serve-sim running the twin and compare with its run; repeatable")
+    p.add_argument("--workload", metavar="FILE",
+                   help="workload of the held-out runs (default: the path in their run.json)")
+    p.add_argument("--time-scale", type=float, default=1.0, metavar="F",
+                   help="run the prediction's serve-sim F times faster than real time "
+                        "(think times and phases shortened to match)")
+    p.add_argument("--keep-predictions", metavar="DIR",
+                   help="keep the prediction runs' directories here")
+    p.add_argument("--force", action="store_true", help="replace an existing TWIN.json")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from replay.calibrate import calibrate
+    from replay.errors import ConfigError
+
+    out = Path(args.output)
+    if out.exists() and not args.force:
+        raise ConfigError(f"-o {out}: the file exists; pass --force to replace it")
+    if not out.parent.is_dir():
+        raise ConfigError(f"-o {out}: no such directory {out.parent}")
+    if args.time_scale <= 0:
+        raise ConfigError(f"--time-scale {args.time_scale}: must be above 0")
+    cal = calibrate(list(args.dirs), holdout=tuple(args.holdout), workload=args.workload,
+                    time_scale=args.time_scale, keep_dir=args.keep_predictions)
+    out.write_text(json.dumps(cal.document(), indent=2) + "\n")
+    _print(cal, out)
+    return 0
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:+.1f}%"
+
+
+def _num(x: float | None, fmt: str = ".4g") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def _print(cal: Calibration, out: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    f = cal.fit
+    prof = cal.profile
+    timing = prof["backends"]["auto"]
+    console.print(
+        f"twin: step {timing['step_s_batch1'] * 1e3:.2f} ms at batch 1, "
+        f"{timing['step_s_batch64'] * 1e3:.2f} ms at 64; ctx_ref {prof['ctx_ref_tokens']} "
+        f"tokens; prefill {prof['prefill_tokens_per_s']:.4g} tok/s "
+        f"(fitted on {f.gaps} gaps, {f.ttfts} idle TTFTs)")
+    fitted = set(prof["calibration"]["fitted_levels"])
+    t = Table(title="fit residuals per level")
+    for col in ("users", "used", "gaps", "batch", "running (scraped)", "gap ms",
+                "model ms", "error", "idle TTFT ms", "model ms", "cache hits"):
+        t.add_column(col, justify="right")
+    for lv in cal.levels:
+        t.add_row(str(lv.users), "fit" if lv.users in fitted else "held out", str(lv.gaps),
+                  f"{lv.mean_batch:.2f}", _num(lv.mean_running_scraped, ".2f"),
+                  f"{lv.mean_gap_s * 1e3:.3f}", f"{lv.mean_pred_gap_s * 1e3:.3f}",
+                  _pct(lv.gap_error),
+                  _num(None if lv.mean_idle_ttft_s is None else lv.mean_idle_ttft_s * 1e3),
+                  _num(None if lv.mean_pred_idle_ttft_s is None
+                       else lv.mean_pred_idle_ttft_s * 1e3),
+                  _pct(lv.cache_hit_share).lstrip("+"))
+    console.print(t)
+    for h in cal.holdouts:
+        ht = Table(title=f"held-out level {h.users} users: twin prediction vs run")
+        for col in ("metric", "predicted", "measured", "error"):
+            ht.add_column(col, justify="right")
+        err = h.errors()
+        for key, name in (("p90_interactivity", "P90 interactivity tok/s/user"),
+                          ("p90_ttft_s", "P90 TTFT s"), ("output_tok_s", "output tok/s")):
+            ht.add_row(name, _num(h.predicted.as_dict()[key]), _num(h.measured.as_dict()[key]),
+                       _pct(err[key]))
+        console.print(ht)
+    for note in prof["calibration"]["assumed"]:
+        console.print(f"assumed: {note}")
+    console.print(f"twin written to {out} (serve-sim --profile {out})")
