@@ -1,0 +1,109 @@
+"""The step fit on controlled input: records made by the clockless sim engine (exact
+model times, no clock), so the fitted parameters must be the profile's."""
+
+from __future__ import annotations
+
+import heapq
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from analysis import read_run
+from analysis.fit import fit_steps, running_at, step_samples, ttft_samples
+from replay.sim import Engine, SimProfile, load_profile
+from tests.analysis.builders import make_run
+
+_TIMING = {"step_s_batch1": 0.02, "step_s_batch64": 0.2}
+PROFILE = SimProfile.model_validate({
+    **load_profile("small").model_dump(mode="json"),
+    "backends": {"auto": _TIMING, "latency_specialized": _TIMING},
+    "ctx_ref_tokens": 20000, "prefill_tokens_per_s": 50000.0,
+})
+
+
+def engine_records(profile: SimProfile, users: int, *, per_user: int = 6, seed: int = 0,
+                   think_s: float = 0.05) -> list[dict[str, Any]]:
+    """Closed-loop users on the pure engine: model time advances by each step's duration;
+    every emission is a token read at the step's end."""
+    rng = np.random.default_rng(seed)
+    engine = Engine(profile, "auto")
+    arrivals: list[tuple[float, int, int]] = [(0.01 * u, u, 0) for u in range(users)]
+    heapq.heapify(arrivals)
+    live: dict[Any, dict[str, Any]] = {}
+    out: list[dict[str, Any]] = []
+    t = 0.0
+    shared = [int(x) for x in rng.integers(20, 30000, size=600)]
+    while arrivals or engine.has_work():
+        if not engine.has_work() and arrivals and arrivals[0][0] > t:
+            t = arrivals[0][0]
+        while arrivals and arrivals[0][0] <= t:
+            sent, u, j = heapq.heappop(arrivals)
+            prompt = shared[: 200 + 100 * j] + [int(x) for x in rng.integers(20, 30000,
+                                                                            size=50 + u)]
+            n_out = int(rng.integers(20, 60))
+            req = engine.add(f"u{u}r{j}", prompt, n_out)
+            live[req] = {"id": f"u{u}r{j}", "user": u, "lane": str(u), "session": f"s{u}",
+                         "turn": j, "status": "ok", "due_s": sent, "sent_s": sent,
+                         "prompt_tokens": len(prompt), "output_tokens_asked": n_out,
+                         "chunk_times_s": [], "chunk_tokens": [], "u": u, "j": j}
+        step = engine.step()
+        t += step.duration_s
+        for req, toks in step.emissions:
+            live[req]["chunk_times_s"].append(t)
+            live[req]["chunk_tokens"].append(len(toks))
+        for req in step.finished:
+            d = live.pop(req)
+            d.update(first_token_s=d["chunk_times_s"][0], last_token_s=t, end_s=t,
+                     output_tokens=req.num_output, cached_tokens=req.cached_tokens)
+            u, j = d.pop("u"), d.pop("j")
+            out.append(d)
+            if j + 1 < per_user:
+                heapq.heappush(arrivals, (t + think_s, u, j + 1))
+    return out
+
+
+def _fit_levels(tmp_path: Path, levels: tuple[int, ...]) -> Any:
+    from analysis.fit import StepSamples, TtftSamples
+
+    steps, ttfts = [], []
+    for users in levels:
+        run = make_run(tmp_path / f"u{users}", engine_records(PROFILE, users, seed=users),
+                       load={"users": users, "duration_s": 10, "warmup_s": 0, "drain_s": 5})
+        cols = read_run(run).requests
+        steps.append(step_samples(cols, group=users))
+        ttfts.append(ttft_samples(cols, group=users))
+    return fit_steps(StepSamples.concat(steps), TtftSamples.concat(ttfts))
+
+
+def test_fit_recovers_the_profile_from_engine_records(tmp_path: Path) -> None:
+    fit = _fit_levels(tmp_path, (1, 2, 4, 8))
+    timing = PROFILE.backends["auto"]
+    assert fit.step_s_batch1 == pytest.approx(timing.step_s_batch1, rel=0.01)
+    assert fit.step_s_batch1 + 63 * fit.slope_s_per_seq == pytest.approx(
+        timing.step_s_batch64, rel=0.02)
+    assert fit.ctx_ref_tokens == pytest.approx(PROFILE.ctx_ref_tokens, rel=0.03)
+    assert fit.prefill_tokens_per_s == pytest.approx(PROFILE.prefill_tokens_per_s, rel=0.03)
+    assert fit.ttft_overhead_s == pytest.approx(0.0, abs=1e-3)
+    for g in fit.groups:
+        assert abs(g.gap_error) < 0.01
+
+
+def test_reconstructed_batch_counts_the_requests_in_decode(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "u3", engine_records(PROFILE, 3, per_user=3),
+                   load={"users": 3, "duration_s": 10, "warmup_s": 0, "drain_s": 5})
+    cols = read_run(run).requests
+    s = step_samples(cols)
+    assert set(np.unique(s.batch)) <= {1.0, 2.0, 3.0}
+    assert (s.batch == 3).mean() > 0.5
+    assert running_at(cols, np.array([-1.0]))[0] == 0
+
+
+def test_too_few_gaps_is_a_value_error(tmp_path: Path) -> None:
+    recs = engine_records(PROFILE, 1, per_user=1)
+    recs[0]["chunk_times_s"] = recs[0]["chunk_times_s"][:3]
+    recs[0]["chunk_tokens"] = recs[0]["chunk_tokens"][:3]
+    cols = read_run(make_run(tmp_path / "r", recs)).requests
+    with pytest.raises(ValueError, match="too few"):
+        fit_steps(step_samples(cols), ttft_samples(cols))
