@@ -36,6 +36,7 @@ INTEGRATION = (
     "report/test_search_sim.py",
     "traces/test_cli.py",
     "load/",
+    "calibrate/",
 )
 
 

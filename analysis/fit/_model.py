@@ -5,8 +5,8 @@ The model is serve-sim's (``replay.sim`` profiles)::
     step(b, ctx, p) = (s1 + slope * (b - 1)) * (1 + ctx / ctx_ref) + p / prefill_rate
 
 A gap spanning ``k`` steps (coalesced reads) counts ``k`` decode steps. TTFT of a
-request sent to an idle engine (nothing in decode) is ``overhead + p / prefill_rate``:
-its prefill step has no decode part, and the overhead (HTTP, tokenizing) is fitted
+request sent to an idle engine (nothing else in flight) is ``overhead + p / prefill_rate``:
+its prefill steps have no decode part, and the overhead (HTTP, tokenizing) is fitted
 with it. Busy-engine TTFTs wait for a step in flight and are not used. The loss is
 ``soft_l1``: a few gaps stretched by a stalled client read must not pull the fit.
 """
@@ -85,7 +85,7 @@ def fit_steps(steps: StepSamples, ttfts: TtftSamples | None = None) -> StepFit:
     s = StepSamples(**{k: getattr(steps, k)[use] for k in steps.__dataclass_fields__})
     if len(s) < 8:
         raise ValueError("too few inter-token gaps to fit (need 8 with a decode batch)")
-    idle = (ttfts.batch_at_send == 0) if ttfts is not None else None
+    idle = ttfts.alone if ttfts is not None else None
     t_obs = ttfts.ttft_s[idle] if ttfts is not None and idle is not None else np.zeros(0)
     t_unc = ttfts.uncached_tokens[idle] if ttfts is not None and idle is not None else t_obs
     med = float(np.median(s.gap_s / s.steps))
@@ -127,7 +127,7 @@ def _groups(fit: StepFit, s: StepSamples, ttfts: TtftSamples | None) -> tuple[Gr
         m = s.group == g
         tm = None
         if ttfts is not None:
-            tm = (ttfts.group == g) & (ttfts.batch_at_send == 0)
+            tm = (ttfts.group == g) & ttfts.alone
         has_t = tm is not None and bool(tm.any())
         out.append(GroupResidual(
             group=int(g), gaps=int(m.sum()), mean_gap_s=float(s.gap_s[m].mean()),

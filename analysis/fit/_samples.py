@@ -54,6 +54,8 @@ class TtftSamples:
     ttft_s: np.ndarray
     uncached_tokens: np.ndarray
     batch_at_send: np.ndarray
+    alone: np.ndarray
+    """Sent to an idle server (nothing else in flight), not a lane's first request."""
     group: np.ndarray
 
     def __len__(self) -> int:
@@ -142,9 +144,46 @@ def _tolerance(gaps: np.ndarray, tolerance_s: float | None) -> float:
     return float(min(_MAX_TOLERANCE_S, 0.25 * np.median(gaps)))
 
 
-def step_samples(cols: RequestColumns, *, group: int = 0,
-                 tolerance_s: float | None = None) -> StepSamples:
-    """Every inter-token gap of every request, with the step shape at the gap's end."""
+def _step_ends(times: np.ndarray, eps: float) -> np.ndarray:
+    """Distinct step ends: all token reads, those within ``eps`` of the one before merged."""
+    t = np.sort(times[np.isfinite(times)])
+    if not len(t):
+        return t
+    return t[np.concatenate([[True], np.diff(t) > eps])]
+
+
+def _prefill_by_step(cols: RequestColumns, tl: _Timeline, ends: np.ndarray, eps: float,
+                     chunk_tokens: int | None) -> np.ndarray:
+    """Prompt tokens computed in each step of ``ends``: a request's uncached prompt in
+    chunks of the step budget (``chunk_tokens`` minus the decode batch), the last chunk
+    in the step that gave its first token, the earlier ones in the steps before it."""
+    out = np.zeros(len(ends))
+    has = np.isfinite(cols.first_token_s)
+    first = cols.first_token_s[has]
+    unc = _uncached(cols)[has]
+    k = np.clip(np.searchsorted(ends, first - eps, side="left"), 0, max(len(ends) - 1, 0))
+    if not len(ends):
+        return out
+    if chunk_tokens is None:
+        np.add.at(out, k, unc)
+        return out
+    budget = np.maximum(chunk_tokens - tl.batch(first - eps), 1)
+    chunks = np.maximum(np.ceil(unc / budget), 1).astype(np.int64)
+    for i in np.flatnonzero(chunks > 1):
+        n = int(min(chunks[i], k[i] + 1))
+        out[k[i] - n + 1:k[i]] += budget[i]
+        out[k[i]] += unc[i] - budget[i] * (n - 1)
+    one = chunks == 1
+    np.add.at(out, k[one], unc[one])
+    return out
+
+
+def step_samples(cols: RequestColumns, *, group: int = 0, tolerance_s: float | None = None,
+                 chunk_tokens: int | None = None) -> StepSamples:
+    """Every inter-token gap of every request, with the step shape at the gap's end.
+
+    ``chunk_tokens`` is the server's step token budget (``max_num_batched_tokens``):
+    a prompt longer than it is prefilled over several steps (chunked prefill)."""
     starts, ends = cols.chunk_offsets[:-1], cols.chunk_offsets[1:]
     n = ends - starts
     keep = np.ones(len(cols.chunk_times_s), dtype=bool)
@@ -158,22 +197,36 @@ def step_samples(cols: RequestColumns, *, group: int = 0,
     steps = cols.chunk_tokens[keep][ok].astype(np.float64)
     eps = _tolerance(gaps, tolerance_s)
     tl = _timeline(cols)
+    step_end = _step_ends(cols.chunk_times_s, eps)
+    cum = _cum(_prefill_by_step(cols, tl, step_end, eps, chunk_tokens))
+    prefill = (cum[np.searchsorted(step_end, t_next + eps, side="right")]
+               - cum[np.searchsorted(step_end, t_prev + eps, side="right")])
     at = t_next - eps
     return StepSamples(
         gap_s=gaps, steps=steps, batch=tl.batch(at).astype(np.float64),
-        ctx_tokens=tl.ctx(at), prefill_tokens=tl.prefilled(t_prev + eps, t_next + eps),
+        ctx_tokens=tl.ctx(at), prefill_tokens=prefill,
         group=np.full(len(gaps), group, dtype=np.int64),
     )
 
 
 def ttft_samples(cols: RequestColumns, *, group: int = 0) -> TtftSamples:
-    """TTFT of every request that got a first token, and what it had to prefill."""
+    """TTFT of every request that got a first token, and what it had to prefill.
+
+    ``alone`` marks the requests sent when no other was in flight, except each lane's
+    first (it opens the lane's connection): their TTFT is the prefill alone."""
     has = np.isfinite(cols.first_token_s) & np.isfinite(cols.sent_s)
     tl = _timeline(cols)
     sent = cols.sent_s[has]
+    others = running_at(cols, sent) - 1
+    lanes = cols.lane[has]
+    order = np.lexsort((sent, lanes))
+    first_of_lane = np.zeros(len(sent), dtype=bool)
+    if len(sent):
+        first_of_lane[order[np.concatenate([[True], lanes[order][1:] != lanes[order][:-1]])]] = True
     return TtftSamples(
         ttft_s=cols.first_token_s[has] - sent, uncached_tokens=_uncached(cols)[has],
         batch_at_send=tl.batch(sent).astype(np.float64),
+        alone=(others <= 0) & ~first_of_lane,
         group=np.full(int(has.sum()), group, dtype=np.int64),
     )
 

@@ -8,7 +8,7 @@ simulated-clock twin can replace).
 
 from replay.calibrate._calibrate import Calibration, Holdout, LevelFacts, calibrate
 from replay.calibrate._predict import LevelMetrics, LoadShape, measured_metrics, predict_level
-from replay.calibrate._twin import clock_scale, decode_backend, twin_profile
+from replay.calibrate._twin import clock_scale, decode_backend, step_budget, twin_profile
 
 __all__ = [
     "Calibration",
@@ -21,5 +21,6 @@ __all__ = [
     "decode_backend",
     "measured_metrics",
     "predict_level",
+    "step_budget",
     "twin_profile",
 ]

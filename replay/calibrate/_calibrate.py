@@ -26,7 +26,7 @@ from analysis.fit import (
 )
 from analysis.read import find_run_dirs
 from replay.calibrate._predict import LevelMetrics, LoadShape, measured_metrics, predict_level
-from replay.calibrate._twin import clock_scale, decode_backend, twin_profile
+from replay.calibrate._twin import clock_scale, decode_backend, step_budget, twin_profile
 from replay.errors import ConfigError
 
 __all__ = ["Calibration", "Holdout", "LevelFacts", "calibrate"]
@@ -115,7 +115,7 @@ def _facts(users: int, runs: list[RunData], fit: StepFit, s: StepSamples,
 
     m = (s.group == users) & (s.batch >= 1)
     pred = predict_gap(fit, s)[m]
-    idle = (t.group == users) & (t.batch_at_send == 0)
+    idle = (t.group == users) & t.alone
     rate_inv = 1 / fit.prefill_tokens_per_s if fit.prefill_tokens_per_s else 0.0
     scraped = [v for v in (_running(r) for r in runs) if v[0] is not None]
     hits = [h for h in (_hit_share(r) for r in runs) if h is not None]
@@ -171,7 +171,8 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
     steps, ttfts = [], []
     for u in sorted(by_level):
         for r in by_level[u]:
-            steps.append(step_samples(r.requests, group=u))
+            steps.append(step_samples(r.requests, group=u,
+                                      chunk_tokens=step_budget(r.manifest)))
             ttfts.append(ttft_samples(r.requests, group=u))
     s_all, t_all = StepSamples.concat(steps), TtftSamples.concat(ttfts)
     use = np.isin(s_all.group, fitted)

@@ -13,7 +13,7 @@ from typing import Any
 from analysis import RunManifest
 from analysis.fit import StepFit
 
-__all__ = ["clock_scale", "decode_backend", "twin_profile"]
+__all__ = ["clock_scale", "decode_backend", "step_budget", "twin_profile"]
 
 _DEFAULT_BLOCK = 16
 _DEFAULT_SEQS = 256
@@ -36,6 +36,12 @@ def clock_scale(manifest: RunManifest) -> float:
     info = manifest.server_info or {}
     scale = info.get("time_scale") if info.get("simulated") else None
     return float(scale) if isinstance(scale, int | float) and scale > 0 else 1.0
+
+
+def step_budget(manifest: RunManifest) -> int | None:
+    """The server's token budget per step (``max_num_batched_tokens``), if reported."""
+    return _int(_section(manifest.server_info or {}, "scheduler_config")
+                .get("max_num_batched_tokens"))
 
 
 def decode_backend(manifest: RunManifest) -> str:

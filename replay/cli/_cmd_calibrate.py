@@ -76,6 +76,8 @@ def _print(cal: Calibration, out: Path) -> None:
     from rich.table import Table
 
     console = Console()
+    if not console.is_terminal:
+        console = Console(width=120)
     f = cal.fit
     prof = cal.profile
     timing = prof["backends"]["auto"]
@@ -85,9 +87,10 @@ def _print(cal: Calibration, out: Path) -> None:
         f"tokens; prefill {prof['prefill_tokens_per_s']:.4g} tok/s "
         f"(fitted on {f.gaps} gaps, {f.ttfts} idle TTFTs)")
     fitted = set(prof["calibration"]["fitted_levels"])
-    t = Table(title="fit residuals per level")
-    for col in ("users", "used", "gaps", "batch", "running (scraped)", "gap ms",
-                "model ms", "error", "idle TTFT ms", "model ms", "cache hits"):
+    t = Table(title="fit residuals per level (batch: decode batch rebuilt from the records; "
+                    "running: the server's num_requests_running)")
+    for col in ("users", "", "gaps", "batch", "running", "gap ms", "fit ms", "error",
+                "idle TTFT ms", "fit ms", "cache hits"):
         t.add_column(col, justify="right")
     for lv in cal.levels:
         t.add_row(str(lv.users), "fit" if lv.users in fitted else "held out", str(lv.gaps),

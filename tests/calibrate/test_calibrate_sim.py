@@ -1,0 +1,124 @@
+"""``agentreplay calibrate`` against serve-sim, whose truth is known: the profile file and
+the step log (what every engine step was modelled to take and really took).
+
+Runs at 1, 2, 4 and 8 users; the twin is fitted on 1, 2, 4 and predicts 8. Fitted step
+times are held against the step log's real step times (within 5%) and against the
+profile (within 5% plus the simulator's own measured lateness: on a busy machine a
+late simulator is what the client saw, not a fitting error). The held-out P90
+interactivity must be within 5% of the measured one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from replay.cli import main
+from replay.sim import SimServerProcess, load_profile, read_step_log, step_log_path
+from tests.compare.conftest import profile_variant
+from traces import generate, write_workload
+
+LEVELS = (1, 2, 4, 8)
+_TIMING = {"step_s_batch1": 0.02, "step_s_batch64": 0.12}
+
+
+@pytest.fixture(scope="module")
+def sim_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """Workload, profile file, and a folder of one run per level (each on a fresh sim)."""
+    root = tmp_path_factory.mktemp("calibrate")
+    wl = root / "wl.jsonl"
+    header, sessions = generate("coding-agent", sessions=8, seed=1, block_size=16,
+                                max_context=4096, prompt_scale=0.05, think_scale=0.01,
+                                output_scale=0.3)
+    write_workload(wl, header, sessions)
+    profile = profile_variant(root, backends={"auto": _TIMING, "latency_specialized": _TIMING},
+                              ctx_ref_tokens=100000, prefill_tokens_per_s=100000.0)
+    runs = root / "runs"
+    for users in LEVELS:
+        truth = root / f"truth-u{users}.jsonl"
+        with SimServerProcess(str(profile), "auto", truth_path=str(truth)) as srv:
+            code = main(["run", "--target", srv.url, "--workload", str(wl), "--users",
+                         str(users), "--warmup", "2", "--duration", "6", "--drain", "6",
+                         "--out", str(runs / f"u{users}"), "--quiet",
+                         "--metrics-interval", "0.5"])
+        assert code in (0, 3)
+    return wl, profile, runs
+
+
+def _step_truth(root: Path, users: int) -> list[tuple[int, float, float]]:
+    steps = read_step_log(step_log_path(str(root / f"truth-u{users}.jsonl")))
+    return [(s.decode_batch, s.model_s, s.actual_s) for s in steps
+            if s.decode_batch and not s.prefill_tokens]
+
+
+def test_calibrate_recovers_the_profile_and_predicts_a_held_out_level(
+    sim_runs: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str],
+) -> None:
+    wl, profile_path, runs = sim_runs
+    twin = runs.parent / "twin.json"
+    code = main(["calibrate", *(str(runs / f"u{u}") for u in LEVELS), "-o", str(twin),
+                 "--holdout", "8", "--workload", str(wl)])
+    out = capsys.readouterr().out
+    print(out)
+    assert code == 0
+    assert "held-out level 8" in out
+    doc = json.loads(twin.read_text())
+    cal = doc["calibration"]
+    assert cal["fitted_levels"] == [1, 2, 4] and cal["holdout_levels"] == [8]
+    twin_profile = load_profile(str(twin))  # serve-sim reads it, calibration block and all
+    truth = load_profile(str(profile_path))
+    assert twin_profile.max_num_seqs == truth.max_num_seqs
+    assert twin_profile.max_num_batched_tokens == truth.max_num_batched_tokens
+    assert twin_profile.block_size == truth.block_size
+    assert twin_profile.num_gpu_blocks == truth.num_gpu_blocks
+    for users in (1, 2, 4):
+        steps = np.array(_step_truth(runs.parent, users))
+        for b in np.unique(steps[:, 0]):
+            at = steps[steps[:, 0] == b]
+            if len(at) < 50:
+                continue
+            model, actual = at[:, 1].mean(), at[:, 2].mean()
+            lateness = max(actual / model - 1, 0.0)
+            fitted = twin_profile.backends["auto"].batch_step_s(int(b))
+            ctx = twin_profile.ctx_ref_tokens
+            level = next(lv for lv in cal["levels"] if lv["users"] == users)
+            # the fitted step at this batch, at the level's mean context
+            full = [s for s in read_step_log(step_log_path(
+                str(runs.parent / f"truth-u{users}.jsonl")))
+                    if s.decode_batch == b and not s.prefill_tokens]
+            mean_ctx = float(np.mean([s.ctx_tokens for s in full]))
+            fitted *= 1 + (mean_ctx / ctx if ctx else 0.0)
+            print(f"users {users} batch {int(b)}: fitted {fitted * 1e3:.3f} ms, "
+                  f"real {actual * 1e3:.3f} ms, profile {model * 1e3:.3f} ms, "
+                  f"sim lateness {lateness:.1%}, level gap error {level['gap_error']:+.2%}")
+            assert fitted == pytest.approx(actual, rel=0.05)
+            assert abs(fitted / model - 1) <= 0.05 + lateness
+    (hold,) = cal["holdouts"]
+    err = hold["relative_error"]
+    print(f"held out 8: predicted {hold['predicted']}, measured {hold['measured']}, "
+          f"errors {err}")
+    assert abs(err["p90_interactivity"]) <= 0.05
+
+
+def test_calibrate_refuses_a_holdout_level_it_has_no_run_for(
+    sim_runs: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str],
+) -> None:
+    _wl, _profile, runs = sim_runs
+    code = main(["calibrate", str(runs / "u1"), str(runs / "u2"), "-o",
+                 str(runs.parent / "t.json"), "--holdout", "16"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--holdout 16" in err and "Traceback" not in err
+
+
+def test_calibrate_refuses_to_overwrite_without_force(
+    sim_runs: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str],
+) -> None:
+    _wl, _profile, runs = sim_runs
+    out = runs.parent / "exists.json"
+    out.write_text("{}")
+    assert main(["calibrate", str(runs / "u1"), "-o", str(out)]) == 2
+    assert "--force" in capsys.readouterr().err
