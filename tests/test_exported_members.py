@@ -7,7 +7,8 @@ import pytest
 
 @pytest.mark.parametrize("name", [
     "traces", "traces.importers", "traces.generate", "analysis", "analysis.schema",
-    "analysis.read", "analysis.metrics", "analysis.fit", "analysis.judge", "analysis.report", "replay",
+    "analysis.read", "analysis.metrics", "analysis.fit", "analysis.judge", "analysis.report",
+    "replay",
 ])
 def test_all_is_sorted_and_complete(name: str) -> None:
     module = importlib.import_module(name)

@@ -69,7 +69,7 @@ class GroupResidual:
 def _gap_model(x: np.ndarray, s: StepSamples) -> np.ndarray:
     s1, slope, inv_ref, inv_rate = x[0], x[1], x[2], x[3]
     decode = (s1 + slope * (s.batch - 1.0)) * (1.0 + inv_ref * s.ctx_tokens)
-    return s.steps * decode + s.prefill_tokens * inv_rate
+    return np.asarray(s.steps * decode + s.prefill_tokens * inv_rate, dtype=np.float64)
 
 
 def predict_gap(fit: StepFit, s: StepSamples) -> np.ndarray:
@@ -96,7 +96,7 @@ def fit_steps(steps: StepSamples, ttfts: TtftSamples | None = None) -> StepFit:
     def residuals(x: np.ndarray) -> np.ndarray:
         r_gap = (_gap_model(x, s) - s.gap_s) * w_gap
         if not len(t_obs):
-            return r_gap
+            return np.asarray(r_gap, dtype=np.float64)
         r_ttft = (x[4] + t_unc * x[3] - t_obs) * w_ttft
         return np.concatenate([r_gap, r_ttft])
 

@@ -92,12 +92,14 @@ class _Timeline:
         i_last = np.searchsorted(self.last, t, side="right")
         prompt = self.first_prompt[i_first] - self.last_prompt[i_last]
         emitted = self.emit_cum[np.searchsorted(self.emit_t, t, side="left")]
-        return prompt + emitted - self.last_output[i_last]
+        return np.asarray(prompt + emitted - self.last_output[i_last], dtype=np.float64)
 
     def prefilled(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Uncached prompt tokens of the requests whose first token came in (lo, hi]."""
-        return (self.uncached_cum[np.searchsorted(self.uncached_first, hi, side="right")]
-                - self.uncached_cum[np.searchsorted(self.uncached_first, lo, side="right")])
+        cum = self.uncached_cum
+        return np.asarray(cum[np.searchsorted(self.uncached_first, hi, side="right")]
+                          - cum[np.searchsorted(self.uncached_first, lo, side="right")],
+                          dtype=np.float64)
 
 
 def _cum(values: np.ndarray) -> np.ndarray:
@@ -111,7 +113,7 @@ def _uncached(cols: RequestColumns) -> np.ndarray:
                       np.maximum(cols.expected_cached_tokens, 0))
     prompt = np.where(cols.prompt_tokens_server >= 0, cols.prompt_tokens_server,
                       cols.prompt_tokens)
-    return np.maximum(prompt - cached, 0).astype(np.float64)
+    return np.asarray(np.maximum(prompt - cached, 0), dtype=np.float64)
 
 
 def _timeline(cols: RequestColumns) -> _Timeline:
@@ -149,7 +151,7 @@ def _step_ends(times: np.ndarray, eps: float) -> np.ndarray:
     t = np.sort(times[np.isfinite(times)])
     if not len(t):
         return t
-    return t[np.concatenate([[True], np.diff(t) > eps])]
+    return np.asarray(t[np.concatenate([[True], np.diff(t) > eps])], dtype=np.float64)
 
 
 def _prefill_by_step(cols: RequestColumns, tl: _Timeline, ends: np.ndarray, eps: float,

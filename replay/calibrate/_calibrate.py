@@ -61,8 +61,13 @@ class Holdout:
     measured: LevelMetrics
 
     def errors(self) -> dict[str, float | None]:
+        """Relative error of each prediction (None where either side has no value)."""
         p, m = self.predicted.as_dict(), self.measured.as_dict()
-        return {k: (p[k] / m[k] - 1 if p[k] is not None and m[k] else None) for k in p}
+        out: dict[str, float | None] = {}
+        for k, pv in p.items():
+            mv = m[k]
+            out[k] = pv / mv - 1 if pv is not None and mv else None
+        return out
 
 
 @dataclass
