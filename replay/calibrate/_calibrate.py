@@ -206,6 +206,18 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
     return cal
 
 
+def _notes(levels: list[LevelFacts]) -> list[str]:
+    """Levels where the server counted clearly more running requests than the records
+    show (another client on the server, or requests queued)."""
+    out = []
+    for lv in levels:
+        scraped, seen = lv.mean_running_scraped, lv.mean_running_records
+        if scraped is not None and seen is not None and scraped - seen > max(0.5, 0.2 * seen):
+            out.append(f"{lv.users} users: the server reported {scraped:.1f} requests running "
+                       f"on average, these records {seen:.1f} (another client, or a queue?)")
+    return out
+
+
 def _block(cal: Calibration, fitted: list[int], holdout: tuple[int, ...], assumed: list[str],
            scale: float, backend: str) -> dict[str, Any]:
     f = cal.fit
@@ -217,6 +229,7 @@ def _block(cal: Calibration, fitted: list[int], holdout: tuple[int, ...], assume
         "decode_backend": backend,
         "clock_scale": scale,
         "assumed": assumed,
+        "notes": _notes(cal.levels),
         "fit": {"step_s_batch1": f.step_s_batch1 * scale,
                 "slope_s_per_seq": f.slope_s_per_seq * scale,
                 "ctx_ref_tokens": f.ctx_ref_tokens,

@@ -83,6 +83,10 @@ def twin_profile(fit: StepFit, manifest: RunManifest, scale: float) -> tuple[dic
     if vocab is None:
         vocab = 32000
         assumed.append("vocab_size=32000")
+    spec = (info.get("vllm_config") or {}).get("speculative_config")
+    if isinstance(spec, dict) and spec:
+        assumed.append(f"no speculative decoding (the server ran {spec.get('method')!r}: "
+                       "the fitted step is per token read, not per engine step)")
     if cache.get("enable_prefix_caching") is False:
         assumed.append("prefix caching on (the server had it off; the simulator always "
                        "caches)")

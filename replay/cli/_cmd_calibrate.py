@@ -114,4 +114,6 @@ def _print(cal: Calibration, out: Path) -> None:
         console.print(ht)
     for note in prof["calibration"]["assumed"]:
         console.print(f"assumed: {note}")
+    for note in prof["calibration"]["notes"]:
+        console.print(f"note: {note}")
     console.print(f"twin written to {out} (serve-sim --profile {out})")
