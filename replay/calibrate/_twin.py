@@ -83,7 +83,8 @@ def twin_profile(fit: StepFit, manifest: RunManifest, scale: float) -> tuple[dic
     if vocab is None:
         vocab = 32000
         assumed.append("vocab_size=32000")
-    spec = (info.get("vllm_config") or {}).get("speculative_config")
+    cfg = info.get("vllm_config")
+    spec = cfg.get("speculative_config") if isinstance(cfg, dict) else None
     if isinstance(spec, dict) and spec:
         assumed.append(f"no speculative decoding (the server ran {spec.get('method')!r}: "
                        "the fitted step is per token read, not per engine step)")
