@@ -15,7 +15,7 @@ the typical step and missed a noisy CPU server's tail by a third).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -116,8 +116,7 @@ def fit_steps(steps: StepSamples, ttfts: TtftSamples | None = None) -> StepFit:
     rate = 1.0 / x[3] if x[3] > 0 else 0.0
     fit = StepFit(float(x[0]), float(x[1]), float(ctx_ref), float(rate),
                   float(x[4]) if len(t_obs) else 0.0, len(s), len(t_obs), float(res.cost), ())
-    groups = _groups(fit, s, ttfts)
-    return StepFit(**{**fit.__dict__, "groups": groups})
+    return replace(fit, groups=_groups(fit, s, ttfts))
 
 
 def _groups(fit: StepFit, s: StepSamples, ttfts: TtftSamples | None) -> tuple[GroupResidual, ...]:

@@ -20,6 +20,7 @@ from analysis.fit import (
     StepSamples,
     TtftSamples,
     fit_steps,
+    predict_gap,
     running_at,
     step_samples,
     ttft_samples,
@@ -116,8 +117,6 @@ def _running(run: RunData) -> tuple[float | None, float | None]:
 
 def _facts(users: int, runs: list[RunData], fit: StepFit, s: StepSamples,
            t: TtftSamples) -> LevelFacts:
-    from analysis.fit import predict_gap
-
     m = (s.group == users) & (s.batch >= 1)
     pred = predict_gap(fit, s)[m]
     idle = (t.group == users) & t.alone
