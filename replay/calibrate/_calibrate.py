@@ -2,7 +2,7 @@
 
 Runs are grouped by load level (users). Every run must come from one server (one
 target label and model); a comparison's directory holds several arms, so its arm's
-run directories are named instead (``DIR/runs/<arm>-...``).
+arm is picked with ``arm`` (its runs' label).
 """
 
 from __future__ import annotations
@@ -83,16 +83,22 @@ class Calibration:
         return self.profile
 
 
-def _runs(dirs: list[str]) -> list[RunData]:
+def _runs(dirs: list[str], arm: str | None) -> list[RunData]:
     found = find_run_dirs(dirs)
     runs = [read_run(d) for d in found]
+    if arm is not None:
+        arms = sorted({r.manifest.label for r in runs})
+        runs = [r for r in runs if r.manifest.label == arm]
+        if not runs:
+            raise ConfigError(f"--arm {arm}: no run of that arm; the runs' arms: "
+                              f"{', '.join(arms) or '(none)'}")
     if not runs:
         raise ConfigError(f"no run directories found in {', '.join(dirs)}")
     labels = sorted({(r.manifest.label, r.manifest.model) for r in runs})
     if len(labels) > 1:
         shown = ", ".join(f"{lab or '(no label)'} / {m}" for lab, m in labels)
-        raise ConfigError(f"the runs come from several servers ({shown}); name the run "
-                          "directories of one arm (e.g. DIR/runs/<arm>-*)")
+        raise ConfigError(f"the runs come from several servers ({shown}); pick one arm "
+                          "with --arm LABEL")
     scales = {clock_scale(r.manifest) for r in runs}
     if len(scales) > 1:
         raise ConfigError(f"the runs were made at different sim time scales {sorted(scales)}; "
@@ -157,11 +163,11 @@ def _shape(run: RunData, scale: float) -> LoadShape:
 
 
 def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str | None = None,
-              time_scale: float = 1.0,
+              time_scale: float = 1.0, arm: str | None = None,
               keep_dir: str | os.PathLike[str] | None = None) -> Calibration:
     """Fit a twin to the runs in ``dirs`` (without the ``holdout`` levels), then predict
     each held-out level with it and measure the real run of that level."""
-    runs = _runs(dirs)
+    runs = _runs(dirs, arm)
     by_level: dict[int, list[RunData]] = {}
     for r in runs:
         by_level.setdefault(r.manifest.load.users, []).append(r)

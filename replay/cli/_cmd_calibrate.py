@@ -34,6 +34,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--holdout", type=int, action="append", default=[], metavar="LEVEL",
                    help="fit without this level (users), then predict it on a loopback "
                         "serve-sim running the twin and compare with its run; repeatable")
+    p.add_argument("--arm", metavar="LABEL",
+                   help="use only the runs of this arm (a comparison's directory holds "
+                        "several)")
     p.add_argument("--workload", metavar="FILE",
                    help="workload of the held-out runs (default: the path in their run.json)")
     p.add_argument("--time-scale", type=float, default=1.0, metavar="F",
@@ -57,7 +60,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.time_scale <= 0:
         raise ConfigError(f"--time-scale {args.time_scale}: must be above 0")
     cal = calibrate(list(args.dirs), holdout=tuple(args.holdout), workload=args.workload,
-                    time_scale=args.time_scale, keep_dir=args.keep_predictions)
+                    time_scale=args.time_scale, arm=args.arm,
+                    keep_dir=args.keep_predictions)
     out.write_text(json.dumps(cal.document(), indent=2) + "\n")
     _print(cal, out)
     return 0

@@ -53,6 +53,7 @@ def test_calibrate_writes_a_profile_serve_sim_loads(
     (["{runs}", "--holdout", "16"], "--holdout 16: no run at 16 users"),
     (["{u1}", "--holdout", "1"], "every level is held out"),
     (["{mixed}"], "several servers"),
+    (["{mixed}", "--arm", "nope"], "--arm nope: no run of that arm"),
 ])
 def test_calibrate_user_errors_are_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str,
@@ -65,3 +66,13 @@ def test_calibrate_user_errors_are_one_line(
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert not (tmp_path / "t.json").exists()
+
+
+def test_calibrate_picks_one_arm_of_a_comparison(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    _runs(tmp_path / "cmp" / "runs", (1, 2))
+    _runs(tmp_path / "cmp" / "runs", (1,), label="other")
+    twin = tmp_path / "twin.json"
+    assert main(["calibrate", str(tmp_path / "cmp"), "--arm", "auto", "-o", str(twin)]) == 0
+    assert len(json.loads(twin.read_text())["calibration"]["runs"]) == 2
