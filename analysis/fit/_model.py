@@ -91,8 +91,10 @@ def fit_steps(steps: StepSamples, ttfts: TtftSamples | None = None) -> StepFit:
     t_obs = ttfts.ttft_s[idle] if ttfts is not None and idle is not None else np.zeros(0)
     t_unc = ttfts.uncached_tokens[idle] if ttfts is not None and idle is not None else t_obs
     med = float(np.median(s.gap_s / s.steps))
-    # each family weighs as one block, so a few TTFTs still inform the prefill rate
-    w_gap = 1.0 / (med * np.sqrt(len(s)))
+    # each level's gaps weigh as one block (the busiest level must not drown the others),
+    # and the idle TTFTs as one more, so a few of them still inform the prefill rate
+    groups, inverse, counts = np.unique(s.group, return_inverse=True, return_counts=True)
+    w_gap = 1.0 / (med * np.sqrt(len(groups) * counts[inverse]))
     w_ttft = 1.0 / (max(float(np.median(t_obs)), med) * np.sqrt(len(t_obs))) if len(t_obs) else 0
 
     def residuals(x: np.ndarray) -> np.ndarray:
