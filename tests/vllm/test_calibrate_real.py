@@ -1,7 +1,8 @@
 """``agentreplay calibrate`` on a real vLLM CPU server: runs at 1, 2, 4 and 8 users, a
 twin fitted on 1, 2, 4, level 8 predicted on a loopback serve-sim and compared with
 the measured run. The errors are printed whatever they are; the P90 interactivity
-prediction must be within 15% (a CPU server on a shared machine is noisy)."""
+prediction must be within 15%. On a CPU shared with other work the runs themselves do
+not repeat (docs/calibrate.md has the numbers): the test needs a quiet machine."""
 
 from __future__ import annotations
 
