@@ -144,12 +144,23 @@ def _facts(users: int, runs: list[RunData], fit: StepFit, s: StepSamples,
 
 
 def _workload_of(run: RunData, override: str | None) -> str:
-    if override:
-        return override
+    """The held-out run's workload file: ``--workload`` or the path in its run.json,
+    checked against the fingerprint the run recorded (another file predicts nothing)."""
+    from traces import read_header
+
     path = run.manifest.workload.path
-    for cand in ([Path(path), Path(run.path) / path] if path else []):
+    cands = [Path(override)] if override else (
+        [Path(path), Path(run.path) / path] if path else [])
+    for cand in cands:
         if cand.is_file():
+            got = read_header(str(cand)).fingerprint
+            want = run.manifest.workload.fingerprint
+            if got != want:
+                raise ConfigError(f"{cand}: not the workload of {run.path} (fingerprint "
+                                  f"{got[:12]}, the run's {want[:12]})")
             return str(cand)
+    if override:
+        raise ConfigError(f"--workload {override}: no such file")
     raise ConfigError(f"{run.path}: its workload file {path!r} is not found from here; "
                       "pass --workload FILE")
 

@@ -76,3 +76,19 @@ def test_calibrate_picks_one_arm_of_a_comparison(
     twin = tmp_path / "twin.json"
     assert main(["calibrate", str(tmp_path / "cmp"), "--arm", "auto", "-o", str(twin)]) == 0
     assert len(json.loads(twin.read_text())["calibration"]["runs"]) == 2
+
+
+def test_holdout_refuses_a_workload_that_is_not_the_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from traces import generate, write_workload
+
+    wl = tmp_path / "other.jsonl"
+    header, sessions = generate("coding-agent", sessions=2, seed=9, block_size=16,
+                                max_context=4096, prompt_scale=0.02)
+    write_workload(wl, header, sessions)
+    runs = _runs(tmp_path, (1, 2))
+    code = main(["calibrate", *runs, "-o", str(tmp_path / "t.json"), "--holdout", "2",
+                 "--workload", str(wl)])
+    err = capsys.readouterr().err
+    assert code == 2 and "not the workload of" in err
