@@ -74,6 +74,12 @@ def test_calibrate_recovers_the_profile_and_predicts_a_held_out_level(
     assert twin_profile.max_num_batched_tokens == truth.max_num_batched_tokens
     assert twin_profile.block_size == truth.block_size
     assert twin_profile.num_gpu_blocks == truth.num_gpu_blocks
+    fitted_t, true_t = twin_profile.backends["auto"], truth.backends["auto"]
+    print(f"fitted vs profile: batch 1 {fitted_t.step_s_batch1:.5f}/{true_t.step_s_batch1} s, "
+          f"batch 64 {fitted_t.step_s_batch64:.5f}/{true_t.step_s_batch64} s, ctx_ref "
+          f"{twin_profile.ctx_ref_tokens}/{truth.ctx_ref_tokens}, prefill "
+          f"{twin_profile.prefill_tokens_per_s:.0f}/{truth.prefill_tokens_per_s:.0f} tok/s")
+    assert fitted_t.step_s_batch1 == pytest.approx(true_t.step_s_batch1, rel=0.05)
     for users in (1, 2, 4):
         steps = np.array(_step_truth(runs.parent, users))
         for b in np.unique(steps[:, 0]):
