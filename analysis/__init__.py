@@ -52,6 +52,7 @@ from analysis.schema import (
     SloTier,
     Validity,
     ValidityReason,
+    WorkerInfo,
     WorkloadRef,
     parse_tier,
 )
@@ -131,6 +132,7 @@ __all__ = [
     "SloTier",
     "Validity",
     "ValidityReason",
+    "WorkerInfo",
     "WorkloadRef",
     "assess_run",
     "capacity_view",

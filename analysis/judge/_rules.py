@@ -60,6 +60,11 @@ class Rules(BaseModel):
     before it, says the server died or restarted."""
     failure_burst_min: int = 5
     """Requests the last quarter needs for the burst check."""
+    worker_lost_caveat_share: float = Field(default=0.01, ge=0, le=1)
+    """A lost worker (``--ray`` node or actor) is only a caveat when the users it carried
+    are at most this share of the run's users and its ``lost`` requests at most this
+    share of the requests recorded: above it the load fell for the rest of the window,
+    so the run is invalid."""
 
 
 DEFAULT_RULES = Rules()

@@ -34,6 +34,7 @@ from analysis.schema._manifest_parts import (
     Validity,
     ValidityReason,
     Verdict,
+    WorkerInfo,
 )
 from analysis.schema._schema import (
     RESULT_FORMAT_VERSION,
@@ -102,6 +103,7 @@ __all__ = [
     "Validity",
     "ValidityReason",
     "Verdict",
+    "WorkerInfo",
     "WorkloadRef",
     "is_error_kind",
     "level_of",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 __all__ = ["run_summary_lines"]
 
-_OUTCOMES = ("error", "timeout", "incomplete", "cancelled")
+_OUTCOMES = ("error", "timeout", "incomplete", "cancelled", "lost")
 
 
 def run_summary_lines(out: Path) -> list[str]:
