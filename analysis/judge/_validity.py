@@ -92,8 +92,8 @@ def _failures(run: RunData, s: RunSummary, found: _Found, rules: Rules) -> None:
     if c.failure_share is not None and c.failure_share > rules.max_failure_share:
         found.add("failures", "caveat", f"{c.failure_share:.1%} of requests sent in the "
                   f"window failed or were incomplete ({c.error} error, {c.timeout} timeout, "
-                  f"{c.incomplete} incomplete{f', {c.lost} lost' if c.lost else ''}): above {rules.max_failure_share:.0%}, every "
-                  "SLO tier fails")
+                  f"{c.incomplete} incomplete{f', {c.lost} lost' if c.lost else ''}): above "
+                  f"{rules.max_failure_share:.0%}, every SLO tier fails")
     conn = sum(c.by_error_kind.get(k, 0) for k in _CONNECT_KINDS)
     sent = c.in_window - c.cancelled
     if conn and sent and conn / sent > rules.max_failure_share:
