@@ -1,6 +1,6 @@
 """``--ray ADDRESS|auto|local``: the run's workers as Ray actors (``agentreplay[ray]``).
 
-Actors are spread over the cluster's nodes (``SPREAD``). The workload goes to them
+Actors are spread over the cluster's alive nodes, round robin (node affinity). The workload goes to them
 through the object store (``ray.put``), not as a path each node would need; each
 actor parses it before the origin is fixed. Each actor runs
 :func:`replay.load._remote.run_plan` on its own event loop and keeps finished
@@ -134,7 +134,7 @@ class RayExecutor(WorkerExecutor):
         wall-clock skew (best of 3 round trips), ship and parse the workload."""
         ray = self._join()
         remote = ray.remote(num_cpus=0, max_restarts=0)(_Actor)
-        self.actors = [remote.options(scheduling_strategy="SPREAD").remote() for _ in self.plans]
+        self.actors = [remote.options(scheduling_strategy=s).remote() for s in self._spread()]
         try:
             workload = ray.put(Path(self.job.workload).read_bytes())
             name = Path(self.job.workload).name
@@ -144,6 +144,17 @@ class RayExecutor(WorkerExecutor):
         except BaseException:
             self._kill_all()
             raise
+
+    def _spread(self) -> list[Any]:
+        """Worker ``w`` on alive node ``w % nodes`` (node affinity: Ray's ``SPREAD`` and
+        soft affinity both packed resource-less actors on one node)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        nodes = sorted(n["NodeID"] for n in self.ray.nodes() if n.get("Alive"))
+        if not nodes:
+            return ["SPREAD"] * len(self.plans)
+        return [NodeAffinitySchedulingStrategy(nodes[w % len(nodes)], soft=False)
+                for w in range(len(self.plans))]
 
     async def _call_all(self, call: Any, what: str) -> None:
         async def one(w: int) -> None:
