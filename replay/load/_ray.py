@@ -1,8 +1,8 @@
 """``--ray ADDRESS|auto|local``: the run's workers as Ray actors (``agentreplay[ray]``).
 
-Actors are spread over the cluster's alive nodes, round robin (node affinity). The workload goes to them
-through the object store (``ray.put``), not as a path each node would need; each
-actor parses it before the origin is fixed. Each actor runs
+Actors are spread over the cluster's alive nodes, round robin (node affinity).
+The workload goes to them through the object store (``ray.put``), not as a path
+each node would need; each actor parses it before the origin is fixed. Each runs
 :func:`replay.load._remote.run_plan` on its own event loop and keeps finished
 records and announced requests until the driver takes them, every ``_POLL_S``;
 the driver writes them into the one run directory. Actors may run on other hosts,

@@ -141,9 +141,10 @@ def test_a_killed_node_invalidates_the_run_with_every_request_accounted(
     killed: list[str] = []
     with SimServerProcess("small", truth_path=str(truth), startup_timeout_s=60) as srv:
         killer = _after_records(out, 3, lambda: killed.append(cluster.kill_node()))
-        code = main(["run", "--target", srv.url, "--workload", str(wl), "--out", str(out), "--users", str(_USERS),
-                     "--duration", "3", "--warmup", "0", "--drain", "0", "--workers", "2",
-                     "--ray", "auto", "--metrics-interval", "0", "--quiet"])
+        code = main(["run", "--target", srv.url, "--workload", str(wl), "--out", str(out),
+                     "--users", str(_USERS), "--duration", "3", "--warmup", "0",
+                     "--drain", "0", "--workers", "2", "--ray", "auto",
+                     "--metrics-interval", "0", "--quiet"])
         killer.join()
         time.sleep(0.5)  # the server notices the dead node's connections
     assert killed and code == 3
