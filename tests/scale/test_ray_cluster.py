@@ -10,6 +10,8 @@ actor stopped with SIGSTOP does not hold the run.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import signal
 import threading
@@ -20,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from replay.load import RunSettings, run_load_sync
+from replay.load import RunSettings, run_load, run_load_sync
 from replay.sim import SimServerProcess, load_profile
 from tests.reliability.conftest import manifest, records, truth_file
 from tests.replay.conftest import chain_requests
@@ -165,41 +167,77 @@ def test_a_killed_node_invalidates_the_run_with_every_request_accounted(
     assert any(f"worker {lost[0].index}" in w and "lost" in w for w in man.warnings)
 
 
-def test_a_stopped_actor_does_not_hold_the_run(cluster: _Cluster, tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def _sigstop_one_actor(stopped: list[int]) -> None:
     import psutil
 
+    for proc in psutil.process_iter(["cmdline"]):
+        if any("_Actor" in part for part in proc.info["cmdline"] or ()):
+            os.kill(proc.pid, signal.SIGSTOP)
+            stopped.append(proc.pid)
+            return
+
+
+def _stopped_run(url: str, tmp_path: Path, duration_s: float, ctrl_c: bool) -> tuple[Path, float]:
+    """A run with one actor SIGSTOPped once it is under way (then Ctrl-C, if asked):
+    its directory and how long it took."""
+    wl = _workload(tmp_path / "wl.jsonl", output=40, think_s=0.3)
+    out = tmp_path / "run"
+    stopped: list[int] = []
+
+    async def main() -> tuple[Path, float]:
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+
+        def then() -> None:
+            _sigstop_one_actor(stopped)
+            if ctrl_c:
+                loop.call_soon_threadsafe(stop.set)
+
+        waiter = _after_records(out, 2, then)
+        t = time.monotonic()
+        run = await run_load(_settings(url, duration_s), wl, out, stop=stop)
+        took = time.monotonic() - t
+        await asyncio.to_thread(waiter.join)
+        return run, took
+
+    try:
+        run, took = asyncio.run(main())
+        assert stopped, "no actor process found"
+        return run, took
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_stopped_actor_does_not_hold_the_run(cluster: _Cluster, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     from replay.load import _ray
 
     monkeypatch.setattr(_ray, "_CALL_S", 1.0)
     monkeypatch.setattr(_ray, "_SILENT_S", 3.0)
     cluster.two_nodes()
-    wl = _workload(tmp_path / "wl.jsonl", output=40, think_s=0.3)
-    out = tmp_path / "run"
-    stopped: list[int] = []
-
-    def stop_one_actor() -> None:
-        for proc in psutil.process_iter(["cmdline"]):
-            if any("_Actor" in part for part in proc.info["cmdline"] or ()):
-                os.kill(proc.pid, signal.SIGSTOP)
-                stopped.append(proc.pid)
-                return
-
     with SimServerProcess("small", startup_timeout_s=60) as srv:
-        stopper = _after_records(out, 2, stop_one_actor)
-        t = time.monotonic()
-        run = run_load_sync(_settings(srv.url, 3.0), wl, out)
-        took = time.monotonic() - t
-        stopper.join()
-    try:
-        assert stopped, "no actor process found"
-        assert took < 30, took  # it used to wait for the stopped actor forever
-        man = manifest(run)
-        assert [w.lost for w in man.worker_info].count(True) == 1
-        assert man.validity is not None and man.validity.verdict == "invalid"
-    finally:
-        for pid in stopped:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        run, took = _stopped_run(srv.url, tmp_path, 3.0, ctrl_c=False)
+    assert took < 30, took  # it used to wait for the stopped actor forever
+    man = manifest(run)
+    (lost,) = [w for w in man.worker_info if w.lost]
+    assert lost.lost_detail is not None and "stopped answering" in lost.lost_detail
+    assert man.validity is not None and man.validity.verdict == "invalid"
+
+
+def test_ctrl_c_stops_a_run_with_a_stopped_actor(cluster: _Cluster, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from replay.load import _ray
+
+    monkeypatch.setattr(_ray, "_CALL_S", 1.0)
+    monkeypatch.setattr(_ray, "_SILENT_S", 300.0)  # only the stop request's limit applies
+    monkeypatch.setattr(_ray, "_HALT_S", 2.0)
+    cluster.two_nodes()
+    with SimServerProcess("small", startup_timeout_s=60) as srv:
+        run, took = _stopped_run(srv.url, tmp_path, 120.0, ctrl_c=True)
+    assert took < 30, took  # a 120 s run, stopped by Ctrl-C
+    man = manifest(run)
+    assert man.interrupted
+    (lost,) = [w for w in man.worker_info if w.lost]
+    assert lost.lost_detail is not None and "did not stop" in lost.lost_detail
