@@ -137,8 +137,9 @@ def test_a_killed_node_invalidates_the_run_with_every_request_accounted(
 
     cluster.two_nodes()
     truth = tmp_path / "truth.jsonl"
-    # 20 ms steps: a request streams for ~0.8 s, so the killed node has some in flight
-    wl = _workload(tmp_path / "wl.jsonl", output=40, think_s=0.3)
+    # 20 ms steps: a request streams for ~0.8 s, so the killed node has some in flight;
+    # think times well above the 50 ms report interval (see replay.load._lost)
+    wl = _workload(tmp_path / "wl.jsonl", output=40, think_s=0.5)
     out = tmp_path / "run"
     killed: list[str] = []
     with SimServerProcess("small", truth_path=str(truth), startup_timeout_s=60) as srv:
