@@ -10,13 +10,16 @@ import importlib as _importlib
 import typing as _typing
 
 from analysis.judge import (
+    Bracket,
     CapacityRow,
     Comparison,
     FairnessVerdict,
     Rules,
     assess_run,
+    bracket_of,
     compare_runs,
     judge_fairness,
+    replica_diffs,
 )
 from analysis.metrics import (
     RunSummary,
@@ -43,6 +46,7 @@ from analysis.schema import (
     LoadSettings,
     Phase,
     RecordDict,
+    Replica,
     RequestRecord,
     RequestStatus,
     ResultError,
@@ -102,6 +106,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "Bracket",
     "CapacityRow",
     "ClientHealth",
     "ClockInfo",
@@ -119,6 +124,7 @@ __all__ = [
     "Phase",
     "RESULT_FORMAT_VERSION",
     "RecordDict",
+    "Replica",
     "RequestRecord",
     "RequestStatus",
     "ResultError",
@@ -135,6 +141,7 @@ __all__ = [
     "WorkerInfo",
     "WorkloadRef",
     "assess_run",
+    "bracket_of",
     "capacity_view",
     "check_history",
     "compare_runs",
@@ -149,6 +156,7 @@ __all__ = [
     "record_latencies",
     "render_history",
     "render_report",
+    "replica_diffs",
     "report_bundle",
     "summarize",
     "validity_view",

@@ -32,7 +32,7 @@ INTEGRATION = (
     "replay/test_connector.py",
     "replay/test_probe.py",
     "analysis/report/test_report.py",
-    "cli/test_live_tmux.py",
+    "cli/test_live_terminal.py",
     "report/test_browser.py",
     "report/test_search_sim.py",
     "traces/test_cli.py",

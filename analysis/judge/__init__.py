@@ -5,6 +5,12 @@ capacity.
 from analysis.judge._analyse import (
     analyse_run,
 )
+from analysis.judge._bracket import (
+    Bracket,
+    RatioBracket,
+    bracket_of,
+    ratio_bracket,
+)
 from analysis.judge._capacity import (
     CapacityRow,
     capacity_table,
@@ -17,6 +23,11 @@ from analysis.judge._comparison import (
     Ratio,
     compare_runs,
 )
+from analysis.judge._drift import (
+    Drift,
+    RepeatValue,
+    drift_flip,
+)
 from analysis.judge._fairness import (
     ALLOWED_FIELDS,
     ConfigDiff,
@@ -25,6 +36,7 @@ from analysis.judge._fairness import (
     flatten_config,
     gpu_count_of,
     judge_fairness,
+    replica_diffs,
 )
 from analysis.judge._rules import (
     DEFAULT_RULES,
@@ -34,31 +46,41 @@ from analysis.judge._validity import (
     assess_comparison,
     assess_run,
     merge_validity,
+    mismatch_share,
 )
 from analysis.judge._verdict import NO_EVIDENCE_SPAN, ratio_interval_text
 
 __all__ = [
     "ALLOWED_FIELDS",
+    "Bracket",
     "CapacityRow",
     "Comparison",
     "ConfigDiff",
     "DEFAULT_RULES",
+    "Drift",
     "FairnessVerdict",
     "HEADLINE",
     "Level",
     "NO_EVIDENCE_SPAN",
     "Ratio",
+    "RatioBracket",
+    "RepeatValue",
     "Rules",
     "analyse_run",
     "assess_comparison",
     "assess_run",
+    "bracket_of",
     "capacity_table",
     "compare_runs",
     "diff_configs",
+    "drift_flip",
     "flatten_config",
     "gpu_count_of",
     "judge_fairness",
     "meets_tier",
     "merge_validity",
+    "mismatch_share",
+    "ratio_bracket",
     "ratio_interval_text",
+    "replica_diffs",
 ]

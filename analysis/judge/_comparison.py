@@ -19,9 +19,15 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from analysis.judge._capacity import CapacityRow, capacity_table
+from analysis.judge._drift import Drift, drift_evidence, drift_of, drift_reasons
 from analysis.judge._fairness import FairnessVerdict, judge_fairness
 from analysis.judge._rules import DEFAULT_RULES, Rules
-from analysis.judge._validity import assess_comparison, assess_run, merge_validity
+from analysis.judge._validity import (
+    assess_comparison,
+    assess_run,
+    length_evidence,
+    merge_validity,
+)
 from analysis.judge._verdict import verdict_sentence
 from analysis.metrics import (
     BOOTSTRAP_REPS,
@@ -161,6 +167,8 @@ class Level(_Model):
     """Per non-baseline arm: None when a difference could be established, else why not."""
     single_run: bool = True
     """One run per arm: intervals do not cover drift between runs."""
+    drift: list[Drift] = Field(default_factory=list)
+    """Metrics of an arm whose repeats differ beyond their within-run intervals."""
 
     @property
     def label(self) -> str:
@@ -180,7 +188,11 @@ class Comparison(_Model):
     tiers: list[SloTier]
     capacity: list[CapacityRow]
     incomplete: bool
+    """True when a run was cut short or a planned run is missing (``missing``)."""
     reasons: list[str] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list)
+    """Planned runs that did not finish (an interrupted comparison): no capacity is
+    claimed from their levels."""
     simulated: bool
     validity: Validity = Field(default_factory=Validity)
     rules: Rules = DEFAULT_RULES
@@ -263,8 +275,13 @@ def _pick_baseline(labels: list[str], baseline: str | None) -> str:
 def compare_runs(
     runs: Sequence[RunData], *, allow_unfair: bool = False, baseline: str | None = None,
     tiers: Sequence[SloTier] = DEFAULT_TIERS, seed: int = 0, rules: Rules = DEFAULT_RULES,
+    missing: Sequence[str] = (),
 ) -> Comparison:
-    """Fairness verdict, then pooled summaries and ratios per level, then capacity."""
+    """Fairness verdict, then pooled summaries and ratios per level, then capacity.
+
+    ``missing``: planned runs that did not finish. A level holding a run cut short
+    feeds no capacity (a capacity bracket needs every level below it measured in
+    full); with runs missing, the comparison is stamped incomplete."""
     if not runs:
         raise ResultError("no runs to analyse")
     labels = list(dict.fromkeys(r.manifest.label for r in runs))
@@ -278,18 +295,23 @@ def compare_runs(
     mf = rules.max_failure_share
 
     groups: dict[tuple[tuple[str, float], str], list[Samples]] = {}
+    per_run: dict[tuple[tuple[str, float], str], list[tuple[str, Samples, RunSummary]]] = {}
     run_valid: dict[str, Validity] = {}
     by_level: dict[tuple[str, float], list[str]] = {}
     for r in ordered:
         smp = measure(r)
         key = level_of(r.manifest).key()
         groups.setdefault((key, r.manifest.label), []).append(smp)
-        run_valid[r.manifest.run_id] = assess_run(
-            r, rules=rules, summary=summarize(smp, bootstrap=False, tiers=(),
-                                              max_failure_share=mf))
+        one = summarize(smp, bootstrap=False, tiers=(), max_failure_share=mf)
+        per_run.setdefault((key, r.manifest.label), []).append((r.manifest.run_id, smp, one))
+        run_valid[r.manifest.run_id] = assess_run(r, rules=rules, summary=one)
         by_level.setdefault(key, []).append(r.manifest.run_id)
+    started = {r.manifest.run_id: r.manifest.started_at for r in ordered}
+    for reps in per_run.values():
+        reps.sort(key=lambda x: str(started[x[0]]))
     levels: list[Level] = []
-    cap_input: dict[str, list[tuple[RunSummary, Samples]]] = {a: [] for a in arms}
+    cut_short = {r.manifest.run_id for r in ordered if r.reasons}
+    cap_input: dict[str, list[RunSummary]] = {a: [] for a in arms}
     for key in sorted(by_level):
         pooled = {arm: pool(groups[(key, arm)]) for arm in arms if (key, arm) in groups}
         summaries = {arm: summarize(s, seed=seed, tiers=tiers_t, max_failure_share=mf)
@@ -297,10 +319,17 @@ def compare_runs(
         load = next(iter(pooled.values())).level
         lv_valid = assess_comparison([(rid, run_valid[rid]) for rid in by_level[key]],
                                      [(load.label, summaries)], rules=rules)
+        drifts, rep_values = drift_of(
+            load.label, HEADLINE, {a: per_run[(key, a)] for a in arms if (key, a) in per_run},
+            seed)
+        if drifts:
+            lv_valid = Validity(verdict="invalid" if lv_valid.verdict == "invalid"
+                                else "caveats", reasons=lv_valid.reasons + drift_reasons(drifts))
         for arm, smp in pooled.items():
             summaries[arm].validity = merge_validity(
                 [(rid, run_valid[rid]) for rid in smp.runs])
-            cap_input[arm].append((summaries[arm], smp))
+            if not cut_short.intersection(smp.runs):
+                cap_input[arm].append(summaries[arm])
         ratios: dict[str, list[Ratio]] = {}
         evidence: dict[str, str | None] = {}
         if base in pooled:
@@ -308,22 +337,35 @@ def compare_runs(
                 if arm in pooled:
                     ev = _evidence(pooled[base], pooled[arm], lv_valid, rules)
                     evidence[arm] = ev
-                    ratios[arm] = [
-                        _ratio(m, summaries[base], summaries[arm], pooled[base], pooled[arm],
-                               seed, load.label, arm, ev, rules.min_effect) for m in HEADLINE]
+                    pair = {base: summaries[base], arm: summaries[arm]}
+                    ratios[arm] = []
+                    for m in HEADLINE:
+                        rt = _ratio(m, summaries[base], summaries[arm], pooled[base],
+                                    pooled[arm], seed, load.label, arm,
+                                    ev or length_evidence(m.key, pair, rules), rules.min_effect)
+                        why = drift_evidence(m.key, rt.ratio, base, arm, drifts, rep_values,
+                                             rules.min_effect) if rt.established else None
+                        if why is not None:
+                            rt = rt.model_copy(update={"established": False,
+                                                       "not_established": why})
+                        ratios[arm].append(rt)
         levels.append(Level(
             users=int(load.value) if load.kind == "users" else 0, load=load, arms=summaries,
             ratios=ratios, validity=lv_valid, evidence=evidence,
-            single_run=all(len(s.runs) == 1 for s in pooled.values())))
-    cap = capacity_table({a: v for a, v in cap_input.items() if v}, tiers_t,
-                         max_failure_share=mf, seed=seed)
+            single_run=all(len(s.runs) == 1 for s in pooled.values()), drift=drifts))
+    cap = capacity_table({a: v for a, v in cap_input.items() if v}, tiers_t)
     reasons = [x for r in ordered for x in (f"{r.manifest.run_id}: {y}" for y in r.reasons)]
     validity = assess_comparison(list(run_valid.items()),
                                  [(lv.load.label, lv.arms) for lv in levels], rules=rules)
+    all_drift = [d for lv in levels for d in lv.drift]
+    if all_drift:
+        validity = Validity(verdict="invalid" if validity.verdict == "invalid" else "caveats",
+                            reasons=validity.reasons + drift_reasons(all_drift))
     return Comparison(
         baseline=base, arms=arms, levels=levels, fairness=verdict_f,
         verdict=verdict_sentence(base, arms, levels, verdict_f, validity, cap, mf),
-        tiers=list(tiers_t), capacity=cap, incomplete=bool(reasons), reasons=reasons,
+        tiers=list(tiers_t), capacity=cap, incomplete=bool(reasons or missing), reasons=reasons,
+        missing=list(missing),
         simulated=any(r.manifest.simulated for r in runs), validity=validity, rules=rules,
         run_validity=run_valid, **_scenario_stamp([r.manifest for r in ordered]),
     )

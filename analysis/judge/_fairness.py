@@ -45,7 +45,7 @@ from collections.abc import Sequence
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-from analysis.schema import FairnessError, RunManifest
+from analysis.schema import FairnessError, Replica, RunManifest
 
 __all__ = [
     "ALLOWED_FIELDS",
@@ -56,6 +56,7 @@ __all__ = [
     "env_verdict",
     "gpu_count_of",
     "judge_fairness",
+    "replica_diffs",
 ]
 
 ALLOWED_FIELDS = frozenset({"additional_config.decode_backend"})
@@ -209,7 +210,11 @@ def diff_configs(a: object, b: object) -> list[tuple[str, object, object]]:
 
 
 def _vllm_config(m: RunManifest) -> dict[str, object] | None:
-    info = m.server_info or {}
+    return _config_of(m.server_info)
+
+
+def _config_of(server_info: dict[str, object] | None) -> dict[str, object] | None:
+    info = server_info or {}
     cfg = info.get("vllm_config")
     if isinstance(cfg, str):
         try:
@@ -220,15 +225,58 @@ def _vllm_config(m: RunManifest) -> dict[str, object] | None:
 
 
 def gpu_count_of(m: RunManifest) -> int | None:
-    """TP x PP x DP from the server config, else the manifest's gpu_count."""
-    cfg = _vllm_config(m)
+    """TP x PP x DP from the server config, else the manifest's gpu_count; a fleet's is
+    the sum over its replicas (None when one of them is unknown)."""
+    if m.replicas:
+        counts = [_gpus(r.server_info, r.gpu_count) for r in m.replicas]
+        return None if None in counts else sum(c for c in counts if c is not None)
+    return _gpus(m.server_info, m.gpu_count)
+
+
+def _gpus(server_info: dict[str, object] | None, reported: int | None) -> int | None:
+    cfg = _config_of(server_info)
     par = cfg.get("parallel_config") if cfg else None
     if isinstance(par, dict):
         sizes = [par.get(k, 1) for k in
                  ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")]
         if all(isinstance(s, int) and s > 0 for s in sizes):
             return int(sizes[0] * sizes[1] * sizes[2])
-    return m.gpu_count
+    return reported
+
+
+def replica_diffs(replicas: Sequence[Replica], run_id: str = "") -> list[ConfigDiff]:
+    """Every way a replica of a fleet (a run's ``replicas``) differs from its first. A
+    fleet measured as one target is only that when its servers are alike, so here the
+    decode backend is refused too (only volatile fields are ignored, KV block counts
+    noted). Each arm's first replica is then compared across arms as usual, so every
+    replica of every arm is held to the same configuration."""
+    if len(replicas) < 2:
+        return []
+    first = replicas[0]
+    cfg0, env0 = _config_of(first.server_info), (first.server_info or {}).get("vllm_env")
+    out: list[ConfigDiff] = []
+    for k, rep in enumerate(replicas[1:], start=1):
+        run = f"{run_id} replica {k} ({rep.target})".lstrip()
+
+        def add(field: str, a: object, b: object, verdict: str, run: str = run) -> None:
+            out.append(ConfigDiff(field=f"replicas.{field}", run=run, baseline=_show(a),
+                                  other=_show(b), verdict=verdict))
+
+        cfg = _config_of(rep.server_info)
+        if cfg is not None and cfg0 is not None:
+            for path, a, b in diff_configs(cfg0, cfg):
+                verdict = ("ignored" if _is_volatile(path) else "noted" if _is_noted(path)
+                           else "refused")
+                add(f"vllm_config.{path}", a, b, verdict)
+            env = (rep.server_info or {}).get("vllm_env")
+            for name, a, b in diff_configs(env0 or {}, env or {}):
+                add(f"vllm_env.{name}", a, b, env_verdict(name))
+        if rep.model != first.model:
+            add("model", first.model, rep.model, "refused")
+        a, b = _gpus(first.server_info, first.gpu_count), _gpus(rep.server_info, rep.gpu_count)
+        if a != b:
+            add("gpu_count", a, b, "refused")
+    return out
 
 
 def _show(v: object) -> str:
@@ -261,6 +309,9 @@ def judge_fairness(
         diffs.append(ConfigDiff(field=field, run=run.run_id, baseline=_show(a),
                                 other=_show(b), verdict=verdict))
 
+    for m in manifests:  # a fleet's replicas must be alike, backend included
+        diffs.extend(replica_diffs(m.replicas, m.run_id))
+        verified = verified and all(_config_of(r.server_info) is not None for r in m.replicas)
     base_env = _vllm_env(base)
     commands = list(launch_commands) if launch_commands is not None else [None] * len(manifests)
     if len(commands) != len(manifests):

@@ -60,6 +60,17 @@ class Rules(BaseModel):
     before it, says the server died or restarted."""
     failure_burst_min: int = 5
     """Requests the last quarter needs for the burst check."""
+    drain_cut_caveat: float = Field(default=0.01, ge=0, le=1)
+    """Share of requests sent in the window still running when the drain ended above
+    which the run carries a caveat naming ``--drain``."""
+    output_mismatch_caveat: float = Field(default=0.01, ge=0, le=1)
+    """Share of ok requests whose output length is not the one asked for (fewer
+    tokens despite ``ignore_eos``, or usage disagreeing with the stream) above which
+    the run carries a caveat, and an arm's interactivity and E2E ratios are never
+    established (shorter answers are less work: their latencies are not the
+    workload's)..."""
+    output_mismatch_invalid: float = Field(default=0.10, ge=0, le=1)
+    """...and above which the run is invalid (a proxy or server cut the answers)."""
     worker_lost_caveat_share: float = Field(default=0.01, ge=0, le=1)
     """A lost worker (``--ray`` node or actor) is only a caveat when the users it carried
     are at most this share of the run's users and its ``lost`` requests at most this

@@ -16,11 +16,12 @@ import numpy as np
 from analysis.judge._rules import DEFAULT_RULES, Rules
 from analysis.metrics import RunSummary
 from analysis.read import RunData, steady_window
-from analysis.schema import Severity, Validity, ValidityReason, Verdict
+from analysis.schema import ErrorKind, Severity, Validity, ValidityReason, Verdict
 
-__all__ = ["assess_comparison", "assess_run", "merge_validity"]
+__all__ = ["LENGTH_SENSITIVE", "assess_comparison", "assess_run", "length_evidence",
+           "merge_validity", "mismatch_share"]
 
-_CONNECT_KINDS = ("connect", "timeout_connect")
+_CONNECT_KINDS = (ErrorKind.CONNECT, ErrorKind.TIMEOUT_CONNECT)
 
 
 def _verdict(reasons: list[ValidityReason]) -> Validity:
@@ -93,9 +94,19 @@ def _failures(run: RunData, s: RunSummary, found: _Found, rules: Rules) -> None:
         found.add("failures", "caveat", f"{c.failure_share:.1%} of requests sent in the "
                   f"window failed or were incomplete ({c.error} error, {c.timeout} timeout, "
                   f"{c.incomplete} incomplete{f', {c.lost} lost' if c.lost else ''}): above "
-                  f"{rules.max_failure_share:.0%}, every SLO tier fails")
-    conn = sum(c.by_error_kind.get(k, 0) for k in _CONNECT_KINDS)
+                  f"{rules.max_failure_share:.0%}, every SLO tier fails"
+                  + (" (but for requests cut by the drain while on pace for its floor)"
+                     if c.incomplete else ""))
     sent = c.in_window - c.cancelled
+    if c.incomplete and sent and c.incomplete / sent > rules.drain_cut_caveat:
+        got = f"{c.cut_received / c.cut_asked:.0%}" if c.cut_asked else "none"
+        found.add("drain_cut", "caveat", f"{c.incomplete} of {sent} request(s) sent in the "
+                  f"window ({c.incomplete / sent:.1%}) were still running when the drain "
+                  f"ended {run.manifest.load.drain_s:g} s after the window (they had "
+                  f"received {c.cut_received:,} of the {c.cut_asked:,} tokens asked, {got}): "
+                  "--drain was too short for them (leave it unset: the default covers the "
+                  "workload's longest answer)")
+    conn = sum(c.by_error_kind.get(k, 0) for k in _CONNECT_KINDS)
     if conn and sent and conn / sent > rules.max_failure_share:
         found.add("server_unreachable", "invalid", f"{conn} of {sent} request(s) sent in the "
                   "window could not connect to the server: it was down or refusing connections, "
@@ -190,6 +201,43 @@ def _cache(s: RunSummary, found: _Found, rules: Rules) -> None:
                   "--warmup)")
 
 
+def mismatch_share(s: RunSummary) -> float | None:
+    """ok requests whose output length was not the one asked for, over ok requests."""
+    c = s.counts
+    return c.output_mismatch / c.ok if c.ok else None
+
+
+LENGTH_SENSITIVE = frozenset({"interactivity.p90", "interactivity.p50", "interactivity_user.p90",
+                              "tpot.p90", "e2e.p90", "session_latency.p90"})
+"""Ratios that shorter answers than asked change (less work per request): never
+established for an arm whose output-length mismatches exceed the caveat share."""
+def length_evidence(key: str, arms: dict[str, RunSummary], rules: Rules) -> str | None:
+    """Why a length-sensitive ratio cannot be established: an arm got answers of
+    other lengths than asked (a proxy or server cut max_tokens)."""
+    if key not in LENGTH_SENSITIVE:
+        return None
+    for arm, s in arms.items():
+        share = mismatch_share(s)
+        if share is not None and share > rules.output_mismatch_caveat:
+            return (f"{s.counts.output_mismatch} of arm {arm!r}'s {s.counts.ok} ok requests "
+                    f"({share:.0%}) got answers of another length than asked: its latencies "
+                    "are not of the same work")
+    return None
+
+
+def _lengths(s: RunSummary, found: _Found, rules: Rules) -> None:
+    share = mismatch_share(s)
+    if share is None or share <= rules.output_mismatch_caveat:
+        return
+    sev: Severity = "invalid" if share > rules.output_mismatch_invalid else "caveat"
+    limit = rules.output_mismatch_invalid if sev == "invalid" else rules.output_mismatch_caveat
+    found.add("output_mismatch", sev, f"{s.counts.output_mismatch} of {s.counts.ok} ok "
+              f"request(s) ({share:.1%}, above {limit:.0%}) got an answer of another length "
+              "than asked (fewer tokens despite ignore_eos, or a usage count disagreeing with "
+              "the stream): a proxy or the server cut max_tokens, so the work measured is "
+              "not the workload's (its E2E and interactivity are not comparable)")
+
+
 def assess_run(
     run: RunData, *, rules: Rules = DEFAULT_RULES, summary: RunSummary | None = None
 ) -> Validity:
@@ -206,6 +254,7 @@ def assess_run(
     _workers(run, found, rules)
     _server_model(summary, found, rules)
     _cache(summary, found, rules)
+    _lengths(summary, found, rules)
     if run.incomplete:
         found.add("run_incomplete", "caveat", "the run did not finish normally: "
                   + "; ".join(run.reasons))

@@ -52,7 +52,9 @@ def _failures(levels: Sequence[Level], max_share: float) -> list[str]:
             if c.failure_share is not None and c.failure_share > max_share:
                 out.append(f"at {lv.load.label}, {c.failure_share:.0%} of {arm}'s requests "
                            f"failed or were incomplete ({c.error} error, {c.timeout} timeout, "
-                           f"{c.incomplete} incomplete), so it fails every SLO tier")
+                           f"{c.incomplete} incomplete), so it fails every SLO tier"
+                           + (" (but for requests cut by the drain while on pace)"
+                              if c.incomplete else ""))
     return out
 
 

@@ -9,6 +9,7 @@ from analysis.metrics._derived import (
     record_latencies,
 )
 from analysis.metrics._measure import (
+    claimed_acceptance,
     measure,
 )
 from analysis.metrics._samples import (
@@ -54,6 +55,7 @@ __all__ = [
     "TIER_QUANTILE",
     "bootstrap_quantiles",
     "bootstrap_sums",
+    "claimed_acceptance",
     "clusters_of",
     "column_latencies",
     "distribution",

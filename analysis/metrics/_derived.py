@@ -49,7 +49,8 @@ def decode_time(first: _T, last: _T) -> _T:
 
 @dataclass(frozen=True)
 class Latencies:
-    """Derived values of every record, NaN where undefined (TPOT: < 2 tokens)."""
+    """Derived values of every record, NaN where undefined (TPOT: < 2 tokens, or every
+    token in one read: a decode time of 0 measures no rate, it is not an infinite one)."""
 
     ttft: np.ndarray
     ttft_due: np.ndarray
@@ -62,7 +63,7 @@ def column_latencies(r: RequestColumns) -> Latencies:
     """Derived values of all records of a run."""
     dt = decode_time(r.first_token_s, r.last_token_s)
     with np.errstate(divide="ignore", invalid="ignore"):
-        tpot = np.where(r.output_tokens >= 2, dt / (r.output_tokens - 1), np.nan)
+        tpot = np.where((r.output_tokens >= 2) & (dt > 0), dt / (r.output_tokens - 1), np.nan)
     return Latencies(
         ttft=ttft(r.first_token_s, r.sent_s), ttft_due=ttft_due(r.first_token_s, r.due_s),
         e2e=e2e(r.last_token_s, r.sent_s), decode_time=dt, tpot=tpot,
@@ -90,5 +91,5 @@ def record_latencies(rec: RecordDict) -> RecordLatencies:
         ttft_due=ttft_due(first, rec["due_s"]) if first is not None else None,
         e2e=e2e(last, sent) if last is not None else None,
         decode_time=dt,
-        tpot=dt / (n - 1) if dt is not None and n >= 2 else None,
+        tpot=dt / (n - 1) if dt is not None and dt > 0 and n >= 2 else None,
     )

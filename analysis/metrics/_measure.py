@@ -20,7 +20,7 @@ from analysis.metrics._samples import Samples
 from analysis.read import RunData, counter_delta, steady_window
 from analysis.schema import RequestColumns, level_of
 
-__all__ = ["COUNTERS", "measure"]
+__all__ = ["CLAIMED_ACCEPTANCE_KEYS", "COUNTERS", "claimed_acceptance", "measure"]
 
 COUNTERS = (
     "prefix_cache_hits_total", "prefix_cache_queries_total",
@@ -29,6 +29,21 @@ COUNTERS = (
     "vllm_sim:engine_step_actual_seconds_total", "vllm_sim:engine_step_model_seconds_total",
 )
 """Server counters whose deltas over the window are kept."""
+
+
+CLAIMED_ACCEPTANCE_KEYS = ("sim_acceptance_length", "claimed_acceptance_length")
+"""Top-level ``/server_info`` keys holding a claimed mean acceptance length (the
+simulator writes the first, from its profile; real vLLM claims none)."""
+
+
+def claimed_acceptance(server_info: dict[str, object]) -> float | None:
+    """The speculative acceptance length the server claims, shown beside the measured
+    one (a claim is never used as a measurement)."""
+    for key in CLAIMED_ACCEPTANCE_KEYS:
+        v = server_info.get(key)
+        if isinstance(v, int | float) and not isinstance(v, bool) and v > 0:
+            return float(v)
+    return None
 
 
 def _uncached_prompt(r: RequestColumns, idx: np.ndarray) -> np.ndarray:
@@ -76,6 +91,28 @@ def _tokens_in_window(
     p_in = np.flatnonzero((r.first_token_s >= start) & (r.first_token_s < end))
     u_pre = np.bincount(user_code[p_in], weights=_uncached_prompt(r, p_in), minlength=n_users)
     return u_dec, u_out, u_pre
+
+
+def _cut_rate(r: RequestColumns, ran_until: np.ndarray) -> np.ndarray:
+    """The decode pace an incomplete request kept until it was cut: tokens after the
+    first over first token to the cut (NaN for other requests or without a token)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.maximum(r.output_tokens - 1, 0) / (ran_until - r.first_token_s)
+    out: np.ndarray = np.where((r.status == "incomplete") & np.isfinite(r.first_token_s)
+                               & (ran_until > r.first_token_s), rate, np.nan)
+    return out
+
+
+def _output_mismatch(r: RequestColumns, idx: np.ndarray) -> int:
+    """Requests of ``idx`` whose length is not the one asked for (``ignore_eos``: an
+    answer is exactly that long), or whose streamed tokens outnumber the usage count
+    (text-only streams count chunks, which may be fewer, never more)."""
+    cum = np.concatenate([[0], np.cumsum(r.chunk_tokens, dtype=np.int64)])
+    streamed = cum[r.chunk_offsets[1:]] - cum[r.chunk_offsets[:-1]]
+    has_chunks = np.diff(r.chunk_offsets) > 0
+    bad = (r.output_tokens[idx] != r.output_tokens_asked[idx]) \
+        | (has_chunks[idx] & (streamed[idx] > r.output_tokens[idx]))
+    return int(bad.sum())
 
 
 def _itl(
@@ -141,7 +178,7 @@ def measure(run: RunData) -> Samples:
     put("tpot", lat.tpot[decoding], user_code[decoding])
     timed = in_win & (r.status != "lost")  # a lost request's send time is not known
     put("schedule_lag", (r.sent_s - r.due_s)[timed], user_code[timed])
-    multi = decoding & (r.output_tokens >= 2) & np.isfinite(lat.decode_time)
+    multi = decoding & (r.output_tokens >= 2) & (lat.decode_time > 0)  # NaN-safe
     tok = np.bincount(user_code[multi], weights=r.output_tokens[multi] - 1, minlength=n_users)
     dt = np.bincount(user_code[multi], weights=lat.decode_time[multi], minlength=n_users)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -192,14 +229,17 @@ def measure(run: RunData) -> Samples:
         user_decode_tokens=u_dec, user_output_tokens=u_out, user_prefill_tokens=u_pre,
         req_status=r.status[win_idx], req_error_kind=r.error_kind[win_idx],
         req_user=user_code[win_idx], req_ttft_due=lat.ttft_due[win_idx],
-        req_tpot=lat.tpot[win_idx], total_records=len(r),
-        output_mismatch=int((r.output_tokens[ok_win] != r.output_tokens_asked[ok_win]).sum()),
+        req_tpot=lat.tpot[win_idx], req_output=r.output_tokens[win_idx],
+        req_asked=r.output_tokens_asked[win_idx],
+        req_cut_rate=_cut_rate(r, ran_until)[win_idx], total_records=len(r),
+        output_mismatch=_output_mismatch(r, ok_win),
         prompt_mismatch=int(((r.prompt_tokens_server[ok_win] >= 0)
                              & (r.prompt_tokens_server[ok_win] != r.prompt_tokens[ok_win])).sum()),
         prompt_tokens=int(r.prompt_tokens[win_idx].sum()),
         expected_cached=int(expected[expected >= 0].sum()) if (expected >= 0).any() else None,
         reported_cached=int(cached[cached >= 0].sum()) if (cached >= 0).any() else None,
         counters=counters, half_counters=halves, chunks_after_first=later,
+        claimed_acceptance=claimed_acceptance(man.server_info or {}),
         chunks_same_read=same,
     )
 

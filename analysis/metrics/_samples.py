@@ -52,6 +52,13 @@ class Samples:
     req_user: np.ndarray
     req_ttft_due: np.ndarray
     req_tpot: np.ndarray
+    req_output: np.ndarray
+    """Output tokens received (of record) per request sent in the window..."""
+    req_asked: np.ndarray
+    """...and asked for."""
+    req_cut_rate: np.ndarray
+    """Incomplete requests: tokens after the first over first token to the cut (the
+    pace they kept until the drain ended; a stalled stream is slow); NaN otherwise."""
     total_records: int
     output_mismatch: int
     prompt_mismatch: int
@@ -62,6 +69,8 @@ class Samples:
     """Server counter deltas over the window (summed over pooled runs)."""
     half_counters: list[dict[str, float | None]]
     """The same deltas over the first and the second half of the window."""
+    claimed_acceptance: float | None = None
+    """The speculative acceptance length the server (or simulator profile) claims."""
     chunks_after_first: int = 0
     """Chunks of ok requests in the window after each request's first chunk..."""
     chunks_same_read: int = 0
@@ -120,6 +129,8 @@ def pool(parts: list[Samples]) -> Samples:
         req_status=cat("req_status"), req_error_kind=cat("req_error_kind"),
         req_user=shifted([p.req_user for p in parts], offsets),
         req_ttft_due=cat("req_ttft_due"), req_tpot=cat("req_tpot"),
+        req_output=cat("req_output"), req_asked=cat("req_asked"),
+        req_cut_rate=cat("req_cut_rate"),
         total_records=sum(p.total_records for p in parts),
         output_mismatch=sum(p.output_mismatch for p in parts),
         prompt_mismatch=sum(p.prompt_mismatch for p in parts),
@@ -128,6 +139,8 @@ def pool(parts: list[Samples]) -> Samples:
         counters=_sum_counters([p.counters for p in parts]),
         half_counters=[_sum_counters([p.half_counters[i] for p in parts])
                        for i in range(min(len(p.half_counters) for p in parts))],
+        claimed_acceptance=first.claimed_acceptance
+        if len({p.claimed_acceptance for p in parts}) == 1 else None,
         chunks_after_first=sum(p.chunks_after_first for p in parts),
         chunks_same_read=sum(p.chunks_same_read for p in parts),
     )

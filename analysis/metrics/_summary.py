@@ -48,7 +48,16 @@ class RequestCounts(_Model):
     failure_share: float | None = None
     """(errors + timeouts + incomplete + lost) / (requests sent in the window - cancelled)."""
     output_mismatch: int = 0
-    """ok requests whose output token count differs from the one asked for."""
+    """ok requests whose output token count differs from the one asked for (the
+    client sends ``ignore_eos``: every answer should be exactly that long), or whose
+    streamed tokens outnumber the usage count."""
+    cut_received: int = 0
+    """Output tokens the incomplete requests had received when the drain ended..."""
+    cut_asked: int = 0
+    """...of the tokens they asked for (how far they got)."""
+    no_interactivity: int = 0
+    """ok requests whose interactivity was not measured (fewer than 2 output tokens,
+    or every token in one read): left out of the interactivity shares and floors."""
     prompt_mismatch: int = 0
     """ok requests whose server-reported prompt tokens differ from the workload's
     (chat mode: the template's tokens are counted in; a prompt shorter than them
@@ -61,14 +70,21 @@ class Goodput(_Model):
 
     tier: SloTier
     requests: float | None
-    """Share of requests that met both limits."""
+    """Share of requests that met both limits (of those with an interactivity)."""
     users: float | None
     """Share of users whose interactivity met the floor and of whose requests at
     least 90% met the TTFT ceiling."""
     ttft_share: float | None = None
     """Share of requests whose TTFT from schedule met the ceiling."""
     fast_share: float | None = None
-    """Share of requests whose interactivity (1/TPOT) met the floor."""
+    """Share of requests whose interactivity (1/TPOT) met the floor, over the requests
+    with an interactivity to judge (``unrated`` left out)."""
+    censored: int = 0
+    """Requests cut by the drain while on pace for this tier (first token within the
+    ceiling, tokens so far at >= the floor): left out of its shares, not misses."""
+    unrated: int = 0
+    """Requests left out of ``fast_share`` and ``requests``: ok but with no measured
+    interactivity (< 2 output tokens, or every token in one read)."""
     failure_share: float | None = None
     meets: bool = False
     """failure share <= the maximum, and at least 90% of requests met each limit
@@ -98,6 +114,8 @@ class Speculation(_Model):
     accepted_tokens: float | None
     acceptance_length: float | None
     """1 + accepted / drafts over the window, measured; None without counters."""
+    claimed_acceptance_length: float | None = None
+    """What the server or simulator profile claims (``/server_info``), for comparison."""
 
 
 class RunSummary(_Model):
@@ -183,6 +201,9 @@ def _counts(s: Samples) -> RequestCounts:
         incomplete_rate=share(per["incomplete"], n),
         failure_share=share(fails, n - per["cancelled"]), output_mismatch=s.output_mismatch,
         prompt_mismatch=s.prompt_mismatch,
+        no_interactivity=int(((status == "ok") & ~(s.req_tpot > 0)).sum()),
+        cut_received=int(s.req_output[status == "incomplete"].sum()),
+        cut_asked=int(s.req_asked[status == "incomplete"].sum()),
     )
 
 
@@ -192,17 +213,22 @@ def _goodput(s: Samples, tier: SloTier, shares: TierShares, max_failure: float) 
         return Goodput(tier=tier, requests=None, users=None)
     ones = np.ones((1, len(shares.sent)))
     fail, ttft_ok, fast = (float(x[0]) for x in shares.replicate(ones))
-    meets_both = float(shares.both.sum() / shares.sent.sum())
+    meets_both = share(float(shares.both.sum()), float(shares.rated.sum()))
     user_rate = np.full(s.n_users, np.nan)
     user_rate[s.groups["interactivity_user"]] = s.values["interactivity_user"]
-    present = shares.sent > 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        user_ok = present & (np.isnan(user_rate) | (user_rate >= tier.floor_tok_s)) \
-            & (shares.ttft_ok / shares.sent >= 0.9)
+        ttft_user = shares.ttft_ok / shares.sent >= 0.9
+        # a user with no measured rate is a miss when it failed requests or the TTFT
+        # ceiling; one whose every answer was too short to rate and that met the ceiling
+        # has no interactivity to judge: left out, never counted as fast
+        present = (shares.sent > 0) & (~np.isnan(user_rate) | (shares.failed > 0)
+                                       | ~ttft_user)
+        user_ok = present & (user_rate >= tier.floor_tok_s) & ttft_user
     return Goodput(
-        tier=tier, requests=meets_both, users=float(user_ok.sum() / present.sum()),
-        ttft_share=ttft_ok, fast_share=fast, failure_share=fail,
-        meets=bool(meets(fail, ttft_ok, fast, max_failure)),
+        tier=tier, requests=meets_both, users=share(float(user_ok.sum()), float(present.sum())),
+        ttft_share=ttft_ok, fast_share=fast if np.isfinite(fast) else None, failure_share=fail,
+        meets=bool(meets(fail, ttft_ok, fast, max_failure)), unrated=shares.unrated,
+        censored=shares.censored,
     )
 
 
@@ -271,6 +297,7 @@ def summarize(
             accepted_tokens=accepted,
             acceptance_length=(1.0 + accepted / drafts)
             if drafts and accepted is not None and drafts > 0 else None,
+            claimed_acceptance_length=s.claimed_acceptance,
         ),
         itl_reads=dist("itl_reads", "s"),
         chunks_same_read_share=share(s.chunks_same_read, s.chunks_after_first),

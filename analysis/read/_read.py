@@ -46,9 +46,19 @@ class MetricSeries:
 
     t_s: np.ndarray
     values: dict[str, np.ndarray]
+    replica: np.ndarray | None = None
+    """Which replica each scrape came from (None: all from one server). Counters of
+    different replicas are never differenced against each other: use :meth:`split`."""
 
     def get(self, name: str) -> np.ndarray | None:
         return self.values.get(name.removeprefix("vllm:"))
+
+    def split(self) -> list[MetricSeries]:
+        """One series per replica (just this one for a single server)."""
+        if self.replica is None:
+            return [self]
+        return [MetricSeries(self.t_s[m], {k: v[m] for k, v in self.values.items()})
+                for m in (self.replica == k for k in np.unique(self.replica))]
 
 
 @dataclass(frozen=True)
@@ -164,7 +174,10 @@ def _read_metrics(path: Path) -> tuple[MetricSeries, str | None]:
             dtype=np.float64,
         )
     order = np.argsort(t, kind="stable")
-    return MetricSeries(t[order], {k: v[order] for k, v in values.items()}), truncated
+    rep = np.array([s.replica for s in samples], dtype=np.int64)
+    replica = rep[order] if rep.size and rep.max() > 0 else None
+    return MetricSeries(t[order], {k: v[order] for k, v in values.items()},
+                        replica), truncated
 
 
 def read_manifest(path: Path) -> RunManifest:

@@ -23,7 +23,12 @@ def steady_window(run: RunData) -> tuple[float, float] | None:
 
 def counter_delta(metrics: MetricSeries, name: str, start: float, end: float) -> float | None:
     """Increase of a server counter over [start, end], linearly interpolated
-    between scrapes; None when the counter is absent or not scraped twice."""
+    between scrapes; None when the counter is absent or not scraped twice. A fleet's
+    is the sum of its replicas' (each counts only what it served)."""
+    if metrics.replica is not None:
+        parts = [counter_delta(one, name, start, end) for one in metrics.split()]
+        found = [p for p in parts if p is not None]
+        return float(sum(found)) if found else None
     v = metrics.get(name)
     if v is None:
         return None

@@ -30,14 +30,14 @@ SEARCH_FILE = "search.json"
 
 
 def _bracket(lo: object, hi: object) -> str:
-    """[largest met, smallest failed] as text; an open side says so."""
+    """[largest met, first failed] as text; an open side says so."""
     if lo is None and hi is None:
         return "n/a"
     if hi is None:
-        return f"{lo} \u2013 (none failed)"
+        return f"met up to {lo} – (none failed)"
     if lo is None:
-        return f"(none met) \u2013 {hi}"
-    return f"{lo} \u2013 {hi}"
+        return f"(none met) – failed at {hi}"
+    return f"met at {lo} – failed at {hi}"
 
 
 def _search_section(data: Any) -> dict[str, Any]:
@@ -51,10 +51,11 @@ def _search_section(data: Any) -> dict[str, Any]:
                      "; ".join(f"{e.get('users')}: {e.get('verdict')}" for e in runs)])
     return {
         "title": "SLO search",
-        "intro": data.get("summary", "Largest user count meeting each tier, found by "
-                          "bracketing and bisection over short runs."),
-        "table": {"columns": ["arm", "tier", "largest load meeting the tier", "bracket",
-                              "how", "evidence (load: verdict)"], "rows": rows},
+        "intro": data.get("summary", "Per arm, the measured user counts each tier's capacity "
+                          "lies between, found by doubling and bisection over short runs."),
+        "table": {"columns": ["arm", "tier", "capacity (measured bracket)", "probes",
+                              "how the search ended", "evidence (load: verdict)"],
+                  "rows": rows},
     }
 
 

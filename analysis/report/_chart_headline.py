@@ -2,8 +2,12 @@
 
 One line per arm (or per history entry and arm) with its 95% interval as a
 band; each SLO tier's interactivity floor and TTFT ceiling drawn and labelled,
-so the reader sees where each arm crosses each tier. Levels are placed by
-their number (a log axis when they span a wide range), never as text.
+so the reader sees where each arm crosses each tier. On each floor, each arm's
+capacity bracket is marked at the measured levels it comes from (filled circle:
+the largest level up to which every level met the tier; cross: the first level
+that failed; joined by a bar), the same rows the capacity table prints, so chart
+and table cannot disagree. Levels are placed by their number (a log axis when
+they span a wide range), never as text.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from analysis.judge import CapacityRow
 from analysis.metrics import RunSummary
 from analysis.report._chart_base import axis_label, color, figure, legend_outside, render, safe
 from analysis.report._format import time_unit
@@ -22,7 +27,7 @@ from analysis.schema import LoadLevel, SloTier
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-__all__ = ["Series", "headline_chart"]
+__all__ = ["Series", "capacity_marks", "headline_chart"]
 
 
 @dataclass(frozen=True)
@@ -33,8 +38,11 @@ class Series:
     summaries: list[RunSummary]
     color_index: int
     dashed: bool = False
+    marker: str = "o"
     loads: list[LoadLevel] | None = None
     """The load of each summary; None: its users."""
+    capacity: tuple[CapacityRow, ...] = ()
+    """This line's capacity rows (one per tier), marked on the tier floors."""
 
     def points(self) -> list[tuple[LoadLevel, RunSummary]]:
         loads = self.loads or [LoadLevel(value=float(s.users)) for s in self.summaries]
@@ -88,12 +96,50 @@ def _plot(ax: Axes, series: Sequence[Series], metric: str, scale: float) -> None
         if not len(x):
             continue
         c = color(s.color_index)
-        ax.plot(x, y * scale, marker="o", markersize=4, color=c, label=safe(s.name),
+        ax.plot(x, y * scale, marker=s.marker, markersize=4, color=c, label=safe(s.name),
                 linestyle="--" if s.dashed else "-", zorder=3)
         band = np.isfinite(lo) & np.isfinite(hi)
         if band.any():
             ax.fill_between(x[band], lo[band] * scale, hi[band] * scale, color=c, alpha=0.15,
                             linewidth=0, zorder=2)
+
+
+def capacity_marks(series: Sequence[Series], tiers: Sequence[SloTier]
+                   ) -> list[tuple[int, int, float | None, float | None]]:
+    """(series index, tier index, passed level, failed level) per marked bracket: what
+    the chart draws, taken from the series' capacity rows unchanged."""
+    order = {t: k for k, t in enumerate(tiers)}
+    return [(i, order[r.tier], r.bracket.passed, r.bracket.failed)
+            for i, s in enumerate(series) for r in s.capacity if r.tier in order]
+
+
+def _mark_brackets(ax: Axes, series: Sequence[Series], tiers: Sequence[SloTier],
+                   off: list[str]) -> None:
+    from matplotlib.transforms import blended_transform_factory, offset_copy
+
+    drawn_floor = {t.floor_tok_s for t in tiers
+                   if f"tier floor {t.floor_tok_s:g} tok/s/user" not in off}
+    per_floor: dict[float, int] = {}
+    for i, k, lo, hi in capacity_marks(series, tiers):
+        floor = tiers[k].floor_tok_s
+        n = per_floor.get(floor, 0)
+        per_floor[floor] = n + 1
+        base = (ax.transData if floor in drawn_floor
+                else blended_transform_factory(ax.transData, ax.transAxes))
+        y = floor if floor in drawn_floor else 0.97
+        tr = offset_copy(base, fig=ax.get_figure(root=True), x=0, y=-4.0 * (n + 1),
+                         units="points")
+        c = color(series[i].color_index)
+        gid = f"ar-cap-{i}-{k}"
+        if lo is not None and hi is not None:
+            ax.plot([lo, hi], [y, y], color=c, linewidth=2.2, alpha=0.7, transform=tr,
+                    zorder=4, gid=f"{gid}-bar", solid_capstyle="butt")
+        if lo is not None:
+            ax.plot([lo], [y], marker="o", markersize=5, color=c, linestyle="none",
+                    transform=tr, zorder=5, gid=f"{gid}-pass-{lo:g}")
+        if hi is not None:
+            ax.plot([hi], [y], marker="x", markersize=6, markeredgewidth=1.6, color=c,
+                    linestyle="none", transform=tr, zorder=5, gid=f"{gid}-fail-{hi:g}")
 
 
 def _off_note(off: list[str]) -> str:
@@ -108,6 +154,7 @@ def headline_chart(series: Sequence[Series], tiers: Sequence[SloTier]) -> str:
     _plot(ax2, series, "ttft_due", scale)
     floors = sorted({t.floor_tok_s for t in tiers})
     off1 = _limit_lines(ax1, floors, [f"tier floor {f:g} tok/s/user" for f in floors], "--")
+    _mark_brackets(ax1, series, tiers, off1)
     ceilings = sorted({t.ttft_s for t in tiers})
     off2 = _limit_lines(ax2, [c * scale for c in ceilings],
                         [f"tier ceiling TTFT {c:g} s" for c in ceilings], ":")
@@ -116,8 +163,11 @@ def headline_chart(series: Sequence[Series], tiers: Sequence[SloTier]) -> str:
     for ax in (ax1, ax2):
         _x_axis(ax, levels, axis_label({load.kind for load in loads}))
     ax1.set_ylabel("P90 interactivity (tok/s/user)")
+    marked = any(s.capacity for s in series)
     ax1.set_title("P90 interactivity vs load (higher is better; band: 95% interval; "
-                  "dashed: SLO floors)" + _off_note(off1))
+                  "dashed: SLO floors" + ("; on each floor, capacity bracket: o met, "
+                                          "x first failed" if marked else "") + ")"
+                  + _off_note(off1))
     ax2.set_ylabel(f"P90 TTFT from schedule ({unit})")
     ax2.set_title("P90 TTFT from schedule vs load (lower is better; dotted: SLO ceilings)"
                   + _off_note(off2))

@@ -60,6 +60,17 @@ def curve_chart(arms: Sequence[ArmLevels], capacity: Sequence[CapacityRow]) -> s
         for xi, yi, ui in pts:
             ax.annotate(ui, (xi, yi), textcoords="offset points", xytext=(4, 4),
                         fontsize=7, color=color(i))
+    tiers = list(dict.fromkeys(r.tier for r in capacity))
+    for i, a in enumerate(arms):  # each tier's passing level: where the table reads per GPU
+        at = {load.value: s for load, s in a.points()}
+        for r in capacity:
+            s = at.get(r.bracket.passed) if r.arm == a.arm and r.bracket.passed else None
+            tput = None if s is None else (s.decode_tok_s_per_gpu if per_gpu else s.decode_tok_s)
+            if s is None or s.interactivity.p90 is None or tput is None:
+                continue
+            ax.plot([s.interactivity.p90], [tput], marker="o", markersize=11, linestyle="none",
+                    markerfacecolor="none", markeredgecolor=color(i), markeredgewidth=1.2,
+                    gid=f"ar-curve-cap-{i}-{tiers.index(r.tier)}-pass-{r.bracket.passed:g}")
     for f in sorted({r.tier.floor_tok_s for r in capacity}):
         ax.axvline(f, color="0.4", linestyle="--", linewidth=0.8)
         ax.annotate(f"floor {f:g}", xy=(f, 1.0), xycoords=("data", "axes fraction"),
@@ -67,7 +78,8 @@ def curve_chart(arms: Sequence[ArmLevels], capacity: Sequence[CapacityRow]) -> s
                     fontsize=7, color="0.25", rotation=90)
     ax.set_xlabel("P90 interactivity (tok/s/user, 1 / P90 TPOT): higher is faster per user")
     ax.set_ylabel("decode throughput " + ("per GPU (tok/s/GPU)" if per_gpu else "(tok/s)"))
-    ax.set_title("Throughput vs interactivity (dashed: SLO floors; point labels: load)")
+    ax.set_title("Throughput vs interactivity (dashed: SLO floors; point labels: load; "
+                 "rings: each tier's passing level, as in the capacity table)")
     legend_outside(ax, fontsize=8)
     return render(fig)
 
@@ -176,17 +188,19 @@ def timeseries_chart(arms: Sequence[ArmLevels]) -> str:
         if w is not None:
             for ax in (ax1, ax2, ax3):
                 ax.axvspan(w[0], w[1], color=color(i), alpha=0.03)
-        ms = run.metrics
-        kv = ms.get("kv_cache_usage_perc")
-        if kv is not None:
-            scale = 100.0 if np.nanmax(kv, initial=0.0) <= 1.0 else 1.0
-            ax2.plot(ms.t_s, kv * scale, label=legend, **style)  # type: ignore[arg-type]
-        hits, queries = ms.get("prefix_cache_hits_total"), ms.get("prefix_cache_queries_total")
-        if hits is not None and queries is not None and len(ms.t_s) > 1:
-            dh, dq = np.diff(hits), np.diff(queries)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                rate = np.where(dq > 0, dh / dq * 100.0, np.nan)
-            ax3.plot(ms.t_s[1:], rate, label=legend, **style)  # type: ignore[arg-type]
+        for k, ms in enumerate(run.metrics.split()):  # a fleet: one line per replica
+            shown = legend if k == 0 else None
+            kv = ms.get("kv_cache_usage_perc")
+            if kv is not None:
+                scale = 100.0 if np.nanmax(kv, initial=0.0) <= 1.0 else 1.0
+                ax2.plot(ms.t_s, kv * scale, label=shown, **style)  # type: ignore[arg-type]
+            hits = ms.get("prefix_cache_hits_total")
+            queries = ms.get("prefix_cache_queries_total")
+            if hits is not None and queries is not None and len(ms.t_s) > 1:
+                dh, dq = np.diff(hits), np.diff(queries)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    rate = np.where(dq > 0, dh / dq * 100.0, np.nan)
+                ax3.plot(ms.t_s[1:], rate, label=shown, **style)  # type: ignore[arg-type]
     ax1.set_ylabel("output tok/s")
     ax1.set_title("Output tokens received per second (shaded: steady window)")
     ax2.set_ylabel("KV cache usage (%)")

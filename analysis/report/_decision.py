@@ -29,7 +29,8 @@ __all__ = [
 
 SUMMARY_METRICS: tuple[tuple[str, str, str, str], ...] = (
     ("interactivity.p90", "P90 interactivity", "tok/s/user", "higher is better"),
-    ("ttft.p90", "P90 TTFT", "s", "lower is better"),
+    ("ttft_due.p90", "P90 TTFT from schedule", "ms",
+     "lower is better; from when the request was due, as the SLO tiers and charts use it"),
     ("decode_tok_s_per_gpu", "decode tok/s per GPU", "tok/s/GPU", "higher is better"),
     ("failure_share", "failure share", "of requests sent", "errors + timeouts + incomplete"),
 )
@@ -114,25 +115,30 @@ def summary_view(c: Comparison) -> dict[str, Any]:
     return {"columns": [(t, u, n) for _k, t, u, n in SUMMARY_METRICS], "rows": rows}
 
 
-def _users_text(row: Any) -> str:
-    if row.users is None:
-        return "none"
-    prefix = "\u2265 " if row.how == "at least" else ""
-    return prefix + fmt_num(row.users, 1)
+def _how(row: Any) -> str:
+    """Which measured levels the bracket comes from."""
+    b = row.bracket
+    if b.kind == "at least":
+        text = f"met at every level measured, up to {b.passed:g}"
+    elif b.kind == "below":
+        text = f"failed already at the smallest level, {b.failed:g}"
+    else:
+        below = " and every level below" if min(row.levels) < b.passed else ""
+        text = f"met at {b.passed:g}{below}, failed at {b.failed:g}"
+    return text + str(b.note())
 
 
 def capacity_view(c: Comparison) -> dict[str, Any]:
-    """One row per tier: each arm's capacity (with interval and how), then the arms' ratio."""
+    """One row per tier: each arm's capacity bracket (the measured levels it lies
+    between), then the arms' capacity ratio as far as the brackets bound it."""
     tiers: dict[str, dict[str, Any]] = {}
     unit = "users"
     for r in c.capacity:
-        kind = getattr(r, "load_kind", "users")
-        unit = {"rate": "sessions/s", "timestamps": "time scale"}.get(kind, "users")
+        unit = {"rate": "sessions/s", "timestamps": "time scale"}.get(r.load_kind, "users")
         t = tiers.setdefault(r.tier.label, {"tier": r.tier.label, "arms": {}})
         t["arms"][r.arm] = {
-            "users": _users_text(r),
-            "ci": "" if r.how == "at least" else fmt_ci(getattr(r, "ci", None), "num"),
-            "how": r.how, "per_gpu": fmt_num(r.users_per_gpu, 2),
+            "users": r.bracket.text(r.load_kind), "how": _how(r),
+            "per_gpu": fmt_num(r.users_per_gpu, 2),
             "decode": fmt_num(r.decode_tok_s_per_gpu, 1), "row": r,
         }
     rows = []
@@ -145,24 +151,13 @@ def capacity_view(c: Comparison) -> dict[str, Any]:
 
 
 def _capacity_ratio(base: Any, other: Any) -> dict[str, str]:
-    """The arms' capacity ratio as analysis computed it, else the point ratio (no interval)."""
+    """The ratio bracket analysis computed from the two arms' brackets."""
     if base is None or other is None:
         return _cell("")
-    b, o = base["row"], other["row"]
-    given = getattr(o, "ratio", None)
-    if b.users is None or o.users is None or b.users <= 0:
+    ratio = other["row"].ratio
+    if ratio is None:
         return _cell("n/a")
-    b_open, o_open = b.how == "at least", o.how == "at least"
-    if b_open and o_open:
-        return _cell("unknown", "both met the tier at every level measured")
-    value = given if given is not None else o.users / b.users
-    text = f"{value:.2f}x"
-    if o_open:
-        text = "\u2265 " + text
-    elif b_open:
-        text = "\u2264 " + text
-    ci = getattr(o, "ratio_ci", None)
-    return _cell(text, fmt_ci(ci, "x") if ci else "point ratio, no interval")
+    return _cell(ratio.text(), ratio.meaning())
 
 
 def validity_view(c: Comparison, runs: Sequence[RunData]) -> dict[str, Any]:
@@ -231,8 +226,7 @@ def verdict_text(c: Comparison) -> str:
             f"{inter + ' tok/s/user' if inter != 'n/a' else 'n/a'}, "
             f"P90 TTFT {dist_text(s.ttft, 'p90', 'ttft')}, failure share "
             f"{fmt_share(failure_share(s))}")
-    met = [f"{r.tier.label}: {_users_text(r)} {'users' if r.users != 1 else 'user'}"
-           for r in c.capacity if r.users is not None]
+    met = [f"{r.tier.label}: {r.bracket.text(r.load_kind)}" for r in c.capacity]
     text = "; ".join(parts) + "."
     if met:
         text += " Capacity: " + "; ".join(met) + "."

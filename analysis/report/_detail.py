@@ -53,20 +53,34 @@ def _count(attr: str) -> Callable[[RunSummary], str]:
     return get
 
 
+def _cut(s: RunSummary) -> str:
+    """How far the requests cut by the drain got: tokens received of those asked."""
+    c = s.counts
+    if not c.incomplete:
+        return "n/a"
+    return f"{c.cut_received:,} / {c.cut_asked:,}" + (
+        f" ({c.cut_received / c.cut_asked:.0%})" if c.cut_asked else "")
+
+
 _EXTRA: tuple[tuple[str, Callable[[RunSummary], str]], ...] = (
     ("prefix reuse expected (infinite cache)", lambda s: fmt_share(s.prefix.expected_share)),
     ("prefix reuse reported by server (usage)", lambda s: fmt_share(s.prefix.reported_share)),
     ("prefix reuse measured (hits/queries)", lambda s: fmt_share(s.prefix.measured_share)),
     ("speculative acceptance length (measured)",
      lambda s: fmt_num(s.speculation.acceptance_length, 2)),
+    ("speculative acceptance length (claimed by server/profile)",
+     lambda s: fmt_num(s.speculation.claimed_acceptance_length, 2)),
     ("requests sent in window", _count("in_window")),
     ("ok", _count("ok")),
     ("errors", _count("error")),
     ("timeouts", _count("timeout")),
     ("incomplete (still running when the drain ended)", _count("incomplete")),
     ("lost (on a lost --ray worker)", _count("lost")),
+    ("tokens the incomplete requests received / asked", lambda s: _cut(s)),
     ("failure share (errors + timeouts + incomplete)", lambda s: fmt_share(failure_share(s))),
     ("output length mismatches (ok requests)", _count("output_mismatch")),
+    ("no interactivity (ok, < 2 tokens or one read; out of interactivity shares)",
+     _count("no_interactivity")),
     ("prompt length mismatches (ok requests, server's count)", _count("prompt_mismatch")),
     ("steady window", lambda s: fmt_time(s.window_s, "window")),
     ("runs pooled", lambda s: str(len(s.runs))),
@@ -96,6 +110,10 @@ def level_rows(level: Level, arms: list[str], others: list[str]) -> list[dict[st
             [(fmt_share(level.arms[a].goodput[i].requests), "") for a in present])
         add(f"goodput{i}.users", f"goodput {g.tier.label}: users",
             [(fmt_share(level.arms[a].goodput[i].users), "") for a in present])
+        add(f"goodput{i}.left_out", f"goodput {g.tier.label}: left out (no interactivity; "
+            "cut by the drain on pace)",
+            [(f"{level.arms[a].goodput[i].unrated:,}; {level.arms[a].goodput[i].censored:,}",
+              "") for a in present])
     for label, fn in _EXTRA:
         add(label, label, [(fn(level.arms[a]), "") for a in present])
     return rows

@@ -1,9 +1,9 @@
 """Number formatting for reports: one unit per quantity, n/a for missing values.
 
 A quantity keeps its unit everywhere in a report (tables and charts alike):
-TTFT, E2E and session latency in seconds, TPOT, ITL and schedule lag in
-milliseconds, so that two cells of one quantity never need a unit conversion
-to be compared.
+E2E and session latency in seconds (they run to minutes), TTFT, TPOT, ITL and
+schedule lag in milliseconds (mostly sub-second), so that two cells of one
+quantity never need a unit conversion to be compared.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import math
 __all__ = ["TIME_UNITS", "fmt", "fmt_ci", "fmt_num", "fmt_share", "fmt_time", "time_unit"]
 
 TIME_UNITS: dict[str, tuple[str, float]] = {
-    "ttft": ("s", 1.0),
-    "ttft_due": ("s", 1.0),
+    "ttft": ("ms", 1000.0),
+    "ttft_due": ("ms", 1000.0),
     "e2e": ("s", 1.0),
     "session_latency": ("s", 1.0),
     "window": ("s", 1.0),

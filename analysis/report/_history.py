@@ -24,7 +24,6 @@ from analysis.report._decision import (
     validity_view,
     verdict_text,
 )
-from analysis.report._format import fmt_ci, fmt_num
 from analysis.report._report import _defang, _environment
 from analysis.schema import ResultError
 
@@ -93,30 +92,39 @@ def _summary_rows(entries: Sequence[HistoryEntry]) -> list[dict[str, Any]]:
 
 
 def _capacity(entries: Sequence[HistoryEntry]) -> dict[str, Any]:
+    """Each entry's capacity bracket per tier and arm, as measured (no interpolation)."""
     cols = [(e, arm) for e in entries for arm in e.comparison.arms]
     tiers: dict[str, dict[tuple[str, str], str]] = {}
     for e in entries:
         for r in e.comparison.capacity:
-            prefix = "\u2265 " if r.how == "at least" else ""
-            text = "none" if r.users is None else prefix + fmt_num(r.users, 1)
-            ci = "" if r.how == "at least" else fmt_ci(getattr(r, "ci", None), "num")
-            tiers.setdefault(r.tier.label, {})[(e.name, r.arm)] = (
-                f"{text} {ci}".strip() + f" ({r.how})")
+            tiers.setdefault(r.tier.label, {})[(e.name, r.arm)] = r.bracket.text(r.load_kind)
     return {"columns": [f"{e.name} / {a}" if a else e.name for e, a in cols],
             "rows": [(t, [cells.get((e.name, a), "not measured") for e, a in cols])
                      for t, cells in tiers.items()]}
 
 
-def _chart(entries: Sequence[HistoryEntry]) -> str:
-    series = []
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
+def history_series(entries: Sequence[HistoryEntry]) -> list[Series]:
+    """One line per (entry, arm), each its own colour; the arm's line style (baseline
+    solid) and the entry's marker tell them apart where colours repeat, so no line
+    hides another (colouring by entry drew an entry's arms alike)."""
+    series: list[Series] = []
     for i, e in enumerate(entries):
         for j, arm in enumerate(e.comparison.arms):
             levels = [lv for lv in e.comparison.levels if arm in lv.arms]
             series.append(Series(
-                name=f"{e.name} / {arm}" if arm else e.name, color_index=i, dashed=j > 0,
-                summaries=[lv.arms[arm] for lv in levels], loads=[lv.load for lv in levels]))
+                name=f"{e.name} / {arm}" if arm else e.name, color_index=len(series),
+                dashed=j > 0, marker=_MARKERS[i % len(_MARKERS)],
+                summaries=[lv.arms[arm] for lv in levels], loads=[lv.load for lv in levels],
+                capacity=tuple(r for r in e.comparison.capacity if r.arm == arm)))
+    return series
+
+
+def _chart(entries: Sequence[HistoryEntry]) -> str:
     tiers = list({t.name: t for e in entries for t in e.comparison.tiers}.values())
-    return headline_chart(series, tiers)
+    return headline_chart(history_series(entries), tiers)
 
 
 def render_history(entries: Sequence[HistoryEntry], *, mixed: bool = False,

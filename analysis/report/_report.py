@@ -31,6 +31,7 @@ from analysis.report._decision import (
 from analysis.report._detail import failures, flat_config, level_rows, workload_stats
 from analysis.report._format import fmt_num, fmt_share, fmt_time
 from analysis.report._method import method_rules
+from analysis.schema import level_of
 
 __all__ = ["METRIC_DEFINITIONS", "render_report"]
 
@@ -41,7 +42,8 @@ METRIC_DEFINITIONS: tuple[tuple[str, str], ...] = (
     ("TTFT from schedule", "first output token minus the time the request was due (includes "
      "client lag; guards against coordinated omission)"),
     ("E2E latency", "last token received minus request sent"),
-    ("TPOT", "(E2E - TTFT) / (output tokens - 1), per request with at least 2 output tokens"),
+    ("TPOT", "(E2E - TTFT) / (output tokens - 1), per request with at least 2 output tokens "
+     "not all in one read (otherwise unmeasured: no interactivity)"),
     ("ITL", "gaps between consecutive streamed tokens (a chunk of k tokens counts k tokens)"),
     ("interactivity (request)", "1 / TPOT, tokens/s for one user"),
     ("P90 interactivity", "the rate that 90% meet or beat: 1 / P90(TPOT), i.e. the slow tail"),
@@ -59,7 +61,8 @@ METRIC_DEFINITIONS: tuple[tuple[str, str], ...] = (
     ("prefix reuse", "expected (blocks seen before, infinite cache) vs measured "
      "(prefix_cache_hits / prefix_cache_queries deltas over the window)"),
     ("acceptance length", "1 + accepted / drafts from the spec_decode_* counter deltas: "
-     "measured, never assumed"),
+     "measured, never assumed; the length the server or simulator profile claims is shown "
+     "beside it"),
 )
 
 METHOD_NOTES: tuple[str, ...] = (
@@ -139,7 +142,8 @@ def report_context(
     detail: list[tuple[str, str]] = []
     if charts:
         headline = headline_chart(
-            [Series(name=a.arm or "run", summaries=a.summaries, color_index=i, loads=a.loads)
+            [Series(name=a.arm or "run", summaries=a.summaries, color_index=i, loads=a.loads,
+                    capacity=tuple(r for r in comparison.capacity if r.arm == a.arm))
              for i, a in enumerate(by_arm)], comparison.tiers)
         detail = _detail_charts(comparison, by_arm)
     levels = [
@@ -168,6 +172,7 @@ def report_context(
         "charts": detail,
         "runs": [r.manifest for r in runs],
         "run_state": {r.manifest.run_id: r for r in runs},
+        "run_level": {r.manifest.run_id: level_of(r.manifest).label for r in runs},
         "workload": base_run.manifest.workload,
         "load": base_run.manifest.load,
         "workload_stats": workload_stats(runs),

@@ -29,6 +29,7 @@ from analysis.schema._levels import (
 from analysis.schema._manifest_parts import (
     ClientHealth,
     Coverage,
+    Replica,
     ServerWatch,
     Severity,
     Validity,
@@ -89,6 +90,7 @@ __all__ = [
     "REQUIRED",
     "RESULT_FORMAT_VERSION",
     "RecordDict",
+    "Replica",
     "RequestColumns",
     "RequestRecord",
     "RequestStatus",

@@ -102,6 +102,7 @@ class RequestColumns:
     kind: np.ndarray
     phase: np.ndarray
     worker: np.ndarray
+    replica: np.ndarray
     status: np.ndarray
     error_kind: np.ndarray
     error_message: np.ndarray

@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ClientHealth", "Coverage", "ServerWatch", "Severity", "Validity", "ValidityReason",
-           "Verdict", "WorkerInfo"]
+__all__ = ["ClientHealth", "Coverage", "Replica", "ServerWatch", "Severity", "Validity",
+           "ValidityReason", "Verdict", "WorkerInfo"]
 
 Verdict = Literal["valid", "caveats", "invalid"]
 Severity = Literal["caveat", "invalid"]
@@ -34,6 +34,18 @@ class Coverage(_Model):
 
     lanes: int = Field(ge=0)
     lanes_done_before_window_end: int = Field(ge=0)
+
+
+class Replica(_Model):
+    """One server of a fleet measured as one target: what it said of itself before
+    the load (its replicas must agree; ``analysis.judge_fairness`` checks them)."""
+
+    target: str
+    """Base URL without credentials."""
+    model: str
+    server_info: dict[str, object] | None = None
+    """Its ``/server_info?config_format=json`` snapshot, if exposed."""
+    gpu_count: int | None = None
 
 
 class ServerWatch(_Model):

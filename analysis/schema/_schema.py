@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from analysis.schema._manifest_parts import (
     ClientHealth,
     Coverage,
+    Replica,
     ServerWatch,
     Validity,
     ValidityReason,
@@ -122,6 +123,9 @@ class RequestRecord(_Model):
     kind: str = "other"
     phase: Phase = "measure"
     worker: int = 0
+    replica: int = Field(default=0, ge=0)
+    """Which of the run's servers answered it: an index into ``RunManifest.replicas``
+    (0 for a run against one server)."""
     status: RequestStatus
     error_kind: str | None = None
     """An ``ErrorKind`` value or ``http_<code>``; None when ok or incomplete."""
@@ -181,6 +185,7 @@ class RecordDict(TypedDict):
     kind: str
     phase: Phase
     worker: int
+    replica: int
     status: RequestStatus
     error_kind: str | None
     error_message: str | None
@@ -205,6 +210,7 @@ class LoadSettings(_Model):
     """Everything about the load that two comparable runs must share."""
 
     users: int = Field(ge=0)
+    """Closed-loop users; 0 for open-loop and timestamp runs (see ``level_of``)."""
     duration_s: float = Field(gt=0)
     warmup_s: float = Field(ge=0)
     drain_s: float = Field(ge=0)
@@ -272,7 +278,12 @@ class RunManifest(_Model):
     label: str
     """Arm label (usually the decode backend)."""
     target: str
-    """Base URL without credentials."""
+    """Base URL without credentials (the first replica's when there are several)."""
+    replicas: list[Replica] = Field(default_factory=list)
+    """Every server of a fleet measured as one target (``run --target A --target B``),
+    in order (a record's ``replica`` indexes it); empty for a run against one server."""
+    routing: Literal["affinity", "round-robin"] | None = None
+    """How requests were spread over ``replicas`` (None: one server)."""
     model: str
     api: Literal["completions", "chat"] = "completions"
     server_info: dict[str, object] | None = None
@@ -324,3 +335,5 @@ class MetricSample(_Model):
 
     t_s: float
     values: dict[str, float]
+    replica: int = Field(default=0, ge=0)
+    """Which replica was scraped (``RunManifest.replicas``; 0 for one server)."""

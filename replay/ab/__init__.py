@@ -9,8 +9,6 @@ from replay.ab._driver import (
     Live,
     compare_arms,
     compare_launched,
-    preflight,
-    reset_prefix_cache,
     write_report,
 )
 from replay.ab._experiment import (
@@ -28,13 +26,16 @@ from replay.ab._order import (
     plan_runs,
     run_verdict,
 )
+from replay.ab._preflight import preflight, reset_prefix_cache
 from replay.ab._search import (
     SearchAnswer,
     SearchResult,
+    check_search_limits,
     next_probe,
     search_capacity,
     search_lines,
 )
+from replay.ab._state import missing_runs
 
 __all__ = [
     "DEMO_PROFILE",
@@ -47,11 +48,13 @@ __all__ = [
     "SearchAnswer",
     "SearchResult",
     "apply_experiment",
+    "check_search_limits",
     "compare_arms",
     "compare_launched",
     "demo_settings",
     "experiment_toml",
     "is_run_complete",
+    "missing_runs",
     "load_experiment",
     "is_run_reusable",
     "launch_groups",

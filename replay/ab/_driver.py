@@ -23,24 +23,15 @@ import os
 import shutil
 import signal
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import orjson
-
 from analysis import (
-    ClockInfo,
     Comparison,
-    FairnessVerdict,
-    LoadSettings,
     Rules,
-    RunManifest,
     Validity,
-    WorkloadRef,
     judge_fairness,
 )
 from replay.ab._options import CompareOptions
@@ -52,7 +43,15 @@ from replay.ab._order import (
     plan_runs,
     run_verdict,
 )
-from replay.client import ServerFacts, connect_url, make_session, probe_server
+from replay.ab._preflight import (
+    preflight,
+    probe_facts,
+    public_arms,
+    reset_prefix_cache,
+    stand_in,
+)
+from replay.ab._state import State, check_resume, missing_runs
+from replay.client import ServerFacts
 from replay.errors import ConfigError, TargetError
 from replay.load import ServerWatchHook, check_time_controls, run_load_sync
 from traces import read_header
@@ -61,7 +60,6 @@ __all__ = ["CompareResult", "Live", "compare_arms", "compare_launched",
            "preflight", "reset_prefix_cache", "write_report"]
 
 Live = Literal["rich", "plain", "quiet"]
-STATE_FILE = "comparison.json"
 _MAX_LABEL_BYTES = 100
 
 
@@ -76,72 +74,6 @@ class CompareResult:
     """The comparison's validity (its runs' merged, plus imbalance between arms)."""
 
 
-def _headers(api_key_env: str | None) -> dict[str, str]:
-    headers = {"Content-Type": "application/json"}
-    if api_key_env:
-        key = os.environ.get(api_key_env)
-        if not key:
-            raise ConfigError(f"--api-key-env {api_key_env}: that environment variable is not set")
-        headers["Authorization"] = f"Bearer {key}"
-    return headers
-
-
-async def _probe_all(arms: Sequence[tuple[str, str]], opts: CompareOptions) -> list[ServerFacts]:
-    headers = _headers(opts.api_key_env)
-    facts = []
-    async with make_session(8, connect_s=30.0) as session:
-        for _, url in arms:
-            hdr = dict(headers)
-            _, basic = connect_url(url)
-            if basic is not None and "Authorization" not in hdr:
-                hdr["Authorization"] = basic
-            facts.append(await probe_server(session, url, hdr, model=opts.model,
-                                            vocab_size=opts.vocab_size, block_size=None))
-    return facts
-
-
-def _stand_in(label: str, url: str, facts: ServerFacts, opts: CompareOptions) -> RunManifest:
-    """A manifest as a run would write it, before any load: fairness is judged on it."""
-    return RunManifest(
-        run_id=f"preflight-{label}", label=label, target=url, model=facts.model, api=opts.api,
-        server_info=facts.server_info, server_models=facts.models, gpu_count=facts.gpu_count,
-        simulated=facts.simulated, workload=WorkloadRef(fingerprint="same"),
-        load=LoadSettings(users=1, duration_s=opts.duration_s, warmup_s=opts.warmup_s,
-                          drain_s=opts.drain_s, seed=opts.seed, api=opts.api),
-        clock=ClockInfo(t0_wall="", t0_monotonic_ns=0), started_at="", tool_version="",
-    )
-
-
-def preflight(arms: Sequence[tuple[str, str]], opts: CompareOptions, *,
-              launch_commands: Sequence[Sequence[str]] | None = None) -> FairnessVerdict:
-    """Fetch every arm's ``/v1/models`` and ``/server_info`` and judge fairness before load.
-
-    Raises ``FairnessError`` (exit 2, naming the differing fields) unless the arms
-    differ only in the decode backend or ``allow_unfair`` is set. Launched arms pass
-    their command lines, which are diffed too.
-    """
-    facts = asyncio.run(_probe_all(arms, opts))
-    manifests = [_stand_in(label, url, f, opts)
-                 for (label, url), f in zip(arms, facts, strict=True)]
-    return judge_fairness(manifests, allow_unfair=opts.allow_unfair,
-                          require_config=len(arms) > 1, launch_commands=launch_commands)
-
-
-def reset_prefix_cache(url: str, api_key_env: str | None = None) -> bool:
-    """``POST /reset_prefix_cache``; True when the server did it (vLLM needs dev mode)."""
-    root, basic = connect_url(url)
-    headers = _headers(api_key_env)
-    if basic is not None and "Authorization" not in headers:
-        headers["Authorization"] = basic
-    req = urllib.request.Request(f"{root}/reset_prefix_cache", data=b"", method="POST",
-                                 headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return 200 <= resp.status < 300
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 def _settings(arms: Sequence[str], workload: str, opts: CompareOptions) -> dict[str, Any]:
     header = read_header(workload)
     if header.arrival != "closed" and opts.rates is None and opts.levels != (1,):
@@ -149,7 +81,8 @@ def _settings(arms: Sequence[str], workload: str, opts: CompareOptions) -> dict[
                           f"{header.arrival!r}), so users do not set its load; drop --users "
                           "(or give --rate for open-loop levels)")
     check_time_controls(opts, header.arrival, workload, rated=opts.rates is not None)
-    timing = {"time_scale": opts.time_scale, "start_s": opts.start_s, "slice_s": opts.slice_s}
+    timing = {"time_scale": opts.time_scale, "start_s": opts.start_s, "slice_s": opts.slice_s,
+              "routing": opts.routing}
     return {
         **{k: v for k, v in timing.items() if v != CompareOptions.model_fields[k].default},
         "arms": list(arms), "levels": list(opts.levels), "repeats": opts.repeats,
@@ -162,61 +95,13 @@ def _settings(arms: Sequence[str], workload: str, opts: CompareOptions) -> dict[
     }
 
 
-def _check_resume(out: Path, settings: dict[str, Any]) -> dict[str, Any]:
-    """The stored state of a previous attempt ({} if none); refuse other settings."""
-    path = out / STATE_FILE
-    if not path.exists():
-        return {}
-    try:
-        old = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        raise ConfigError(f"{path}: unreadable; remove it or use another --out") from None
-    before = old.get("settings", {})
-    diff = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
-    if diff and not old.get("runs"):
-        # No load was sent yet (the attempt failed while starting or probing): nothing
-        # can be mixed, so the corrected command starts afresh instead of being refused.
-        return {k: v for k, v in old.items() if k not in ("settings", "runs", "preflight")}
-    if diff:
-        shown = "; ".join(f"{k}: was {before.get(k)!r}, now {settings.get(k)!r}" for k in diff)
-        raise ConfigError(f"{path}: cannot resume with different settings ({shown}); "
-                          "rerun the original command or use another --out")
-    return dict(old)
-
-
-class _State:
-    """``comparison.json``: loaded on resume, rewritten after every run."""
-
-    def __init__(self, out: Path, settings: dict[str, Any], plan: Sequence[PlannedRun],
-                 arms: Mapping[str, str | None], mode: str) -> None:
-        self.path = out / STATE_FILE
-        self.data: dict[str, Any] = _check_resume(out, settings)
-        self.data.update(kind="agentreplay-comparison-state", settings=settings, mode=mode,
-                         arms=dict(arms),
-                         plan=[{"name": r.name, "arm": r.arm, "users": r.users,
-                                "repeat": r.repeat} for r in plan])
-        self.data.setdefault("runs", {})
-        self.save()
-
-    def record(self, run: PlannedRun, **fields: Any) -> None:
-        entry = self.data["runs"].setdefault(run.name, {"dir": f"runs/{run.name}"})
-        entry.update(fields)
-        self.save()
-
-    def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_bytes(orjson.dumps(self.data, option=orjson.OPT_INDENT_2))
-        tmp.replace(self.path)
-
-
 def _say(live: Live, text: str) -> None:
     if live != "quiet":
         print(f"agentreplay: {text}", file=sys.stderr, flush=True)
 
 
 def _execute(runs: Sequence[PlannedRun], url_of: Callable[[str], str], workload: str,
-             out: Path, opts: CompareOptions, state: _State, live: Live, total: int,
+             out: Path, opts: CompareOptions, state: State, live: Live, total: int,
              done_before: int, watch_of: Callable[[str], ServerWatchHook] | None = None) -> int:
     """Run (or skip, when complete and not stamped invalid) each planned run in order;
     returns runs seen. ``watch_of(arm)``: the launched server's watch, read by the run."""
@@ -257,13 +142,13 @@ def write_report(out: Path, *, allow_unfair: bool, seed: int = 0,
 
     runs = read_runs([out / "runs"])
     comparison = compare_runs(runs, allow_unfair=allow_unfair, seed=seed,
-                              rules=rules or Rules())
+                              rules=rules or Rules(), missing=missing_runs(out))
     for name, text in report_bundle(comparison, runs, extras=read_extras(out)).items():
         (out / name).write_text(text, encoding="utf-8")
     return out / "report.html", comparison
 
 
-def _finish(out: Path, state: _State, opts: CompareOptions, live: Live) -> CompareResult:
+def _finish(out: Path, state: State, opts: CompareOptions, live: Live) -> CompareResult:
     report, comparison = write_report(out, allow_unfair=opts.allow_unfair, seed=opts.seed,
                                       rules=opts.rules())
     state.data["report"] = report.name
@@ -325,21 +210,27 @@ def _check_arm_dirs(labels: Sequence[str]) -> None:
 
 def compare_arms(arms: Sequence[tuple[str, str]], workload: str | os.PathLike[str],
                  out: str | os.PathLike[str], opts: CompareOptions, *,
-                 live: Live = "quiet") -> CompareResult:
-    """Compare servers already running: preflight, A B B A runs, report (resumable)."""
+                 live: Live = "quiet",
+                 before_load: Callable[[], None] | None = None) -> CompareResult:
+    """Compare servers already running: preflight, A B B A runs, report (resumable).
+
+    ``before_load`` runs once the settings and servers passed their checks, before the
+    first run: warnings given there precede the load, and a refusal stays one line."""
     labels = [label for label, _ in arms]
     _check_arms(labels)
     path = os.fspath(workload)
     out_p = Path(out)
     settings = _settings(labels, path, opts)
     plan = plan_runs(labels, opts.levels, opts.repeats, rates=opts.rates)
-    _check_resume(out_p, settings)
+    check_resume(out_p, settings)
     verdict = preflight(arms, opts)
     if verdict.overridden:
         _say(live, f"WARNING: {verdict.sentence} (--allow-unfair)")
-    state = _State(out_p, settings, plan, dict(arms), "urls")
+    state = State(out_p, settings, plan, public_arms(arms), "urls")
     state.data["preflight"] = verdict.model_dump(mode="json")
     state.save()
+    if before_load is not None:
+        before_load()
     urls = dict(arms)
     _execute(plan, urls.__getitem__, path, out_p, opts, state, live, len(plan), 0)
     return _finish(out_p, state, opts, live)
@@ -353,7 +244,8 @@ def compare_launched(model: str, arms: Sequence[str], workload: str | os.PathLik
                      gpus_per_arm: int | None = None,
                      startup_timeout_s: float | None = None,
                      base_env: Mapping[str, str] | None = None,
-                     live: Live = "quiet") -> CompareResult:
+                     live: Live = "quiet",
+                     before_load: Callable[[], None] | None = None) -> CompareResult:
     """Start vLLM for each arm (``decode_backend`` = the label), compare, always stop them.
 
     Both modes keep the run-level A B B A order of :func:`plan_runs`. Sequential: one
@@ -390,13 +282,15 @@ def compare_launched(model: str, arms: Sequence[str], workload: str | os.PathLik
         opts = opts.model_copy(update={"vocab_size": known.vocab_size})
     settings = {**_settings(arms, path, opts), **known.settings(extra_args),
                 "launch_mode": mode, "launch_gpus_per_arm": gpus_per_arm}
-    _check_resume(out_p, settings)
+    check_resume(out_p, settings)
+    if before_load is not None:  # before the servers start: their start takes minutes
+        before_load()
     logs = out_p / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     by_label = {s.label: s for s in specs}
     timeout = startup_timeout_s or DEFAULT_STARTUP_TIMEOUT_S
     plan = plan_runs(arms, opts.levels, opts.repeats, rates=opts.rates)
-    state = _State(out_p, settings, plan, {a: by_label[a].url for a in arms}, mode)
+    state = State(out_p, settings, plan, {a: by_label[a].url for a in arms}, mode)
     watching: list[ServerWatchHook] = []  # every server watched so far (_server_deaths)
     if launch_mode is LaunchMode.SIDE_BY_SIDE:
         with _server_deaths(watching), \
@@ -431,13 +325,13 @@ def compare_launched(model: str, arms: Sequence[str], workload: str | os.PathLik
                            base_env=base_env) as one, \
                 ServerWatcher(one.pid, one.url, arm, on_death=_interrupt_self) as watch:
             watching.append(watch)
-            facts = asyncio.run(_probe_all([(arm, one.url)], opts))[0]
+            facts = asyncio.run(probe_facts([one.url], opts))[0]
             if first is None:
                 first = (arm, one.url, facts)
             elif first[0] != arm:
                 verdict = judge_fairness(
-                    [_stand_in(first[0], first[1], first[2], opts),
-                     _stand_in(arm, one.url, facts, opts)],
+                    [stand_in(first[0], first[1], [first[2]], opts),
+                     stand_in(arm, one.url, [facts], opts)],
                     allow_unfair=opts.allow_unfair,
                     launch_commands=[build_command(by_label[first[0]]), build_command(spec)])
                 state.data["preflight"] = verdict.model_dump(mode="json")

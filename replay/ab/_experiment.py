@@ -32,9 +32,11 @@ EXPERIMENT_KEYS: dict[str, tuple[type, ...]] = {
     "api": (str,), "model": (str,), "api_key_env": (str,), "think_scale": (int, float),
     "think_time_cap": (int, float), "launch": (bool,), "vllm_python": (str,),
     "mode": (str,), "port": (int,), "gpus_per_arm": (int,), "vllm_args": _LIST,
-    "search": _LIST, "search_max_users": (int,), "search_max_probes": (int,), "slo": _LIST,
+    "search": _LIST, "search_max_users": (int,), "search_max_probes": (int,),
+    "search_precision": (int, float), "slo": _LIST,
     "scenario": (str,), "scenario_unsafe": (bool,), "time_scale": (int, float),
     "start": (int, float), "slice": (int, float), "max_failure_share": (int, float),
+    "routing": (str,),
 }
 """Key -> accepted TOML types (every key optional; required flags must come from
 the file or the command line)."""
@@ -74,10 +76,11 @@ def load_experiment(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def apply_experiment(args: argparse.Namespace, defaults: Mapping[str, Any]) -> None:
     """Fill ``args`` from ``args.config``: the file's value wherever the command line
-    left a flag at its default."""
+    did not type the flag (``args.typed``, from the CLI) and left it at its default."""
     data = load_experiment(args.config)
+    typed: frozenset[str] = getattr(args, "typed", frozenset())
     for key, value in data.items():
-        if getattr(args, key, None) == defaults.get(key):
+        if key not in typed and getattr(args, key, None) == defaults.get(key):
             setattr(args, key, list(value) if isinstance(value, list) else value)
 
 
@@ -90,6 +93,17 @@ def _toml_value(v: Any) -> str:
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     text = str(v).replace("\\", "\\\\").replace('"', '\\"')
     return '"' + "".join(c if c >= " " else f"\\u{ord(c):04x}" for c in text) + '"'
+
+
+def _public_arm(text: str) -> str:
+    """An arm as stored: its URLs' ``user:password@`` removed (never written to a file;
+    a server that needs them takes ``--api-key-env``)."""
+    from replay.client import public_target
+
+    label, sep, urls = text.partition("=")
+    if not sep:
+        return text
+    return label + "=" + ",".join(public_target(u) if u.strip() else u for u in urls.split(","))
 
 
 def experiment_toml(args: argparse.Namespace, defaults: Mapping[str, Any]) -> str:
@@ -108,5 +122,7 @@ def experiment_toml(args: argparse.Namespace, defaults: Mapping[str, Any]) -> st
             continue
         if key in _PATHS:
             value = str(Path(value).resolve())
+        if key == "arm":
+            value = [_public_arm(str(a)) for a in value]
         lines.append(f"{key} = {_toml_value(value)}")
     return "\n".join(lines) + "\n"

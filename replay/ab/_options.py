@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from analysis import DEFAULT_MAX_FAILURE_SHARE, Rules
 from replay.errors import ConfigError
-from replay.load import RunSettings, validated
+from replay.load import RunSettings, split_targets, validated
 
 __all__ = ["CompareOptions", "parse_levels", "parse_rates"]
 
@@ -32,7 +32,8 @@ class CompareOptions(BaseModel):
     duration_s: float = Field(gt=0)
     repeats: int = Field(default=1, ge=1, le=1000)
     warmup_s: float = Field(default=0.0, ge=0)
-    drain_s: float = Field(default=30.0, ge=0)
+    drain_s: float | None = Field(default=None, ge=0)
+    """None: each run decides it from the workload (``replay.load`` ``resolve_drain``)."""
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
     api: Literal["completions", "chat"] = "completions"
     model: str | None = None
@@ -55,6 +56,8 @@ class CompareOptions(BaseModel):
     """Timestamp workloads: trace time replayed from (``--start``)."""
     slice_s: float | None = Field(default=None, gt=0)
     """Timestamp workloads: only sessions starting this soon after the start (``--slice``)."""
+    routing: Literal["affinity", "round-robin"] = "affinity"
+    """How an arm of several replicas (``LABEL=URL1,URL2``) spreads its requests."""
 
     def rules(self) -> Rules:
         """The analysis thresholds this comparison is judged by."""
@@ -76,10 +79,12 @@ class CompareOptions(BaseModel):
 
     def config(self, target: str, users: int, label: str,
                rate: float | None = None) -> RunSettings:
-        """The settings of one planned run (open loop at ``rate`` when given)."""
+        """The settings of one planned run (open loop at ``rate`` when given); a
+        ``target`` of several comma-separated URLs is a fleet (``--arm L=URL1,URL2``)."""
+        urls = split_targets(target)
         return validated(RunSettings, dict(
-            target=target, users=users, rate=rate, duration_s=self.duration_s,
-            warmup_s=self.warmup_s,
+            target=urls[0], targets=urls, routing=self.routing, users=users, rate=rate,
+            duration_s=self.duration_s, warmup_s=self.warmup_s,
             drain_s=self.drain_s, api=self.api, model=self.model,
             api_key_env=self.api_key_env, seed=self.seed, vocab_size=self.vocab_size,
             think_scale=self.think_scale, think_time_cap_s=self.think_time_cap_s,

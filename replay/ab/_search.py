@@ -1,14 +1,21 @@
-"""SLO search: per arm, the largest user count meeting each tier, by bracketing and bisection.
+"""SLO search: per arm, the measured bracket around each tier's capacity, by doubling and bisection.
 
 Each probe is an ordinary short run (``DIR/runs/<arm>-u<users>-r0``) judged by
 analysis exactly as a comparison level is: the tier is met when its goodput
 entry says so (interactivity floor, TTFT ceiling and failure share), and a run
 stamped invalid is no evidence at all (the search for that tier stops and says
 why). From the first user count, the load doubles until a tier fails, then the
-bracket [largest met, smallest failed] is halved until it is one user wide.
+bracket is halved until it is one user wide, or narrower than the requested
+relative width (``precision``: (failed - passed) / passed). The answer is the
+same bracket a sweep's capacity table gives (``analysis.bracket_of``): the
+largest count up to which every probe met the tier, and the first that failed.
 Arms alternate probe by probe (A B, then B A) so that drift of the machine
 does not land on one arm. Probes are shared by all tiers; a probe already on
-disk (complete) is reused, so an interrupted search resumes.
+disk (complete) is reused, so an interrupted search resumes; a rerun with other
+servers or run settings into the same directory is refused (``search-state.json``),
+as a plain comparison's resume is.
+
+Running out of probes is an answer too: the bracket as far as it got, said so.
 
 ``DIR/search.json`` holds each answer with its bracket and evidence; the report
 of ``DIR`` shows it (``analysis.read_extras``).
@@ -26,19 +33,32 @@ from typing import Literal
 
 import orjson
 
-from analysis import SEARCH_FILE, SloTier, compare_runs, read_run
-from replay.ab._driver import Live, preflight, reset_prefix_cache
+from analysis import (
+    SEARCH_FILE,
+    Bracket,
+    SloTier,
+    Validity,
+    bracket_of,
+    compare_runs,
+    read_run,
+)
+from replay.ab._driver import Live, _settings
 from replay.ab._options import CompareOptions
 from replay.ab._order import PlannedRun, is_run_complete
+from replay.ab._preflight import preflight, reset_prefix_cache
+from replay.ab._state import check_resume
 from replay.errors import ConfigError
 from replay.load import run_load_sync
 from replay.text import plural
 
-__all__ = ["SearchAnswer", "SearchResult", "next_probe", "search_capacity", "search_lines"]
+__all__ = ["SearchAnswer", "SearchResult", "check_search_limits", "next_probe",
+           "search_capacity", "search_lines"]
 
 Outcome = Literal["meets", "fails", "invalid"]
+Ended = Literal["searching", "bracketed", "at least", "below", "invalid", "probe limit"]
 DEFAULT_MAX_USERS = 256
 DEFAULT_MAX_PROBES = 12
+STATE_FILE = "search-state.json"
 
 
 @dataclass(frozen=True)
@@ -54,23 +74,26 @@ class Probe:
 
 @dataclass
 class SearchAnswer:
-    """One arm and tier: the answer, its bracket, how it ended and the probes behind it."""
+    """One arm and tier: the bracket so far, how the search ended and the probes behind it."""
 
     arm: str
     tier: SloTier
-    users: int | None = None
-    bracket: tuple[int | None, int | None] = (None, None)
+    bracket: Bracket | None = None
+    ended: Ended = "searching"
     how: str = "searching"
     evidence: list[Probe] = field(default_factory=list)
 
+    @property
+    def users(self) -> int | None:
+        """The largest count up to which every probe met the tier (None: none did)."""
+        p = self.bracket.passed if self.bracket is not None else None
+        return None if p is None else int(p)
+
+    def answer(self) -> str:
+        return self.bracket.text() if self.bracket is not None else "no answer"
+
     def text(self) -> str:
-        lo, hi = self.bracket
-        if self.users is None:
-            return f"{self.arm} at {self.tier.label}: {self.how}"
-        prefix = "\u2265 " if self.how.startswith("at least") else ""
-        span = f"bracket {lo}\u2013{hi}" if hi is not None else f"met up to {lo}"
-        users = plural(self.users, "user")
-        return f"{self.arm} at {self.tier.label}: {prefix}{users} ({span}; {self.how})"
+        return f"{self.arm} at {self.tier.label}: {self.answer()} ({self.how})"
 
 
 @dataclass
@@ -79,45 +102,51 @@ class SearchResult:
     report: Path
     answers: list[SearchAnswer]
     simulated: bool
+    validity: Validity | None = None
+    """The validity of the probes' comparison (the report's), printed last."""
 
 
-def next_probe(probes: dict[int, Probe], tier: str, start: int, max_users: int
-               ) -> tuple[int | None, str]:
+def _bracket(probes: dict[int, Probe], tier: str) -> Bracket | None:
+    """The bracket of the probes with evidence for ``tier`` (None without any)."""
+    known = [(float(u), p.outcomes.get(tier) == "meets") for u, p in probes.items()
+             if p.outcomes.get(tier, "invalid") != "invalid"]
+    return bracket_of(known) if known else None
+
+
+def _narrow(lo: int, hi: int, precision: float | None) -> bool:
+    return hi - lo <= 1 or (precision is not None and lo > 0 and (hi - lo) / lo <= precision)
+
+
+def next_probe(probes: dict[int, Probe], tier: str, start: int, max_users: int,
+               precision: float | None = None) -> tuple[int | None, Ended, str]:
     """The next user count to run for a tier, or None with how the search ended."""
-    outcome = {u: p.outcomes.get(tier, "invalid") for u, p in probes.items()}
-    if not outcome:
-        return start, "searching"
-    fails = sorted(u for u, o in outcome.items() if o == "fails")
-    hi = fails[0] if fails else None
-    passes = sorted(u for u, o in outcome.items() if o == "meets" and (hi is None or u < hi))
-    lo = passes[-1] if passes else 0
+    if not probes:
+        return start, "searching", "searching"
+    b = _bracket(probes, tier)
+    lo = int(b.passed) if b is not None and b.passed is not None else 0
+    hi = int(b.failed) if b is not None and b.failed is not None else None
     if hi is None:
         if lo >= max_users:
-            return None, f"at least: every probe up to {plural(max_users, 'user')} met the tier"
+            return None, "at least", (f"every probe up to {plural(max_users, 'user')} met "
+                                      "the tier; raise --search-max-users to look further")
         want = min(max(lo * 2, start if lo == 0 else lo + 1), max_users)
-    elif hi - lo <= 1:
-        return None, ("none: even 1 user fails" if lo == 0 else "bracketed to one user")
+    elif _narrow(lo, hi, precision):
+        if lo == 0 and hi == 1:
+            return None, "below", "even 1 user fails"
+        return None, "bracketed", ("bracketed to one user" if hi - lo <= 1 else
+                                   f"bracketed to within {precision:.0%}")
     else:
         want = (lo + hi) // 2 if lo else max(1, min(start, hi) // 2)
         want = max(want, lo + 1)
-    if outcome.get(want) == "invalid":
-        return None, (f"stopped: the run at {plural(want, 'user')} was invalid "
-                      f"({probes[want].reason})")
-    return want, "searching"
+    if want in probes and probes[want].outcomes.get(tier, "invalid") == "invalid":
+        return None, "invalid", (f"stopped: the run at {plural(want, 'user')} was invalid "
+                                 f"({probes[want].reason})")
+    return want, "searching", "searching"
 
 
-def _answer(a: SearchAnswer, probes: dict[int, Probe], how: str) -> None:
-    name = a.tier.name
-    fails = sorted(u for u, p in probes.items() if p.outcomes.get(name) == "fails")
-    hi = fails[0] if fails else None
-    passes = sorted(u for u, p in probes.items()
-                    if p.outcomes.get(name) == "meets" and (hi is None or u < hi))
-    lo = passes[-1] if passes else None
-    a.users, a.bracket, a.how = lo, (lo, hi), how
+def _answer(a: SearchAnswer, probes: dict[int, Probe], ended: Ended, how: str) -> None:
+    a.bracket, a.ended, a.how = _bracket(probes, a.tier.name), ended, how
     a.evidence = [probes[u] for u in sorted(probes)]
-    above = [u for u in passes if hi is not None and u > hi]
-    if above:
-        a.how += f"; not monotone: met again at {above} users"
 
 
 def _judge(run_dir: Path, arm: str, users: int, tiers: Sequence[SloTier],
@@ -156,67 +185,119 @@ def _probe(arm: str, url: str, users: int, workload: str, out: Path, opts: Compa
 
 
 def _payload(answers: Sequence[SearchAnswer], opts: CompareOptions, start: int,
-             max_users: int) -> bytes:
+             max_users: int, precision: float | None) -> bytes:
     results = [{
-        "arm": a.arm, "tier": a.tier.label, "tier_name": a.tier.name, "answer":
-        ("none" if a.users is None else ("\u2265 " if a.how.startswith("at least") else "")
-         + plural(a.users, "user")),
-        "users": a.users, "bracket": list(a.bracket), "how": a.how,
+        "arm": a.arm, "tier": a.tier.label, "tier_name": a.tier.name, "answer": a.answer(),
+        "users": a.users,
+        "bracket": [a.bracket.passed, a.bracket.failed] if a.bracket else [None, None],
+        "passed_above": a.bracket.passed_above if a.bracket else [],
+        "ended": a.ended, "how": a.how,
         "evidence": [{"users": p.users, "run": p.run, "validity": p.validity,
                       "verdict": p.outcomes.get(a.tier.name, "invalid"),
                       "reason": p.reason} for p in a.evidence],
     } for a in answers]
+    width = "one user" if precision is None else f"{precision:.0%} (or one user)"
     return orjson.dumps({
         "kind": "agentreplay-search", "start_users": start, "max_users": max_users,
-        "duration_s": opts.duration_s, "warmup_s": opts.warmup_s,
-        "summary": "Largest user count meeting each tier, per arm: from the first count the "
-                   "load doubles until the tier fails, then the bracket is halved to one user. "
-                   "Each probe is a short run judged with the same validity rules; an invalid "
-                   "run is no evidence.",
+        "precision": precision, "duration_s": opts.duration_s, "warmup_s": opts.warmup_s,
+        "summary": "Per arm, the measured user counts each tier's capacity lies between: the "
+                   "largest count up to which every probe met the tier, and the first that "
+                   "failed (nothing interpolated). From the first count the load doubles "
+                   f"until the tier fails, then the bracket is halved to {width} wide. Each "
+                   "probe is a short run judged with the same validity rules; an invalid run "
+                   "is no evidence.",
         "results": results}, option=orjson.OPT_INDENT_2)
+
+
+def check_search_limits(start: int, max_users: int, max_probes: int,
+                        precision: float | None) -> None:
+    """Refuse search limits that cannot run, naming the flag (before anything is written)."""
+    if max_users < 1:
+        raise ConfigError(f"--search-max-users {max_users}: give a user count of at least 1")
+    if max_probes < 1:
+        raise ConfigError(f"--search-max-probes {max_probes}: give at least 1 run per arm")
+    if precision is not None and not 0 < precision < 10:
+        raise ConfigError(f"--search-precision {precision:g}: give a relative width above 0, "
+                          "e.g. 0.1 for 10%")
+    if not 1 <= start <= max_users:
+        raise ConfigError(f"--users {start}: the search starts at 1 to "
+                          f"{plural(max_users, 'user')} (--search-max-users)")
+
+
+class _SearchState:
+    """``search-state.json``: the servers and run settings the probes on disk were made
+    with; another command into the same directory is refused before any load."""
+
+    def __init__(self, out: Path, settings: dict[str, object]) -> None:
+        self.path = out / STATE_FILE
+        self.data = check_resume(out, settings, STATE_FILE)
+        self.data.update(kind="agentreplay-search-state", settings=settings)
+        self.data.setdefault("runs", [])
+        self.save()
+
+    def ran(self, name: str) -> None:
+        if name not in self.data["runs"]:
+            self.data["runs"].append(name)
+        self.save()
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_bytes(orjson.dumps(self.data, option=orjson.OPT_INDENT_2))
 
 
 def search_capacity(
     arms: Sequence[tuple[str, str]], workload: str | os.PathLike[str],
     out: str | os.PathLike[str], opts: CompareOptions, tiers: Sequence[SloTier], *,
     start_users: int = 1, max_users: int = DEFAULT_MAX_USERS,
-    max_probes: int = DEFAULT_MAX_PROBES, live: Live = "quiet",
+    max_probes: int = DEFAULT_MAX_PROBES, precision: float | None = None,
+    live: Live = "quiet",
 ) -> SearchResult:
-    """Search each arm's capacity at each tier; write search.json and the report."""
+    """Search each arm's capacity bracket at each tier; write search.json and the report."""
     from analysis import read_extras, read_runs, report_bundle
 
     if not tiers:
         raise ConfigError("--search needs at least one tier, e.g. --search 100:15")
-    if not 1 <= start_users <= max_users:
-        raise ConfigError(f"--users {start_users}: the search starts at 1 to "
-                          f"{plural(max_users, 'user')}")
+    check_search_limits(start_users, max_users, max_probes, precision)
     out_p, path = Path(out), os.fspath(workload)
+    labels = [label for label, _ in arms]
+    # the levels are the search's own; everything else a probe was run with must match
+    settings: dict[str, object] = {
+        k: v for k, v in _settings(labels, path, opts).items() if k not in ("levels", "repeats")}
+    settings["urls"] = dict(arms)
+    state = _SearchState(out_p, settings)
     verdict = preflight(arms, opts)
     if verdict.overridden:
         _say(live, f"WARNING: {verdict.sentence} (--allow-unfair)")
-    probes: dict[str, dict[int, Probe]] = {label: {} for label, _ in arms}
-    answers = {(label, t.name): SearchAnswer(label, t) for label, _ in arms for t in tiers}
+    probes: dict[str, dict[int, Probe]] = {label: {} for label in labels}
+    answers = {(label, t.name): SearchAnswer(label, t) for label in labels for t in tiers}
     order = list(arms)
     while True:
         progressed = False
         for label, url in order:
             for t in tiers:
                 a = answers[(label, t.name)]
-                if a.how != "searching":
+                if a.ended != "searching":
                     continue
-                want, how = next_probe(probes[label], t.name, start_users, max_users)
-                if want is None or len(probes[label]) >= max_probes:
-                    _answer(a, probes[label], how if want is None else
-                            f"stopped after {max_probes} probes")
+                want, ended, how = next_probe(probes[label], t.name, start_users, max_users,
+                                              precision)
+                if want is None:
+                    _answer(a, probes[label], ended, how)
+                    continue
+                if len(probes[label]) >= max_probes:
+                    _answer(a, probes[label], "probe limit",
+                            f"stopped after {plural(max_probes, 'probe')} "
+                            "(--search-max-probes): the bracket as far as it got")
                     continue
                 probes[label][want] = _probe(label, url, want, path, out_p, opts, tiers, live)
+                state.ran(PlannedRun(label, want, 0).name)
                 progressed = True
                 break  # one probe per arm per turn: arms alternate
         order.reverse()
         if not progressed:
             break
     result = list(answers.values())
-    (out_p / SEARCH_FILE).write_bytes(_payload(result, opts, start_users, max_users))
+    (out_p / SEARCH_FILE).write_bytes(_payload(result, opts, start_users, max_users,
+                                               precision))
     runs = read_runs([out_p / "runs"])
     comparison = compare_runs(runs, tiers=tiers, seed=opts.seed,
                               allow_unfair=opts.allow_unfair, rules=opts.rules())
@@ -224,7 +305,7 @@ def search_capacity(
     for name, text in files.items():
         (out_p / name).write_text(text, encoding="utf-8")
     return SearchResult(out=out_p, report=out_p / "report.html", answers=result,
-                        simulated=comparison.simulated)
+                        simulated=comparison.simulated, validity=comparison.validity)
 
 
 def search_lines(result: SearchResult) -> list[str]:

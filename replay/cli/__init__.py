@@ -93,6 +93,29 @@ class _Parser(argparse.ArgumentParser):
             message = unknown
         super().error(message)
 
+    def typed_dests(self, argv: Sequence[str]) -> frozenset[str]:
+        """The destinations of the flags typed in ``argv``: these win over ``--config``
+        even when typed at their default value (``--repeats 1`` over a file's 2)."""
+        actions = self._actions_for(argv)
+        dests = set()
+        for token in argv:
+            if token == "--":
+                break
+            action = actions.get(token.split("=", 1)[0]) if token.startswith("-") else None
+            if action is not None:
+                dests.add(action.dest)
+        return frozenset(dests)
+
+    def _actions_for(self, argv: Sequence[str]) -> dict[str, argparse.Action]:
+        actions = dict(self._option_string_actions)
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for token in argv:
+                    chosen = action.choices.get(token)
+                    if isinstance(chosen, _Parser):
+                        return actions | chosen._actions_for(argv)
+        return actions
+
     def _flags_for(self, argv: Sequence[str]) -> list[str]:
         """This parser's flags and those of the subcommands named in ``argv`` (the root
         parser reports extras left over by a subcommand)."""
@@ -138,6 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     _Parser.argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    args.typed = parser.typed_dests(_Parser.argv) if isinstance(parser, _Parser) else frozenset()
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from replay.cli._cmd_report import add_failure_share_flag
-from replay.cli._cmd_run import add_scenario_flags, add_time_flags
+from replay.cli._cmd_run import DRAIN_HELP, add_scenario_flags, add_time_flags
 
 if TYPE_CHECKING:
     from replay.ab import CompareOptions, CompareResult, Live
@@ -28,9 +28,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "workload against each in A B B A order at every user count, and write report.html, "
         "summary.json, requests.csv and comparison.json. Rerun the same command to resume.",
     )
-    p.add_argument("--arm", action="append", metavar="LABEL[=URL]",
-                   help="an arm: LABEL=URL of a running server, or just the decode_backend "
-                        "with --launch; repeat for each arm (required, here or in --config)")
+    p.add_argument("--arm", action="append", metavar="LABEL[=URL[,URL...]]",
+                   help="an arm: LABEL=URL of a running server (LABEL=URL1,URL2: a fleet "
+                        "of replicas measured as one, routed by session affinity), or just "
+                        "the decode_backend with --launch; repeat for each arm (required, "
+                        "here or in --config)")
+    p.add_argument("--routing", choices=("affinity", "round-robin"), default="affinity",
+                   help="arms of several replicas: every turn of a session on one replica "
+                        "(affinity), or each request to the next (default: %(default)s)")
     p.add_argument("--workload", help="workload file (.jsonl) (required, here or in "
                    "--config)")
     p.add_argument("--users", default=None,
@@ -41,8 +46,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--duration", type=float,
                    help="measured window, seconds (required, here or in --config)")
     p.add_argument("--warmup", type=float, default=0.0, help="warmup seconds before it")
-    p.add_argument("--drain", type=float, default=30.0,
-                   help="at most this many seconds for in-flight requests after the window")
+    p.add_argument("--drain", type=float, default=None, help=DRAIN_HELP)
     p.add_argument("--repeats", type=int, default=1, help="repeats of every (arm, users)")
     p.add_argument("--out", help="comparison directory (required, here or in --config)")
     p.add_argument("--allow-unfair", action="store_true",
@@ -70,14 +74,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--port", type=int, default=8000, help="first port for launched arms")
     p.add_argument("--gpus-per-arm", type=int, default=None, help="GPUs per launched arm")
     p.add_argument("--search", action="append", metavar="FLOOR:TTFT",
-                   help="SLO search instead of a fixed sweep: per arm, the largest user "
-                        "count meeting this tier (P90 interactivity floor tok/s/user : P90 "
-                        "TTFT ceiling s), by doubling from the first --users count then "
-                        "bisection over short runs; repeatable (default: no search)")
+                   help="SLO search instead of a fixed sweep: per arm, the measured user "
+                        "counts this tier's capacity lies between (P90 interactivity floor "
+                        "tok/s/user : P90 TTFT ceiling s), by doubling from the first --users "
+                        "count then bisection over short runs; repeatable (default: no "
+                        "search)")
     p.add_argument("--search-max-users", type=int, default=256, metavar="N",
                    help="largest user count the search tries (default: 256)")
     p.add_argument("--search-max-probes", type=int, default=12, metavar="N",
-                   help="at most this many runs per arm in a search (default: 12)")
+                   help="at most this many runs per arm in a search; when they run out the "
+                        "answer is the bracket as far as it got (default: 12)")
+    p.add_argument("--search-precision", type=float, default=None, metavar="WIDTH",
+                   help="stop bisecting once (failed - passed) / passed is at most this "
+                        "relative width, e.g. 0.1 for 10%% (default: one user wide)")
     p.add_argument("--config", metavar="FILE.toml",
                    help="experiment file: the flags of a comparison (arms, workload, levels, "
                         "durations, SLO tiers, search, launch settings); a flag given here "
@@ -151,7 +160,13 @@ def _compare(args: argparse.Namespace) -> int:
         max_failure_share=args.max_failure_share,
         first_token_timeout_s=args.ttft_timeout, itl_timeout_s=args.itl_timeout,
         time_scale=args.time_scale, start_s=args.start, slice_s=args.slice,
+        routing=args.routing,
     ), args.rate))
+    if args.search:
+        from replay.ab import check_search_limits
+
+        check_search_limits(opts.levels[0], args.search_max_users, args.search_max_probes,
+                            args.search_precision)
     check_writable_dir(Path(args.out))  # settings first, then before any server is asked
     _store_experiment(args)
     extra = list(args.vllm_args)
@@ -169,28 +184,25 @@ def _compare(args: argparse.Namespace) -> int:
         result = compare_launched(args.model, args.arm, args.workload, args.out, opts,
                                   vllm_python=args.vllm_python, mode=args.mode,
                                   extra_args=extra, port=args.port,
-                                  gpus_per_arm=args.gpus_per_arm, live=live)
+                                  gpus_per_arm=args.gpus_per_arm, live=live,
+                                  before_load=lambda: _advise(args.workload, opts))
     else:
         if extra:
             raise ConfigError("extra vLLM arguments after -- need --launch")
         result = compare_arms(_url_arms(args.arm, "(or use --launch)"), args.workload,
-                              args.out, opts, live=live)
-    if opts.rates is None:
-        _warn_warmup(args.workload, opts.warmup_s, opts.think_scale, opts.think_time_cap_s)
+                              args.out, opts, live=live,
+                             before_load=lambda: _advise(args.workload, opts))
     return _print(result)
 
 
-def _warn_warmup(workload: str, warmup_s: float, think_scale: float,
-                 think_cap_s: float | None) -> None:
-    """On stderr: the warmup a prefix-heavy closed-loop workload needs, when shorter
-    (said once the comparison is done, so that a refused one still fails in one line)."""
-    import sys
+def _advise(workload: str, opts: CompareOptions) -> None:
+    """The warmup and thin-window warnings of a closed-loop comparison, before its load."""
+    from replay.cli._warmup import print_advice
 
-    from replay.cli._warmup import warmup_advice
-
-    advice = warmup_advice(workload, warmup_s, think_scale=think_scale, think_cap_s=think_cap_s)
-    if advice:
-        print(f"agentreplay: {advice}", file=sys.stderr)
+    if opts.rates is None:
+        print_advice(workload, warmup_s=opts.warmup_s, users=min(opts.levels),
+                     duration_s=opts.duration_s, think_scale=opts.think_scale,
+                     think_cap_s=opts.think_time_cap_s)
 
 
 def _scenario(args: argparse.Namespace, values: dict[str, object],
@@ -247,7 +259,7 @@ def _store_experiment(args: argparse.Namespace, target: object = None) -> None:
 
 def _search(args: argparse.Namespace, opts: CompareOptions, extra: list[str],
             live: Live) -> int:
-    """``compare --search``: per arm and tier, the largest user count meeting the tier."""
+    """``compare --search``: per arm and tier, the measured bracket around its capacity."""
     from rich.console import Console
 
     from analysis import parse_tier
@@ -264,15 +276,18 @@ def _search(args: argparse.Namespace, opts: CompareOptions, extra: list[str],
     result = search_capacity(_url_arms(args.arm), args.workload, args.out, opts,
                              [parse_tier(t) for t in args.search],
                              start_users=opts.levels[0], max_users=args.search_max_users,
-                             max_probes=args.search_max_probes, live=live)
+                             max_probes=args.search_max_probes,
+                             precision=args.search_precision, live=live)
     console = Console(stderr=False)
     for line in search_lines(result):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"report: {result.report}", markup=False, highlight=False, soft_wrap=True)
-    # a search that stopped on an invalid probe has no answer for that tier: exit 3 says so
-    from replay.cli import EXIT_INVALID
+    # a search that stopped on an invalid probe has no answer for that tier: exit 3 says
+    # so; one that ran out of probes answered with the bracket it reached (exit 0)
+    from replay.cli import EXIT_INVALID, print_validity
 
-    return EXIT_INVALID if any(a.how.startswith("stopped") for a in result.answers) else 0
+    print_validity(result.validity, "search", simulated=result.simulated)  # the last word
+    return EXIT_INVALID if any(a.ended == "invalid" for a in result.answers) else 0
 
 
 def _print(result: CompareResult) -> int:
@@ -290,7 +305,30 @@ def _print(result: CompareResult) -> int:
     console.print(sim + result.verdict, markup=False, highlight=False, soft_wrap=True)
     console.print(f"report: {result.report}", markup=False, highlight=False, soft_wrap=True)
     _print_scenario(result.out / "summary.json")
+    _print_acceptance(result.out / "summary.json", console)
     return print_validity(result.validity, "comparison", simulated=bool(sim))
+
+
+def _print_acceptance(summary: Path, console: Any) -> None:
+    """Per arm and level, the measured speculative acceptance length beside the claimed
+    one (only where either is known)."""
+    import orjson
+
+    from replay.cli._run_summary import acceptance_line
+
+    try:
+        data = orjson.loads(summary.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return
+    for lv in data.get("levels") or [] if isinstance(data, dict) else []:
+        label = (lv.get("load") or {}).get("label", "?")
+        for arm, s in (lv.get("arms") or {}).items():
+            spec = s.get("speculation") or {}
+            line = acceptance_line(spec.get("acceptance_length"),
+                                   spec.get("claimed_acceptance_length"))
+            if line:
+                console.print(f"{arm} at {label}: {line}", markup=False, highlight=False,
+                              soft_wrap=True)
 
 
 def _simulated(summary: Path) -> bool:
@@ -342,11 +380,13 @@ def _demo(args: argparse.Namespace) -> int:
 def _url_arms(texts: list[str], hint: str = "") -> list[tuple[str, str]]:
     """``LABEL=URL`` arms as (label, url) pairs; one line naming the bad one."""
     from replay.errors import ConfigError
+    from replay.load import split_targets
 
     arms = []
     for text in texts:
         label, sep, url = text.partition("=")
         if not sep or not label or not url:
             raise ConfigError(f"--arm {text!r}: give LABEL=URL {hint}".rstrip())
+        split_targets(url, f"--arm {label}")  # LABEL=URL1,URL2: a fleet, checked here
         arms.append((label, url))
     return arms

@@ -90,8 +90,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     rep.set_defaults(func=run_report)
     plan = subparsers.add_parser(
         "plan", help="print the capacity table: load per arm meeting each SLO tier",
-        description="Capacity planning from a sweep of load levels: the largest load each arm "
-                    "serves within each SLO tier, with its interval and the arms' ratio.")
+        description="Capacity planning from a sweep of load levels: per arm and SLO tier, the "
+                    "measured levels its capacity lies between (the largest level up to which "
+                    "every level met the tier, the first that failed), and the arms' capacity "
+                    "ratio as far as those brackets bound it.")
     plan.add_argument("paths", nargs="+", metavar="DIR",
                       help="run directories, or directories containing run directories")
     _common(plan)
@@ -100,11 +102,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _analyse(args: argparse.Namespace, paths: list[str]) -> tuple[list[RunData], Comparison]:
     from analysis import compare_runs, read_runs
+    from replay.ab import missing_runs
 
     runs = read_runs(paths)
+    missing = missing_runs(Path(paths[0])) if len(paths) == 1 else []
     comparison = compare_runs(runs, allow_unfair=args.allow_unfair, baseline=args.baseline,
                               tiers=_tiers(args.slo or _experiment_slo(paths[0])),
-                              seed=args.seed, rules=_rules(args, paths[0]))
+                              seed=args.seed, rules=_rules(args, paths[0]), missing=missing)
     return runs, comparison
 
 
@@ -200,9 +204,16 @@ def run_report(args: argparse.Namespace) -> int:
     _write(out.parent, files)
     if comparison.fairness.overridden:
         console.print(f"[bold red]warning:[/] {comparison.fairness.sentence}")
-    if comparison.incomplete:
+    if comparison.reasons:
         console.print("[yellow]warning:[/] some runs are incomplete: "
                       + "; ".join(comparison.reasons), markup=False)
+    if comparison.missing:
+        from rich.markup import escape
+
+        console.print(f"[yellow]warning:[/] the comparison was interrupted: "
+                      f"{len(comparison.missing)} planned run(s) did not finish (no capacity "
+                      "is claimed from them): " + escape("; ".join(comparison.missing)),
+                      soft_wrap=True)
     for line in _verdict_lines(comparison):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"wrote {out} and {', '.join(n for n in files if n != out.name)}",
@@ -262,25 +273,32 @@ def run_plan(args: argparse.Namespace) -> int:
         console.print("[SIMULATED] runs served by a performance model, not GPUs",
                       style="yellow", markup=False)
     view = capacity_view(comparison)
-    table = Table(title=f"Capacity: largest load ({view['unit']}) meeting each SLO tier")
+    table = Table(caption="per GPU and decode tok/s/GPU: measured at the passing level",
+                  title=f"Capacity: measured load ({view['unit']}) bracketing each SLO tier "
+                        "(met at the lower level, failed at the upper; nothing interpolated)")
     table.add_column("tier")
     for a in view["arms"]:
         table.add_column(Text(f"{a or 'run'}: {view['unit']}"), justify="right")
         table.add_column("per GPU", justify="right")
-        table.add_column("decode tok/s/GPU", justify="right")
+        table.add_column("tok/s/GPU", justify="right")
     for o in view["others"]:
-        table.add_column(Text(f"{o} / {view['arms'][0]}"), justify="right")
+        head = f"{o} / {view['arms'][0]}"
+        table.add_column(Text(head), justify="right", min_width=len(head))
     for row in view["rows"]:
         cells: list[Text | str] = [Text(row["tier"])]
         for x in row["arms"]:
             if x is None:
                 cells += ["not measured", "", ""]
                 continue
-            cells += [Text(f"{x['users']} {x['ci']} ({x['how']})".replace("  ", " ")),
-                      x["per_gpu"], x["decode"]]
-        cells += [Text(f"{r['value']} {r['ci']}".strip()) for r in row["ratios"]]
+            cells += [Text(x["users"]), x["per_gpu"], x["decode"]]
+        cells += [Text(r["value"]) for r in row["ratios"]]
         table.add_row(*cells)
     console.print(table)
+    if view["others"]:
+        console.print("ratio: capacity over the baseline's as bounded by the two brackets "
+                      "(A in [a1, a2), B in [b1, b2): B/A between b1/a2 and b2/a1); unknown "
+                      "when that range holds 1x (either arm may serve more)",
+                      markup=False, highlight=False, soft_wrap=True)
     for line in _verdict_lines(comparison)[1:]:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     return EXIT_INVALID if _invalid(comparison) else 0

@@ -14,19 +14,34 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 
+DRAIN_HELP = ("at most this many seconds for in-flight requests after the window (default: "
+              "long enough for the workload's longest answer: its output tokens at 20 tok/s "
+              "+ 10 s, at least 30 s, said when the run starts; requests still running then "
+              "are cut, reported incomplete with the tokens they got)")
+"""The numbers are ``replay.load``'s ``DRAIN_RATE_TOK_S`` etc. (a test holds them equal;
+the CLI does not import the load machinery to print its help)."""
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "run", help="replay a workload against a server",
-        description="Replay a workload against one OpenAI-compatible (vLLM) server and write "
+        description="Replay a workload against one OpenAI-compatible (vLLM) server (or a fleet "
+        "of replicas: --target repeated) and write "
         "a run directory (run.json, requests.jsonl, server_metrics.jsonl).",
     )
-    p.add_argument("--target", required=True, help="server base URL, e.g. http://host:8000")
+    p.add_argument("--target", required=True, action="append", metavar="URL",
+                   help="server base URL, e.g. http://host:8000; repeat it to load a fleet "
+                        "of replicas as one target (see --routing)")
+    p.add_argument("--routing", choices=("affinity", "round-robin"), default="affinity",
+                   help="with several --target: affinity = every turn of a session on one "
+                        "replica (the one with the fewest sessions when it starts), so its "
+                        "prefix cache holds; round-robin = each request to the next replica "
+                        "(default: %(default)s)")
     p.add_argument("--workload", required=True, help="workload file (.jsonl)")
     p.add_argument("--users", type=int, default=1, help="concurrent users (closed loop)")
     p.add_argument("--duration", type=float, required=True, help="measured window, seconds")
     p.add_argument("--warmup", type=float, default=0.0, help="warmup seconds before it")
-    p.add_argument("--drain", type=float, default=30.0,
-                   help="at most this many seconds for in-flight requests after the window")
+    p.add_argument("--drain", type=float, default=None, help=DRAIN_HELP)
     p.add_argument("--out", required=True, help="run directory to write")
     p.add_argument("--api", choices=("completions", "chat"), default="completions",
                    help="OpenAI endpoint to send to: /v1/completions or /v1/chat/completions")
@@ -131,19 +146,14 @@ def _print_scenario(manifest: RunManifest) -> None:
     print(f"agentreplay: scenario {manifest.scenario}: NOT satisfied: {why}", file=sys.stderr)
 
 
-def _warn_warmup(workload: str, config: RunSettings) -> None:
-    """On stderr: the warmup a prefix-heavy closed-loop workload needs, when shorter
-    (said once the run is written, so that a refused run still fails in one line)."""
-    import sys
+def _advise(workload: str, config: RunSettings) -> None:
+    """The warmup and window warnings of a closed-loop run, before its load."""
+    from replay.cli._warmup import print_advice
 
-    from replay.cli._warmup import warmup_advice
-
-    if config.rate is not None:
-        return
-    advice = warmup_advice(workload, config.warmup_s, think_scale=config.think_scale,
-                           think_cap_s=config.think_time_cap_s)
-    if advice:
-        print(f"agentreplay: {advice}", file=sys.stderr)
+    if config.rate is None:
+        print_advice(workload, warmup_s=config.warmup_s, users=config.users,
+                     duration_s=config.duration_s, think_scale=config.think_scale,
+                     think_cap_s=config.think_time_cap_s)
 
 
 def _summary(out: Path) -> list[str]:
@@ -169,7 +179,8 @@ def _main(args: argparse.Namespace) -> int:
     from replay.load import RunSettings, claim_run_dir, event_loop_factory, run_load, validated
 
     config = validated(RunSettings, _scenario(args, dict(
-        target=args.target, users=args.users, duration_s=args.duration,
+        target=args.target[0], targets=tuple(args.target), routing=args.routing,
+        users=args.users, duration_s=args.duration,
         warmup_s=args.warmup, drain_s=args.drain, api=args.api, model=args.model,
         api_key_env=args.api_key_env, seed=args.seed, vocab_size=args.vocab_size,
         server_block_size=args.server_block_size, think_time_cap_s=args.think_time_cap,
@@ -212,7 +223,8 @@ def _main(args: argparse.Namespace) -> int:
             except (NotImplementedError, RuntimeError):  # pragma: no cover - non-Unix
                 pass
         try:
-            out = await run_load(config, args.workload, args.out, live=live, stop=stop)
+            out = await run_load(config, args.workload, args.out, live=live, stop=stop,
+                                 before_load=lambda: _advise(args.workload, config))
         finally:
             for sig in handled:
                 loop.remove_signal_handler(sig)
@@ -222,7 +234,6 @@ def _main(args: argparse.Namespace) -> int:
             print(f"agentreplay: every finished request is kept; `agentreplay report {out}` "
                   "reports them. A run does not resume: rerun with --force (replaces it) or "
                   "another --out", file=sys.stderr)
-        _warn_warmup(args.workload, config)
         summary = _summary(out)
         if caught:
             print("\n".join(summary))

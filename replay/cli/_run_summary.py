@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-__all__ = ["run_summary_lines"]
+if TYPE_CHECKING:
+    from analysis import RunData
+
+__all__ = ["acceptance_line", "run_summary_lines"]
 
 _OUTCOMES = ("error", "timeout", "incomplete", "cancelled", "lost")
 
@@ -23,12 +27,45 @@ def run_summary_lines(out: Path) -> list[str]:
                                  if getattr(c, name)]
     requests = "request" if c.in_window == 1 else "requests"
     sim = "[SIMULATED] " if run.manifest.simulated else ""
-    inter, ttft = s.interactivity.p90, s.ttft.p90
-    return [
+    inter, ttft = s.interactivity.p90, s.ttft_due.p90
+    lines = [
         f"{sim}window: {c.in_window} {requests} ({', '.join(outcomes)}); "
-        f"P90 interactivity {_number(inter, ' tok/s/user')}; P90 TTFT {_number(ttft, ' s')}",
-        f"full report: agentreplay report {shlex.quote(str(out))}",
+        f"P90 interactivity {_number(inter, ' tok/s/user')}; P90 TTFT from schedule "
+        f"{_number(None if ttft is None else ttft * 1000.0, ' ms')}",
+        *_fleet_line(run),
     ]
+    if c.incomplete:
+        lines.append(f"cut by the drain ({run.manifest.load.drain_s:g} s): {c.incomplete} "
+                     f"request(s), {c.cut_received:,} of {c.cut_asked:,} tokens asked received")
+    spec = acceptance_line(s.speculation.acceptance_length,
+                           s.speculation.claimed_acceptance_length)
+    if spec:
+        lines.append(spec)
+    return lines + [f"full report: agentreplay report {shlex.quote(str(out))}"]
+
+
+def acceptance_line(measured: float | None, claimed: float | None) -> str:
+    """The measured speculative acceptance length beside the claimed one ('' if neither)."""
+    if measured is None and claimed is None:
+        return ""
+    got = f"{measured:.2f}" if measured is not None else "n/a (no spec_decode counters)"
+    said = f" (claimed by the server/profile: {claimed:.2f})" if claimed is not None else ""
+    return f"speculative acceptance length: measured {got}{said}"
+
+
+def _fleet_line(run: RunData) -> list[str]:
+    """A fleet's window requests by replica (how evenly the routing spread them)."""
+    import numpy as np
+
+    reps = run.manifest.replicas
+    if not reps:
+        return []
+    r = run.requests
+    counts = np.bincount(r.replica[r.phase == "measure"].astype(np.int64),
+                         minlength=len(reps))
+    shown = ", ".join(f"{rep.target} {int(n)}" for rep, n in zip(reps, counts, strict=False))
+    return [f"fleet of {len(reps)} replicas ({run.manifest.routing}): window requests "
+            f"{shown}"]
 
 
 def _number(value: float | None, unit: str) -> str:

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from traces import Session
 
-__all__ = ["MIN_WINDOW_REQUESTS", "PREFIX_HEAVY_SHARE", "warmup_advice", "window_advice"]
+__all__ = [
+    "MIN_WINDOW_REQUESTS", "PREFIX_HEAVY_SHARE", "print_advice", "warmup_advice", "window_advice",
+]
 
 PREFIX_HEAVY_SHARE = 0.5
 """Workload-wide prefix reuse share (blocks sent before) from which warmup matters."""
@@ -111,3 +113,20 @@ def window_advice(
             f"request(s) from {users} user(s) (mean think time {think:.1f} s, a request "
             f"about {request:.1f} s at {_PACE_TOK_S:g} tok/s/user): fewer than the "
             f"{MIN_WINDOW_REQUESTS} a level needs for an established difference; {fix}")
+
+
+def print_advice(
+    workload: str | os.PathLike[str], *, warmup_s: float, users: int, duration_s: float,
+    think_scale: float = 1.0, think_cap_s: float | None = None,
+) -> None:
+    """On stderr, before any load: the warmup and window warnings that apply (the
+    settings are valid by then, so a refused command still fails in one line)."""
+    import sys
+
+    for advice in (
+        warmup_advice(workload, warmup_s, think_scale=think_scale, think_cap_s=think_cap_s),
+        window_advice(workload, users, duration_s, think_scale=think_scale,
+                      think_cap_s=think_cap_s),
+    ):
+        if advice:
+            print(f"agentreplay: {advice}", file=sys.stderr, flush=True)

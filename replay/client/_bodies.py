@@ -171,6 +171,8 @@ class CacheMark:
     tail: np.ndarray
     """Tokens after the last full block."""
     scope: object
+    replica: int = 0
+    """The server the prompt is sent to (a fleet's replica; ``replay.load._routing``)."""
 
 
 class PrefixCacheModel:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import aiohttp
 import orjson
 
+from analysis.schema import ErrorKind
 from replay.client._sse import SSEError
 
 __all__ = ["RedirectRefused", "classify", "describe", "error_text", "http_failure"]
@@ -23,8 +24,8 @@ def http_failure(status: int, headers: object, reason: str | None,
     get = getattr(headers, "get", None)
     if 300 <= status < 400:
         where = get("Location", None) if get else None
-        return "redirect", (f"HTTP {status} redirect to {str(where)[:200] if where else '?'};"
-                            " redirects are not followed")
+        to = str(where)[:200] if where else "?"
+        return ErrorKind.REDIRECT, f"HTTP {status} redirect to {to}; redirects are not followed"
     message = _error_message(body) or reason or ""
     retry = get("Retry-After", None) if get else None
     if retry is not None:
@@ -37,31 +38,31 @@ def classify(exc: BaseException, *, got_response: bool) -> tuple[str, str]:
     if isinstance(exc, SSEError):
         return "error", exc.kind
     if isinstance(exc, RedirectRefused):
-        return "error", "redirect"
+        return "error", ErrorKind.REDIRECT
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
-        return "timeout", "timeout_connect"
+        return "timeout", ErrorKind.TIMEOUT_CONNECT
     if isinstance(exc, aiohttp.ServerTimeoutError):
-        return "timeout", "timeout_itl" if got_response else "timeout_first_token"
+        return "timeout", ErrorKind.TIMEOUT_ITL if got_response else ErrorKind.TIMEOUT_FIRST_TOKEN
     if isinstance(exc, aiohttp.ClientConnectorError):
-        return "error", "connect"
+        return "error", ErrorKind.CONNECT
     if isinstance(exc, aiohttp.ClientResponseError):
         status = getattr(exc, "status", None)
-        return "error", f"http_{status}" if status else "client_error"
+        return "error", f"http_{status}" if status else ErrorKind.CLIENT_ERROR
     if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
-        return "error", "disconnect"
+        return "error", ErrorKind.DISCONNECT
     if isinstance(exc, aiohttp.http_exceptions.HttpProcessingError):
-        return "error", "malformed"
+        return "error", ErrorKind.MALFORMED
     if isinstance(exc, aiohttp.ClientOSError | ConnectionError):
-        return "error", "disconnect" if got_response else "connect"
+        return "error", ErrorKind.DISCONNECT if got_response else ErrorKind.CONNECT
     if isinstance(exc, aiohttp.ClientError):
-        return "error", "client_error"
+        return "error", ErrorKind.CLIENT_ERROR
     if isinstance(exc, TimeoutError):
-        return "timeout", "timeout_total"
+        return "timeout", ErrorKind.TIMEOUT_TOTAL
     if isinstance(exc, OSError):
-        return "error", "connect" if not got_response else "disconnect"
+        return "error", ErrorKind.CONNECT if not got_response else ErrorKind.DISCONNECT
     if isinstance(exc, ValueError | UnicodeDecodeError):
-        return "error", "malformed"
-    return "error", "internal"
+        return "error", ErrorKind.MALFORMED
+    return "error", ErrorKind.INTERNAL
 
 
 def describe(exc: BaseException) -> str:

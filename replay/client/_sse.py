@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from analysis.schema import ErrorKind
+
 __all__ = ["DEFAULT_MAX_LINE_BYTES", "SSEError", "SSEEvent", "SSEParser"]
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
@@ -23,7 +25,7 @@ DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 class SSEError(Exception):
     """The byte stream is not SSE we can parse; ``kind`` becomes the record's error kind."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: ErrorKind, message: str) -> None:
         self.kind = kind
         super().__init__(message)
 
@@ -90,7 +92,8 @@ class SSEParser:
                     self._pending_cr = True
             if end - pos > self.max_line_bytes:
                 self._reset()
-                raise SSEError("line_too_long", f"SSE line longer than {self.max_line_bytes} bytes")
+                raise SSEError(ErrorKind.LINE_TOO_LONG,
+                               f"SSE line longer than {self.max_line_bytes} bytes")
             ev = self._line(bytes(buf[pos:end]))
             if ev is not None:
                 events.append(ev)
@@ -100,7 +103,8 @@ class SSEParser:
             del buf[:pos]
         if len(buf) > self.max_line_bytes:
             self._reset()
-            raise SSEError("line_too_long", f"SSE line longer than {self.max_line_bytes} bytes")
+            raise SSEError(ErrorKind.LINE_TOO_LONG,
+                           f"SSE line longer than {self.max_line_bytes} bytes")
         return events
 
     def feed_payloads(self, chunk: bytes) -> list[bytes]:
@@ -135,7 +139,7 @@ class SSEParser:
             if block[:6] == b"data: " and b"\n" not in block:
                 if len(block) > limit:
                     self._reset()
-                    raise SSEError("line_too_long", f"SSE line longer than {limit} bytes")
+                    raise SSEError(ErrorKind.LINE_TOO_LONG, f"SSE line longer than {limit} bytes")
                 out.append(block[6:])
                 self._event = ""
                 continue

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import aiohttp
 import orjson
 
+from analysis.schema import ErrorKind
 from replay.client._connector import StreamingConnector
 from replay.client._failures import RedirectRefused, classify, describe, error_text, http_failure
 from replay.client._sse import DEFAULT_MAX_LINE_BYTES, SSEParser
@@ -150,7 +151,7 @@ async def stream_request(
     total_at = t_sent + timeouts.total_s if timeouts.total_s is not None else None
     first_at = t_sent + timeouts.first_token_s if timeouts.first_token_s is not None else None
     state = _TimerState()
-    state.set(first_at, "timeout_first_token", total_at)
+    state.set(first_at, ErrorKind.TIMEOUT_FIRST_TOKEN, total_at)
     try:
         async with asyncio.timeout_at(state.when) as timer:
             state.timer = timer
@@ -205,12 +206,12 @@ class _TimerState:
 
     def __init__(self) -> None:
         self.when: float | None = None
-        self.kind = "timeout_total"
+        self.kind: str = ErrorKind.TIMEOUT_TOTAL
         self.timer: asyncio.Timeout | None = None
 
     def set(self, at: float | None, kind: str, total_at: float | None) -> None:
         if total_at is not None and (at is None or total_at <= at):
-            at, kind = total_at, "timeout_total"
+            at, kind = total_at, ErrorKind.TIMEOUT_TOTAL
         self.when = at
         self.kind = kind
         if self.timer is not None:
@@ -227,7 +228,7 @@ async def _consume(
 ) -> None:
     encoding = resp.headers.get("Content-Encoding")
     if encoding and encoding.strip().lower() != "identity":
-        out.fail("error", "malformed",
+        out.fail("error", ErrorKind.MALFORMED,
                  f"body is {encoding[:40]}-encoded although identity was asked for")
         return
     counter = TokenCounter()
@@ -271,21 +272,23 @@ async def _read_events(
             try:
                 obj = loads(payload)
             except orjson.JSONDecodeError:
-                out.fail("error", "malformed", f"undecodable event: {payload[:80]!r}")
+                out.fail("error", ErrorKind.MALFORMED, f"undecodable event: {payload[:80]!r}")
                 return
             if type(obj) is not dict:
-                out.fail("error", "malformed", f"event is not an object: {payload[:80]!r}")
+                out.fail("error", ErrorKind.MALFORMED, f"event is not an object: {payload[:80]!r}")
                 return
             if "error" in obj or obj.get("object") == "error":
                 err = obj.get("error")
-                out.fail("error", "stream_error", error_text(err if err is not None else obj))
+                out.fail("error", ErrorKind.STREAM_ERROR,
+                         error_text(err if err is not None else obj))
                 continue
             usage = obj.get("usage")
             usage_tokens = None
             if usage is not None:
                 usage = clean_usage(usage)
                 if usage is None:
-                    out.fail("error", "malformed", f"usage is not token counts: {payload[:80]!r}")
+                    out.fail("error", ErrorKind.MALFORMED,
+                             f"usage is not token counts: {payload[:80]!r}")
                     return
                 out.usage = usage
                 ct = usage.get("completion_tokens")
@@ -296,14 +299,14 @@ async def _read_events(
             if choices:
                 choice = choices[0] if type(choices) is list else None
                 if type(choice) is not dict:
-                    out.fail("error", "malformed", f"choices is not a list of objects: "
+                    out.fail("error", ErrorKind.MALFORMED, f"choices is not a list of objects: "
                              f"{payload[:80]!r}")
                     return
                 ids = choice.get("token_ids")
                 if ids:
                     if type(ids) is not list or not all(type(i) is int for i in ids):
-                        out.fail("error", "malformed", f"token_ids is not a list of integers: "
-                                 f"{payload[:80]!r}")
+                        out.fail("error", ErrorKind.MALFORMED,
+                                 f"token_ids is not a list of integers: {payload[:80]!r}")
                         return
                     n_ids = len(ids)
                     if keep_output_ids:
@@ -317,23 +320,23 @@ async def _read_events(
                 chunk_ns.append(t)
                 chunk_tokens.append(n)
                 if counter.streamed > limit >= 0:
-                    out.fail("error", "too_many_tokens",
+                    out.fail("error", ErrorKind.TOO_MANY_TOKENS,
                              f"server streamed more than the {max_tokens} tokens asked for")
                     return
         if out.done:
             break
         if itl is not None and counter.streamed > seen:
-            state.set(loop.time() + itl, "timeout_itl", total_at)
+            state.set(loop.time() + itl, ErrorKind.TIMEOUT_ITL, total_at)
     else:
         for ev in parser.close():
             if ev.data == b"[DONE]":
                 out.done = True
     if not out.done:
         if parser.junk is not None:
-            out.fail("error", "malformed", f"stream ended without [DONE]; it held lines that "
-                     f"are not SSE fields, e.g. {parser.junk!r}")
+            out.fail("error", ErrorKind.MALFORMED, "stream ended without [DONE]; it held lines "
+                     f"that are not SSE fields, e.g. {parser.junk!r}")
         else:
-            out.fail("error", "disconnect", "stream ended without [DONE]")
+            out.fail("error", ErrorKind.DISCONNECT, "stream ended without [DONE]")
 
 
 def _check_usage(out: StreamOutcome, counter: TokenCounter, max_tokens: int | None) -> None:
@@ -345,7 +348,7 @@ def _check_usage(out: StreamOutcome, counter: TokenCounter, max_tokens: int | No
     if problem is not None:
         out.usage = None
         if out.done:
-            out.fail("error", "bad_usage", problem)
+            out.fail("error", ErrorKind.BAD_USAGE, problem)
 
 
 async def _settle(resp: aiohttp.ClientResponse, state: _TimerState,

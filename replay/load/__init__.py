@@ -6,7 +6,16 @@ runs them: in process, in worker processes (``--workers``) or Ray actors
 (``--ray``). Other packages import these names, never the private modules.
 """
 
+from replay.load._drain import (
+    DRAIN_MARGIN_S,
+    DRAIN_MIN_S,
+    DRAIN_RATE_TOK_S,
+    auto_drain,
+    longest_output,
+    resolve_drain,
+)
 from replay.load._executor import ExecOutcome, Executor, Job, RecordSink, raise_crash
+from replay.load._fleet import check_fleet, describe_fleet, split_targets
 from replay.load._inprocess import InProcessExecutor
 from replay.load._lanes import LaneContext, PromptBuilder, salt_for, sleep_until
 from replay.load._live import LiveStats, LiveView, render_lines
@@ -23,6 +32,7 @@ from replay.load._phases import (
 )
 from replay.load._ray import RayExecutor
 from replay.load._remote import WorkerExecutor, WorkerPlan, run_plan, split_users
+from replay.load._routing import FleetCache
 from replay.load._run import ServerWatchHook, load_kind, run_load, run_load_sync
 from replay.load._scenario import (
     SCENARIOS,
@@ -48,12 +58,14 @@ from replay.load._writer import (
 )
 
 __all__ = [
-    "FLAGS",
-    "RESULT_FILES",
-    "SCENARIOS",
     "Arrival",
+    "DRAIN_MARGIN_S",
+    "DRAIN_MIN_S",
+    "DRAIN_RATE_TOK_S",
     "ExecOutcome",
     "Executor",
+    "FLAGS",
+    "FleetCache",
     "InProcessExecutor",
     "Job",
     "LaneContext",
@@ -62,12 +74,14 @@ __all__ = [
     "LiveView",
     "ProcessExecutor",
     "PromptBuilder",
+    "RESULT_FILES",
     "RayExecutor",
     "RecordSink",
     "RunConfig",
     "RunSettings",
     "RunWriteError",
     "RunWriter",
+    "SCENARIOS",
     "ScenarioRules",
     "ScenarioVerdict",
     "ServerWatchHook",
@@ -75,12 +89,15 @@ __all__ = [
     "WorkerExecutor",
     "WorkerPlan",
     "apply_scenario",
+    "auto_drain",
+    "check_fleet",
     "check_time_controls",
     "check_writable_dir",
     "claim_run_dir",
     "close_manifest",
     "connections_for",
     "default_builder",
+    "describe_fleet",
     "drive_lanes",
     "entry_turn",
     "event_loop_factory",
@@ -88,10 +105,12 @@ __all__ = [
     "iso_utc",
     "judge_scenario",
     "load_kind",
+    "longest_output",
     "make_context",
     "open_plan",
     "raise_crash",
     "render_lines",
+    "resolve_drain",
     "retimed",
     "run_load",
     "run_load_sync",
@@ -101,6 +120,7 @@ __all__ = [
     "scenario_values",
     "settings_error",
     "sleep_until",
+    "split_targets",
     "split_users",
     "validated",
     "walk",

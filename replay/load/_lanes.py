@@ -31,6 +31,7 @@ import numpy as np
 from analysis import Phase, RecordDict, RequestStatus
 from replay.client import (
     BodySpec,
+    CacheMark,
     ChainEncoder,
     PrefixCacheModel,
     StreamOutcome,
@@ -64,7 +65,7 @@ class LaneContext:
     """What every lane of one run shares (a plain object: lanes run on one loop)."""
 
     session: aiohttp.ClientSession
-    url: str
+    urls: tuple[str, ...]  # the endpoint of each replica (``cache`` routes among them)
     headers: dict[str, str]
     spec: BodySpec
     timeouts: Timeouts
@@ -186,7 +187,7 @@ def _rid(ctx: LaneContext) -> str:
 
 async def _send(
     ctx: LaneContext, chain: _Chain, turn: int, req: Request, prompt: np.ndarray,
-    body: bytes, expected: int, due_ns: int, think_s: float, rid: str,
+    body: bytes, mark: CacheMark, due_ns: int, think_s: float, rid: str,
 ) -> StreamOutcome:
     headers = dict(ctx.headers)
     headers["X-Request-Id"] = rid
@@ -197,13 +198,13 @@ async def _send(
         ctx.measure_idle.clear()
     ctx.busy += 1
     try:
-        await stream_request(ctx.session, ctx.url, body, headers, ctx.timeouts, out,
+        await stream_request(ctx.session, ctx.urls[mark.replica], body, headers, ctx.timeouts, out,
                              max_line_bytes=ctx.max_line_bytes, max_tokens=req.output_tokens,
                              keep_output_ids=ctx.spec.carry_output)
     except asyncio.CancelledError:
         if out.status == "cancelled":  # not a complete answer cancelled while settling
             out.error_kind = f"cancelled_{ctx.cancel_reason}"
-        ctx.on_record(_record(ctx, rid, chain, turn, req, prompt, expected, due_ns, think_s, out))
+        ctx.on_record(_record(ctx, rid, chain, turn, req, prompt, mark, due_ns, think_s, out))
         raise
     finally:
         ctx.busy -= 1
@@ -211,13 +212,13 @@ async def _send(
             ctx.measure_inflight -= 1
             if ctx.measure_inflight == 0:
                 ctx.measure_idle.set()
-    ctx.on_record(_record(ctx, rid, chain, turn, req, prompt, expected, due_ns, think_s, out))
+    ctx.on_record(_record(ctx, rid, chain, turn, req, prompt, mark, due_ns, think_s, out))
     return out
 
 
 def _record(
     ctx: LaneContext, rid: str, chain: _Chain, turn: int, req: Request, prompt: np.ndarray,
-    expected: int, due_ns: int, think_s: float, out: StreamOutcome,
+    mark: CacheMark, due_ns: int, think_s: float, out: StreamOutcome,
 ) -> RecordDict:
     """The request's record (``analysis.RequestRecord``'s fields, every one present).
 
@@ -245,6 +246,7 @@ def _record(
         "kind": req.kind,
         "phase": cast(Phase, ctx.phase(sent_ns)),
         "worker": ctx.worker,
+        "replica": mark.replica,
         "status": cast(RequestStatus, status),
         "error_kind": kind,
         "error_message": out.error_message if kind is not None else None,
@@ -262,7 +264,7 @@ def _record(
         "output_tokens": int(completion) if isinstance(completion, int)
         else out.streamed_tokens,
         "cached_tokens": int(cached) if isinstance(cached, int) else None,
-        "expected_cached_tokens": expected,
+        "expected_cached_tokens": mark.expected,
         "think_applied_s": think_s,
     }
 
@@ -296,8 +298,7 @@ async def _run_chain(
         if ctx.stopped:
             return False
         mark = ctx.cache.observe(prompt, req.shared_blocks * wbs, chain.scope, hashed)
-        out = await _send(ctx, chain, turn, req, prompt, body, mark.expected, due_ns,
-                          wait / _NS, rid)
+        out = await _send(ctx, chain, turn, req, prompt, body, mark, due_ns, wait / _NS, rid)
         ctx.cache.extend(mark, out.output_ids)
         prev_prompt = prompt
         prev_output = out.output_ids if out.status == "ok" else ()
@@ -437,8 +438,8 @@ async def timestamp_session(
             if ctx.stopped:
                 break
             mark = ctx.cache.observe(prompt, req.shared_blocks * wbs, chain.scope, hashed)
-            pending.append(ctx.spawn(_send(ctx, chain, turn, req, prompt, body, mark.expected,
-                                           due_ns, 0.0, _rid(ctx))))
+            pending.append(ctx.spawn(_send(ctx, chain, turn, req, prompt, body, mark, due_ns, 0.0,
+                                           _rid(ctx))))
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
         ctx.lane_ended(ctx.window_end_ns)

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import orjson
 
 from analysis import RecordDict
-from replay.client import StreamOutcome
+from replay.client import CacheMark, StreamOutcome
 from replay.load._lanes import LaneContext, _record
 
 __all__ = ["InFlight", "planned_record"]
@@ -30,7 +31,8 @@ def planned_record(ctx: LaneContext, rid: str, chain: Any, turn: int, req: Any, 
                    due_ns: int, think_s: float) -> RecordDict:
     """The ``lost`` record a request gets if its worker is lost with it (sent at its
     due time, no answer): built when it becomes due, kept until its real record comes."""
-    rec = _record(ctx, rid, chain, turn, req, prompt, 0, due_ns, think_s, StreamOutcome())
+    mark = CacheMark(expected=0, blocks=0, carry=0, tail=np.empty(0, np.int32), scope=None)
+    rec = _record(ctx, rid, chain, turn, req, prompt, mark, due_ns, think_s, StreamOutcome())
     rec["status"] = "lost"
     rec["error_kind"] = "worker_lost"
     rec["phase"] = ctx.phase(due_ns)  # type: ignore[typeddict-item]

@@ -33,6 +33,7 @@ from replay.load._lanes import (
     open_arrivals,
     timestamp_session,
 )
+from replay.load._routing import FleetCache
 from replay.load._scenario import lane_options
 from replay.load._settings import RunSettings
 from traces import Request, Session
@@ -62,6 +63,8 @@ class Target:
     run_tag: str
     chat: ChatCodec | None = None
     """Chat mode: how workload ids become text the server tokenizes exactly."""
+    roots: tuple[str, ...] = ()
+    """A fleet: every replica's base URL, ``root`` first (empty: ``root`` alone)."""
 
 
 @dataclass
@@ -124,17 +127,20 @@ def make_context(
     warmup_end_ns = t0_ns + int(settings.warmup_s * _NS)
     window_end_ns = warmup_end_ns + int(settings.duration_s * _NS)
     path = "/v1/chat/completions" if settings.api == "chat" else "/v1/completions"
+    roots = target.roots or (target.root,)
+    cache = PrefixCacheModel(target.server_block_size) if len(roots) == 1 else \
+        FleetCache(target.server_block_size, len(roots), settings.routing)
     return LaneContext(
-        session=session, url=f"{target.root}{path}", headers=target.headers,
+        session=session, urls=tuple(f"{root}{path}" for root in roots), headers=target.headers,
         spec=BodySpec(model=target.model, api=settings.api, carry_output=settings.carry_output,
                       chat=target.chat),
         timeouts=Timeouts(connect_s=settings.connect_timeout_s,
                           first_token_s=settings.first_token_timeout_s,
                           itl_s=settings.itl_timeout_s, total_s=settings.total_timeout_s),
         build=build or default_builder(target.block_size, target.vocab_size),
-        block_size=target.block_size, cache=PrefixCacheModel(target.server_block_size),
+        block_size=target.block_size, cache=cache,
         t0_ns=t0_ns, warmup_end_ns=warmup_end_ns, window_end_ns=window_end_ns,
-        issue_end_ns=window_end_ns + int(settings.drain_s * _NS),
+        issue_end_ns=window_end_ns + int(settings.drain * _NS),
         on_record=on_record, run_tag=target.run_tag, think_scale=settings.think_scale,
         think_cap_s=settings.think_time_cap_s, max_line_bytes=settings.max_line_bytes,
         worker=worker, **lane_options(settings.scenario, target.run_tag),

@@ -206,7 +206,7 @@ class WorkerExecutor:
         self.plans = make_plans(job)
         self.tally = Tally.of(job.sink, len(self.plans))
         settings = job.settings
-        self.span_ns = int((settings.warmup_s + settings.duration_s + settings.drain_s) * _NS)
+        self.span_ns = int((settings.warmup_s + settings.duration_s + settings.drain) * _NS)
         self.end_ns = 0
         self.t0_ns = 0
 

@@ -20,7 +20,7 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -43,16 +43,15 @@ from analysis import (
 )
 from replay._version import __version__
 from replay.client import (
-    MetricsPoller,
     ServerFacts,
-    connect_url,
     fetch_chat_codec,
     make_session,
-    probe_server,
     public_target,
 )
 from replay.errors import ConfigError, TargetError
+from replay.load._drain import resolve_drain
 from replay.load._executor import ExecOutcome, Executor, Job, raise_crash
+from replay.load._fleet import FleetMetrics, describe_fleet, fleet_roots, probe_fleet
 from replay.load._health import client_health
 from replay.load._inprocess import InProcessExecutor
 from replay.load._lanes import PromptBuilder
@@ -82,8 +81,13 @@ async def run_load(
     stop: asyncio.Event | None = None,
     builder: PromptBuilder | None = None,
     watch: ServerWatchHook | None = None,
+    before_load: Callable[[], None] | None = None,
 ) -> Path:
     """Run one load test and return its run directory (see the module docstring).
+
+    ``before_load`` is called once the server answered and the workload fits, just
+    before the first request: warnings given there come before the load, yet a run
+    refused by the server still fails in one line.
 
     ``watch`` (e.g. ``replay.launch.ServerWatcher`` of a launched server) is read
     when the run closes: a server that died is stamped in ``server_watch``.
@@ -100,8 +104,10 @@ async def run_load(
                           f"workload's arrival mode is {arrival!r}")
     check_time_controls(settings, header.arrival, path, rated=settings.rate is not None)
     sessions = retimed(settings, sessions, path)
+    settings, drain_note = resolve_drain(settings, sessions)
     caveats = _time_caveats(settings, sessions, arrival)
-    root, basic = connect_url(settings.target)
+    roots, basic = fleet_roots(settings)
+    root = roots[0]
     headers = _auth_headers(settings)
     if basic is not None and "Authorization" not in headers:
         headers["Authorization"] = basic
@@ -110,19 +116,24 @@ async def run_load(
     else:
         connections = connections_for(settings.users, sessions) if arrival == "closed" else 0
     async with make_session(connections, connect_s=settings.connect_timeout_s) as session:
-        facts = await probe_server(session, settings.target, headers, model=settings.model,
-                                   vocab_size=settings.vocab_size,
-                                   block_size=settings.server_block_size)
+        fleet = await probe_fleet(session, settings, headers)
+        facts = fleet[0]
         _check_fits(sessions, path, facts, public_target(settings.target))
+        if drain_note is not None:  # said once the server answered (a refusal is one line)
+            print(drain_note, file=sys.stderr, flush=True)
+        if before_load is not None:
+            before_load()
         run_id = uuid.uuid4().hex[:12]
         chat = await fetch_chat_codec(session, root, headers, facts.model, facts.vocab_size) \
             if settings.api == "chat" else None  # exact chat prompts (replay.client._chat)
         target = Target(root=root, headers=headers, model=facts.model,
                         vocab_size=facts.vocab_size, block_size=header.block_size,
-                        server_block_size=facts.block_size, run_tag=run_id[:8], chat=chat)
+                        server_block_size=facts.block_size, run_tag=run_id[:8], chat=chat,
+                        roots=roots if len(roots) > 1 else ())
         manifest = _manifest(settings, run_id, facts, header, path, len(sessions), arrival)
+        describe_fleet(manifest, settings.fleet, fleet, settings.routing)
         writer = RunWriter(out)
-        stats = LiveStats(settings.warmup_s + settings.duration_s + settings.drain_s)
+        stats = LiveStats(settings.warmup_s + settings.duration_s + settings.drain)
         job = Job(settings=settings, workload=path, sessions=sessions, arrival=arrival,
                   target=target, sink=_Sink(writer, stats))
         executor = _executor(job, session, builder)
@@ -168,8 +179,9 @@ async def _run(executor: Executor, settings: RunSettings, manifest: RunManifest,
     helpers: list[asyncio.Task[Any]] = []
     poller = None
     if settings.metrics_interval_s is not None:
-        poller = MetricsPoller(session, f"{target.root}/metrics", settings.metrics_interval_s,
-                               _on_metrics(writer, stats), t0_ns, headers=target.headers)
+        poller = FleetMetrics(session, target.roots or (target.root,),
+                              settings.metrics_interval_s, writer.write_metrics,
+                              stats.on_metrics, t0_ns, target.headers)
         helpers.append(asyncio.create_task(poller.run()))
     helpers.append(asyncio.create_task(LiveView(stats, live).run()))
     helpers.append(asyncio.create_task(_follow_phases(stats, settings, t0_ns)))
@@ -287,14 +299,6 @@ class _Sink:
             on_record(orjson.loads(line))
 
 
-def _on_metrics(writer: RunWriter, stats: LiveStats) -> Any:
-    def on_metrics(t_s: float, values: dict[str, float]) -> None:
-        writer.write_metrics(t_s, values)
-        stats.on_metrics(t_s, values)
-
-    return on_metrics
-
-
 STOPPING = "stopping: drain over, cancelling requests still running (marked incomplete)"
 """The live view's phase once the drain has run out: closing can take a while on a
 loaded machine, and "remaining 0s" alone looked like a hang."""
@@ -304,7 +308,7 @@ async def _follow_phases(stats: LiveStats, settings: RunSettings, t0_ns: int) ->
     """Keep the live view's phase label in step with the run's schedule."""
     window_end_s = settings.warmup_s + settings.duration_s
     for phase, end_s in (("warmup", settings.warmup_s), ("measure", window_end_s),
-                         ("drain", window_end_s + settings.drain_s)):
+                         ("drain", window_end_s + settings.drain)):
         stats.phase = phase
         rem = t0_ns + int(end_s * _NS) - time.monotonic_ns()
         if rem > 0:

@@ -173,8 +173,7 @@ def apply_scenario(
     if header is not None:
         notes += workload_notes(rules, header, workload)
     if notes and not unsafe:
-        more = f" (and {len(notes) - 1} more)" if len(notes) > 1 else ""
-        raise ConfigError(f"{notes[0]}{more}; {_UNSAFE}")
+        raise ConfigError(f"{'; '.join(notes)}; {_UNSAFE}")
     out = dict(values)
     out["scenario"] = rules.name
     out["scenario_unsafe"] = bool(unsafe)

@@ -22,6 +22,8 @@ __all__ = ["FLAGS", "RunConfig", "RunSettings", "flag_of", "settings_error", "va
 
 FLAGS: dict[str, str] = {
     "target": "--target",
+    "targets": "--target",
+    "routing": "--routing",
     "users": "--users",
     "levels": "--users",
     "duration_s": "--duration",
@@ -72,7 +74,8 @@ def settings_error(exc: ValidationError) -> ConfigError:
     shown = msg.replace("Input should be", "must be").replace("greater than or equal to", ">=")
     shown = shown.replace("greater than", ">").replace("less than or equal to", "<=")
     got = err.get("input")
-    tail = f" (got {got!r})" if got is not None and not isinstance(got, dict) else ""
+    tail = f" (got {got!r})" if got is not None and not isinstance(got, dict | tuple | list) \
+        else ""
     return ConfigError(f"{flag_of(loc[0])}: {shown}{tail}")
 
 
@@ -98,10 +101,18 @@ class RunSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     target: str
+    """The server, or the first replica of a fleet (``targets``)."""
+    targets: tuple[str, ...] = ()
+    """A fleet measured as one target: every replica's URL, ``target`` first (empty:
+    ``target`` alone). See ``replay.load._routing``."""
+    routing: Literal["affinity", "round-robin"] = "affinity"
+    """How requests spread over ``targets``: every turn of a session on one replica
+    (its prefix cache holds), or each request to the next replica in turn."""
     users: int = Field(default=1, ge=0, le=1_000_000)
     duration_s: float = Field(gt=0)
     warmup_s: float = Field(default=0.0, ge=0)
-    drain_s: float = Field(default=30.0, ge=0)
+    drain_s: float | None = Field(default=None, ge=0)
+    """None: decided from the workload when the run starts (``replay.load._drain``)."""
     api: Literal["completions", "chat"] = "completions"
     model: str | None = None
     api_key_env: str | None = None
@@ -146,23 +157,42 @@ class RunSettings(BaseModel):
     @field_validator("target")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        parts = urlsplit(value.strip())
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"{value!r} is not an http(s) URL such as http://host:8000")
-        try:
-            parts.port  # noqa: B018 - raises on a port outside 0..65535
-        except ValueError:
-            raise ValueError(f"{value!r}: the port must be a number in 1..65535") from None
-        return value.strip()
+        return _checked_url(value)
+
+    @field_validator("targets")
+    @classmethod
+    def _http_urls(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        urls = tuple(_checked_url(v) for v in values)
+        if len(urls) == 1:
+            return ()
+        bases = [_base(u) for u in urls]
+        dup = next((u for i, u in enumerate(bases) if u in bases[:i]), None)
+        if dup is not None:
+            raise ValueError(f"{dup} is given twice; give each replica once")
+        return urls
+
+    @property
+    def fleet(self) -> tuple[str, ...]:
+        """Every server the run loads: the replicas, or just ``target``."""
+        return self.targets or (self.target,)
 
     @model_validator(mode="after")
     def _users_or_rate(self) -> RunSettings:
+        if self.targets and self.targets[0] != self.target:
+            raise ValueError("--target: the first of the replicas must be the target")
         if self.rate is None and self.users < 1:
             raise ValueError("--users must be at least 1 for closed-loop runs (or give --rate)")
         if (self.workers > 1 or self.ray is not None) and self.rate is not None:
             raise ValueError("--workers and --ray split closed-loop users; they do not combine "
                              "with an open-loop --rate")
         return self
+
+    @property
+    def drain(self) -> float:
+        """The drain in seconds, once decided (``run_load`` decides an unset one)."""
+        if self.drain_s is None:
+            raise RuntimeError("the drain is decided from the workload before the run")
+        return self.drain_s
 
     @property
     def split(self) -> bool:
@@ -174,8 +204,11 @@ class RunSettings(BaseModel):
         fields = LoadSettings.model_fields
         scale = "think_scale" if "think_scale" in fields else "think_time_scale"
         values: dict[str, Any] = dict(
-            users=self.users, duration_s=self.duration_s, warmup_s=self.warmup_s,
-            drain_s=self.drain_s, seed=self.seed, api=self.api, arrival=arrival,
+            # users set a closed-loop load only; an open-loop or timestamp run's load is
+            # its rate or arrivals, and recording a user count there misled readers
+            users=self.users if arrival == "closed" else 0, duration_s=self.duration_s,
+            warmup_s=self.warmup_s,
+            drain_s=self.drain, seed=self.seed, api=self.api, arrival=arrival,
             rate=self.rate, think_time_cap_s=self.think_time_cap_s,
             warmup_start=self.warmup_start,
         )
@@ -183,6 +216,23 @@ class RunSettings(BaseModel):
         if arrival != "closed" and self.rate is None and "time_scale" in fields:
             values["time_scale"] = self.time_scale
         return LoadSettings(**values)
+
+
+def _checked_url(value: str) -> str:
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{value!r} is not an http(s) URL such as http://host:8000")
+    try:
+        parts.port  # noqa: B018 - raises on a port outside 0..65535
+    except ValueError:
+        raise ValueError(f"{value!r}: the port must be a number in 1..65535") from None
+    return value.strip()
+
+
+def _base(url: str) -> str:
+    """A replica as compared for duplicates: scheme, host and port (no credentials)."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname}:{parts.port}{parts.path.rstrip('/')}"
 
 
 RunConfig = RunSettings

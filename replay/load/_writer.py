@@ -173,11 +173,14 @@ class RunWriter:
         self._append(self._requests, b"\n".join(lines) + b"\n")
         self.records += len(lines)
 
-    def write_metrics(self, t_s: float, values: dict[str, float]) -> None:
-        """Append a sample; after a failed write samples are dropped (the records'
-        writes, which stop the run, raise instead)."""
+    def write_metrics(self, t_s: float, values: dict[str, float], replica: int = 0) -> None:
+        """Append a sample (of a fleet's ``replica``); after a failed write samples are
+        dropped (the records' writes, which stop the run, raise instead)."""
         if self.failure is None:
-            self._append(self._metrics, orjson.dumps({"t_s": t_s, "values": values}) + b"\n")
+            sample: dict[str, object] = {"t_s": t_s, "values": values}
+            if replica:
+                sample["replica"] = replica
+            self._append(self._metrics, orjson.dumps(sample) + b"\n")
 
     def _append(self, lines: _Lines, data: bytes) -> None:
         if self.failure is not None:

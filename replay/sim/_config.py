@@ -64,7 +64,8 @@ def server_info(profile: SimProfile, backend: Backend, time_scale: float,
     figures overwrite the defaults. Beyond real vLLM: ``model_config.hf_config.vocab_size``
     (real servers do not expose it; the replayer reads it from here),
     ``device_config.gpu``, and the top-level ``simulated``, ``sim_profile`` (with its
-    description: what it is calibrated to), ``time_scale``, ``slowdown``.
+    description: what it is calibrated to), ``sim_acceptance_length`` (the mean
+    acceptance length its speculative profile claims), ``time_scale``, ``slowdown``.
     """
     spec = profile.speculative
     cfg = copy.deepcopy(BASE_VLLM_CONFIG)
@@ -107,6 +108,7 @@ def server_info(profile: SimProfile, backend: Backend, time_scale: float,
         "simulated": True,
         "sim_profile": profile.name,
         "sim_profile_description": profile.description,
+        "sim_acceptance_length": None if spec is None else spec.mean_acceptance_length,
         "time_scale": time_scale,
         "slowdown": slowdown,
     }

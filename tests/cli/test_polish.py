@@ -56,8 +56,11 @@ def test_every_default_is_shown_in_help() -> None:
     assert hidden == []
 
 
-@pytest.mark.parametrize("flag, shown", [("--warmup", "0.0"), ("--drain", "30.0"),
-                                         ("--users", "1"), ("--metrics-interval", "2.0")])
+@pytest.mark.parametrize("flag, shown", [
+    ("--warmup", "0.0"), ("--users", "1"), ("--metrics-interval", "2.0"),
+    ("--drain", "long enough for the workload's longest answer: its output tokens at 20 tok/s "
+                "+ 10 s, at least 30 s, said when the run starts;"),
+])
 def test_run_help_shows_the_defaults(
     flag: str, shown: str, capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -65,7 +68,8 @@ def test_run_help_shows_the_defaults(
         main(["run", "--help"])
     options = " ".join(capsys.readouterr().out.split("options:", 1)[1].split())
     after = options.split(f"{flag} {flag.lstrip('-').replace('-', '_').upper()}", 1)[1]
-    assert f"(default: {shown})" in after.split(" --", 1)[0]
+    shown = shown if shown.endswith(";") else shown + ")"
+    assert f"(default: {shown}" in after.split(" --", 1)[0]
 
 
 def test_serve_sim_help_lists_every_bundled_profile(capsys: pytest.CaptureFixture[str]) -> None:
@@ -99,12 +103,15 @@ def test_generate_one_session_says_session(
 
 
 def test_search_answer_of_one_user_says_user() -> None:
-    from analysis import SloTier
+    from analysis import Bracket, SloTier
     from replay.ab import SearchAnswer
 
-    answer = SearchAnswer("auto", SloTier(floor_tok_s=30, ttft_s=15), users=1,
-                          bracket=(1, 2), how="bracketed to one user")
-    assert ": 1 user (bracket 1" in answer.text()
+    answer = SearchAnswer("auto", SloTier(floor_tok_s=30, ttft_s=15),
+                          bracket=Bracket(passed=1, failed=2), ended="bracketed",
+                          how="bracketed to one user")
+    assert ": between 1 and 2 users (bracketed to one user)" in answer.text()
+    answer.bracket = Bracket(passed=1, failed=None)
+    assert ": at least 1 user (" in answer.text()
 
 
 _FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
@@ -212,10 +219,11 @@ def test_run_summary_counts_outcomes_and_reads_the_percentiles(tmp_path: Path) -
                        first_token_s=None, last_token_s=None))
     out = make_run(tmp_path / "run one", records, simulated=True)
     truth = summarize(measure(read_run(out)), bootstrap=False)
-    assert truth.counts.ok == 8 and truth.ttft.p90 is not None  # the fixture is what we think
+    assert truth.counts.ok == 8 and truth.ttft_due.p90 is not None  # the fixture is what we think
     head, hint = run_summary_lines(out)
     assert head.startswith("[SIMULATED] window: 10 requests (8 ok, 1 error, 1 timeout)")
-    assert f"P90 TTFT {truth.ttft.p90:.3g} s" in head
+    # the TTFT the tiers and charts use, named, in ms
+    assert f"P90 TTFT from schedule {truth.ttft_due.p90 * 1000:,.0f} ms" in head
     assert f"P90 interactivity {truth.interactivity.p90:.3g} tok/s/user" in head
     assert hint == f"full report: agentreplay report '{out}'"
 
@@ -227,7 +235,7 @@ def test_run_summary_of_an_empty_window_says_na(tmp_path: Path) -> None:
     out = make_run(tmp_path / "r", [rec(0, sent_s=200.0)])  # after the window
     head, _ = run_summary_lines(out)
     assert head.startswith("window: 0 requests (0 ok)")
-    assert "P90 interactivity n/a; P90 TTFT n/a" in head
+    assert "P90 interactivity n/a; P90 TTFT from schedule n/a" in head
 
 
 @pytest.fixture(scope="module")
@@ -309,8 +317,10 @@ def test_report_judges_tiers_by_max_failure_share(
     want = DEFAULT_MAX_FAILURE_SHARE if share is None else share
     assert summary["rules"]["max_failure_share"] == want
     truth = compare_runs(read_runs([run]), rules=Rules(max_failure_share=want))
-    assert [row["users"] for row in summary["capacity"]] == [r.users for r in truth.capacity]
-    met = [row["users"] for row in summary["capacity"] if row["users"] is not None]
+    assert [row["bracket"] for row in summary["capacity"]] == [
+        r.bracket.model_dump(mode="json") for r in truth.capacity]
+    met = [row["bracket"]["passed"] for row in summary["capacity"]
+           if row["bracket"]["passed"] is not None]
     assert bool(met) == (want >= 0.1)  # 10% failures fail every tier below that
 
 
@@ -363,3 +373,14 @@ def test_live_view_uses_the_reports_latencies() -> None:
     assert snap["ttft_p90"] == pytest.approx(float(np.percentile(ttft, 90)))
     assert snap["inter_p90"] == pytest.approx(1.0 / float(np.percentile(tpot, 90)))
     assert len(tpot) == 3 * 6 - 2  # the incomplete request's decode counts, errors do not
+
+
+def test_the_drain_help_states_the_load_default(capsys: pytest.CaptureFixture[str]) -> None:
+    """The CLI's help text and ``replay.load``'s default drain use the same numbers."""
+    from replay.load import DRAIN_MARGIN_S, DRAIN_MIN_S, DRAIN_RATE_TOK_S
+
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert (f"at {DRAIN_RATE_TOK_S:g} tok/s + {DRAIN_MARGIN_S:g} s, at least "
+            f"{DRAIN_MIN_S:g} s") in text

@@ -1,6 +1,6 @@
 """What ``agentreplay run`` ends with, against the simulator: the window's summary
 (checked against analysis reading the run it wrote), the warmup warning for a
-prefix-heavy workload, the verdict marked SIMULATED and the report hint."""
+prefix-heavy workload (before the load), the verdict marked SIMULATED and the report hint."""
 
 from __future__ import annotations
 
@@ -47,4 +47,5 @@ def test_run_ends_with_summary_warning_verdict_and_hint(
     assert advice is not None and f"agentreplay: {advice}" in got.err
     assert "agentreplay: [SIMULATED] run " in got.err  # the verdict
     err = got.err.splitlines()
-    assert err.index(f"agentreplay: run written to {out}") < err.index(f"agentreplay: {advice}")
+    # given before the load, not 200 s later after it (issue 26)
+    assert err.index(f"agentreplay: {advice}") < err.index(f"agentreplay: run written to {out}")

@@ -55,6 +55,14 @@ def test_interrupt_then_resume(tiny_workload: Path, tmp_path: Path) -> None:
         reused = is_run_reusable(first)  # a run stamped invalid is redone on resume
         state = orjson.loads((out / "comparison.json").read_bytes())
         assert state["runs"][names[1]]["status"] == "interrupted"
+        # the interrupted comparison's report says so, names what is missing (issue 26)
+        rep = subprocess.run([sys.executable, "-m", "replay.cli", "report", str(out)], cwd=ROOT,
+                             env=env, capture_output=True, timeout=120)
+        assert b"did not finish" in rep.stderr, rep.stderr.decode(errors="replace")
+        summary = orjson.loads((out / "summary.json").read_bytes())
+        assert summary["incomplete"] is True
+        assert sorted(m.split(" ")[0] for m in summary["missing"]) == sorted(names[1:])
+        assert "INCOMPLETE COMPARISON" in (out / "report.html").read_text()
 
         done = subprocess.run(_cmd(urls, tiny_workload, out), cwd=ROOT, env=env,
                               capture_output=True, timeout=120)
@@ -64,3 +72,4 @@ def test_interrupt_then_resume(tiny_workload: Path, tmp_path: Path) -> None:
     assert all(is_run_complete(out / "runs" / n) for n in names)
     assert (_run_id(first) == first_id) is reused
     assert (out / "report.html").exists()
+    assert orjson.loads((out / "summary.json").read_bytes())["missing"] == []

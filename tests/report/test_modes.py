@@ -132,3 +132,17 @@ def test_open_loop_levels_are_rates_not_users(tmp_path: Path) -> None:
     assert "session arrival rate (sessions/s, open loop)" in html  # the headline's axis
     assert "users (concurrent agent lanes)" not in html
     assert "auto @ 0.5 sessions/s" in html and "@ 2 users" not in html  # detail legends
+
+
+def test_history_lines_never_share_colour_style_and_marker(sweep: Path, tmp_path: Path) -> None:
+    from analysis.report._chart_base import color
+    from analysis.report._history import HistoryEntry, history_series
+
+    later = make_sweep(tmp_path / "later", levels=(4, 16))
+    entries = [HistoryEntry(name=p.name, path=str(p), comparison=compare_runs(r), runs=r)
+               for p, r in ((sweep, read_runs([sweep])), (later, read_runs([later])))]
+    series = history_series(entries)
+    looks = [(color(s.color_index), s.dashed, s.marker) for s in series]
+    assert len(series) == 4 and len(set(looks)) == len(looks)
+    # an entry's two arms differ in colour, not only in dash (coloured by entry, they hid)
+    assert color(series[0].color_index) != color(series[1].color_index)

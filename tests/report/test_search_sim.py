@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from analysis import compare_runs, parse_tier, read_run, read_runs
+from analysis import bracket_of, compare_runs, parse_tier, read_run, read_runs
 from replay.cli import main
 
 
@@ -44,7 +44,7 @@ def test_compare_search_against_the_simulated_backends(tmp_path: Path,
     assert {r["arm"] for r in data["results"]} == {"auto", "latency_specialized"}
     # on an idle machine both arms get an answer; a starved one may stop a search, and
     # then the command says so with exit 3
-    stopped = [r for r in data["results"] if r["how"].startswith("stopped")]
+    stopped = [r for r in data["results"] if r["ended"] == "invalid"]
     assert rc == (3 if stopped else 0), (rc, data["results"])
     for r in data["results"]:
         ev = {e["users"]: e for e in r["evidence"]}
@@ -56,24 +56,28 @@ def test_compare_search_against_the_simulated_backends(tmp_path: Path,
                         else "meets" if g.meets else "fails")
             assert e["verdict"] == expected
         lo, hi = r["bracket"]
-        if r["how"].startswith("stopped"):
-            assert any(e["verdict"] == "invalid" for e in r["evidence"])
+        # the answer is the bracket of the probes, as a sweep's capacity table reads it
+        assert r["answer"] == bracket_of(
+            [(u, e["verdict"] == "meets") for u, e in ev.items()
+             if e["verdict"] != "invalid"]).text()
+        assert str(r["answer"]) in printed
+        if r["ended"] in ("invalid", "probe limit"):
+            assert r["ended"] != "invalid" or any(e["verdict"] == "invalid"
+                                                  for e in r["evidence"])
             continue
         if lo is not None:
             assert ev[lo]["verdict"] == "meets" and r["users"] == lo
         if hi is not None:
-            assert ev[hi]["verdict"] == "fails" and (lo is None or hi == lo + 1 or
-                                                     "monotone" in r["how"])
+            assert ev[hi]["verdict"] == "fails" and (lo is None or hi == lo + 1)
         else:
-            assert r["how"].startswith("at least") and lo == 8
+            assert r["ended"] == "at least" and lo == 8
         assert min(ev) >= 2  # the search starts at the first --users count
-    answers = {r["arm"]: r["users"] for r in data["results"]
-               if not r["how"].startswith("stopped")}
+    answers = {r["arm"]: r["users"] for r in data["results"] if r["ended"] != "invalid"}
     if len(answers) == 2 and None not in answers.values():  # the faster backend serves more
         assert answers["latency_specialized"] >= answers["auto"]
     # the probes are ordinary run directories: report reads them and shows the search
     runs = read_runs([out])
     assert len(runs) == sum(len(r["evidence"]) for r in data["results"])
     html = (out / "report.html").read_text(encoding="utf-8")
-    assert '<section id="search">' in html and "largest load meeting the tier" in html
+    assert '<section id="search">' in html and "capacity (measured bracket)" in html
     assert html.index('<section id="search">') < html.index('<section id="metrics">')

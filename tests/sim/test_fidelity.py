@@ -30,7 +30,8 @@ PROMPT = list(range(10, 40))
 MESSAGES = [{"role": "system", "content": "You are terse."},
             {"role": "user", "content": "Say something about t12 and t13."}]
 # Keys the simulator adds on purpose (documented in replay/sim/_config.py server_info).
-SIM_ONLY_INFO = {"simulated", "sim_profile", "sim_profile_description", "time_scale", "slowdown",
+SIM_ONLY_INFO = {"simulated", "sim_profile", "sim_profile_description", "sim_acceptance_length",
+                 "time_scale", "slowdown",
                  "vllm_config.model_config.hf_config.vocab_size", "vllm_config.device_config.gpu"}
 # Every /server_info path the client (replay/client/_probe.py) and analysis/_fairness.py read.
 READ_PATHS = [

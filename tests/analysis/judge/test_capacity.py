@@ -1,4 +1,4 @@
-"""Capacity per SLO tier: interpolation between levels on the tier's shares."""
+"""Capacity per SLO tier: the bracket of measured levels, and the arms' ratio bounded by it."""
 
 from __future__ import annotations
 
@@ -46,47 +46,112 @@ def _level(users: int, fast: float | None, ttft: float, fail: float, per_gpu: fl
     )
 
 
-def test_interpolates_between_the_last_good_and_first_bad_level() -> None:
+def _meets(users: int, ok: bool, per_gpu: float = 0.0) -> RunSummary:
+    return _level(users, 1.0 if ok else 0.0, 1.0, 0.0, per_gpu or users * 10.0)
+
+
+def _truth(threshold: float, grid: list[int]) -> list[RunSummary]:
+    """Level summaries whose pass/fail follows a known capacity: met up to threshold."""
+    return [_meets(u, u <= threshold) for u in grid]
+
+
+def test_bracket_between_the_last_good_and_first_bad_level() -> None:
     levels = [_level(1, 1.0, 1.0, 0.0, 100), _level(8, 0.95, 0.98, 0.0, 600),
               _level(32, 0.5, 0.5, 0.0, 1500)]
     (row,) = capacity_table({"auto": levels}, [TIER])
-    # interactivity share crosses 0.9 at 8 + (0.95-0.9)/(0.95-0.5)*24 = 10.67;
-    # TTFT share at 8 + (0.98-0.9)/(0.98-0.5)*24 = 12: the smaller wins
-    assert row.how == "interpolated"
-    assert row.users == pytest.approx(8 + 0.05 / 0.45 * 24)
-    assert row.users_per_gpu == pytest.approx(row.users / 4)
-    assert row.decode_tok_s_per_gpu == pytest.approx(600 + (row.users - 8) / 24 * 900)
+    assert (row.bracket.passed, row.bracket.failed, row.bracket.kind) == (8, 32, "between")
+    assert row.bracket.text() == "between 8 and 32 users"
+    # per GPU numbers are the ones measured at the passing level, not interpolated
+    assert (row.users_per_gpu, row.decode_tok_s_per_gpu) == (2.0, 600)
 
 
-def test_failures_cross_too() -> None:
+def test_failures_fail_the_level() -> None:
     levels = [_level(1, 1.0, 1.0, 0.0, 100), _level(8, 1.0, 1.0, 0.45, 600)]
     (row,) = capacity_table({"auto": levels}, [TIER])
-    assert row.how == "interpolated"
-    assert row.users == pytest.approx(1 + 0.05 / 0.45 * 7)
+    assert (row.bracket.passed, row.bracket.failed) == (1, 8)
 
 
 def test_all_levels_meet_is_at_least_the_largest() -> None:
     levels = [_level(1, 1.0, 1.0, 0.0, 100), _level(32, 0.95, 0.95, 0.01, 1500)]
     (row,) = capacity_table({"auto": levels}, [TIER])
-    assert (row.users, row.how, row.decode_tok_s_per_gpu) == (32, "at least", 1500)
+    assert row.bracket.kind == "at least" and row.bracket.text() == "at least 32 users"
+    assert (row.bracket.passed, row.bracket.failed, row.decode_tok_s_per_gpu) == (32, None, 1500)
 
 
-def test_smallest_level_failing_gives_none() -> None:
+def test_smallest_level_failing_is_below_it() -> None:
     levels = [_level(1, 0.5, 1.0, 0.0, 100), _level(8, 0.2, 1.0, 0.0, 600)]
     (row,) = capacity_table({"auto": levels}, [TIER])
-    assert row.users is None and row.how == "none"
+    assert row.bracket.kind == "below" and row.bracket.text() == "below 1 user"
+    assert row.users_per_gpu is None and row.decode_tok_s_per_gpu is None
 
 
 def test_a_level_with_failures_fails_even_when_fast() -> None:
-    levels = [_level(1, 1.0, 1.0, 0.4, 100)]
-    (row,) = capacity_table({"auto": levels}, [TIER])
-    assert row.how == "none"
+    (row,) = capacity_table({"auto": [_level(1, 1.0, 1.0, 0.4, 100)]}, [TIER])
+    assert row.bracket.kind == "below"
 
 
-def test_missing_value_at_next_level_stays_at_measured_level() -> None:
+def test_one_level_that_meets_is_at_least_it() -> None:
+    (row,) = capacity_table({"auto": [_meets(4, True)]}, [TIER])
+    assert row.bracket.text() == "at least 4 users"
+
+
+def test_missing_value_at_next_level_fails_it() -> None:
     levels = [_level(1, 1.0, 1.0, 0.0, 100), _level(8, None, 1.0, 0.0, 600)]
     (row,) = capacity_table({"auto": levels}, [TIER])
-    assert (row.users, row.how) == (1, "measured")
+    assert (row.bracket.passed, row.bracket.failed) == (1, 8)
+
+
+def test_not_monotone_brackets_below_the_first_failure_and_lists_the_rest() -> None:
+    levels = [_meets(u, ok) for u, ok in [(2, True), (4, True), (8, False), (16, True),
+                                          (32, False)]]
+    (row,) = capacity_table({"auto": levels}, [TIER])
+    b = row.bracket
+    assert (b.passed, b.failed, b.passed_above) == (4, 8, [16])
+    assert b.text() == "between 4 and 8 users; not monotone: met again at 16"
+
+
+def test_levels_are_sorted_whatever_the_input_order() -> None:
+    (row,) = capacity_table({"auto": [_meets(16, False), _meets(2, True), _meets(4, True)]},
+                            [TIER])
+    assert (row.bracket.passed, row.bracket.failed) == (4, 16)
+
+
+def test_coarse_grid_brackets_the_truth() -> None:
+    """Truth 6 on grid 2..32: interpolating the step gave 4.4 [4.4-4.4]; the bracket
+    says what was measured, and holds the truth."""
+    (row,) = capacity_table({"auto": _truth(6, [2, 4, 8, 16, 32])}, [TIER])
+    b = row.bracket
+    assert (b.passed, b.failed) == (4, 8) and b.passed <= 6 < b.failed
+
+
+@pytest.mark.parametrize("truth", [1, 3, 5, 6, 7, 15, 31])
+def test_bracket_always_holds_the_truth(truth: int) -> None:
+    (row,) = capacity_table({"auto": _truth(truth, [1, 2, 4, 8, 16, 32])}, [TIER])
+    b = row.bracket
+    assert b.passed is not None and b.failed is not None
+    assert b.passed <= truth < b.failed
+
+
+def test_crossover_on_a_coarse_grid_gives_no_ratio() -> None:
+    """Truth 8 vs 11 on grid 4, 32: both arms are between 4 and 32, and the ratio is
+    unknown (it was 1.00x with interpolation)."""
+    rows = capacity_table({"auto": _truth(8, [4, 32]), "fast": _truth(11, [4, 32])}, [TIER])
+    auto, fast = rows
+    assert auto.bracket == fast.bracket and (auto.bracket.passed, auto.bracket.failed) == (4, 32)
+    assert auto.ratio is None and fast.ratio is not None
+    assert fast.ratio.verdict == "unknown"
+    assert (fast.ratio.low, fast.ratio.high) == (4 / 32, 32 / 4)
+    assert fast.ratio.text() == "unknown (0.12x \u2013 8.00x)"
+    assert "1.00x" not in fast.ratio.text()
+
+
+def test_crossover_on_a_fine_grid_bounds_the_ratio() -> None:
+    grid = [2, 4, 6, 8, 10, 12, 16]
+    _, fast = capacity_table({"auto": _truth(8, grid), "fast": _truth(11, grid)}, [TIER])
+    assert fast.ratio is not None and fast.ratio.verdict == "more"
+    # fast in [10, 12), auto in [8, 10): the ratio lies in (10/10, 12/8)
+    assert (fast.ratio.low, fast.ratio.high) == (1.0, 1.5)
+    assert fast.ratio.text() == "1.00x \u2013 1.50x"
 
 
 def test_parse_tier() -> None:

@@ -82,7 +82,7 @@ def test_forty_percent_failures_fail_every_tier_and_the_verdict_names_them(
     s = c.levels[0].arms["auto"]
     assert s.counts.failure_share == pytest.approx(0.4)
     assert all(not g.meets for g in s.goodput)
-    assert all(row.how == "none" for row in c.capacity)
+    assert all(row.bracket.kind == "below" for row in c.capacity)
     assert "40%" in c.verdict and "fails every SLO tier" in c.verdict
 
 
@@ -275,7 +275,7 @@ def test_open_loop_levels_are_rates_not_users(tmp_path: Path) -> None:
     assert "users" not in c.verdict.replace("user lane", "")
 
 
-def test_capacity_carries_an_interval_and_the_arms_ratio(tmp_path: Path) -> None:
+def test_capacity_brackets_and_the_arms_ratio_bracket(tmp_path: Path) -> None:
     # interactivity falls with users; arm "fast" holds it twice as long
     for users in (2, 4, 8):
         for label, slow in (("auto", 1.0), ("fast", 0.5)):
@@ -288,11 +288,11 @@ def test_capacity_carries_an_interval_and_the_arms_ratio(tmp_path: Path) -> None
     c = compare_runs(read_runs([tmp_path]))
     rows = {r.arm: r for r in c.capacity if r.tier.floor_tok_s == 100}
     base, fast = rows["auto"], rows["fast"]
-    assert base.users is not None and fast.users is not None
-    assert base.ci is not None and base.ci[0] <= base.users <= base.ci[1]
-    assert fast.ratio == pytest.approx(fast.users / base.users)
-    assert fast.ratio is not None and fast.ratio > 1
-    assert fast.ratio_ci is not None
+    # auto: 250, 125, 62.5 tok/s/user at 2, 4, 8 users; fast twice that
+    assert (base.bracket.passed, base.bracket.failed) == (4, 8)
+    assert (fast.bracket.passed, fast.bracket.failed) == (8, None)
+    assert base.ratio is None and fast.ratio is not None
+    assert (fast.ratio.low, fast.ratio.high, fast.ratio.verdict) == (1.0, None, "more")
 
 
 def test_nested_bootstrap_drops_whole_runs() -> None:
@@ -369,6 +369,7 @@ def _steady(tpot: float, users: int = 16, per_user: int = 10) -> list[dict[str, 
         for j in range(per_user):
             sent = 10.0 + 5.0 * j + 0.1 * u
             out.append(rec(len(out), user=u, turn=j, sent_s=sent, output_tokens=21,
+                           output_tokens_asked=21,
                            last_token_s=sent + 1.0 + 20 * tp))
     return out
 

@@ -136,12 +136,18 @@ def test_schedule_lag_and_session_latency(summary) -> None:
 
 def test_goodput(summary) -> None:
     strict, loose = summary.goodput
-    # strict (>= 1.5 tok/s, TTFT from due <= 2 s): only r0 of 6 requests;
+    # r2 has one output token: no interactivity, so it is left out of the shares
+    # that judge it (5 of the 6 requests), never counted as fast
+    assert strict.unrated == loose.unrated == 1
+    assert summary.counts.no_interactivity == 1
+    # strict (>= 1.5 tok/s, TTFT from due <= 2 s): only r0 of 5 rated requests;
     # no user meets it (user 0 has r6 at 3 s)
-    assert strict.requests == pytest.approx(1 / 6)
+    assert strict.requests == pytest.approx(1 / 5)
     assert strict.users == pytest.approx(0.0)
-    # loose: r0, r1, r2, r6 meet; user 0 only (user 1 failed r3, user 2 timed out)
-    assert loose.requests == pytest.approx(4 / 6)
+    # loose: r0, r1, r6 meet; user 0 only (user 1 failed r3, user 2 timed out)
+    assert loose.requests == pytest.approx(3 / 5)
+    assert loose.fast_share == pytest.approx(3 / 5)
+    assert loose.ttft_share == pytest.approx(4 / 6)  # r2's TTFT still counts
     assert loose.users == pytest.approx(1 / 3)
 
 

@@ -160,6 +160,8 @@ def test_cli_report_and_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "Capacity" in text and "latency_specialized" in text
     assert len(re.findall(r"tok/s/user", text)) == 2  # one row per tier
     assert "latency_specialized / auto" in text  # the arms' capacity ratio
+    assert "interpolat" not in text.replace("nothing interpolated", "")
+    assert re.search(r"between \d+ and \d+ users|at least \d+ users|below \d+ users?", text)
 
 
 def test_cli_refuses_unfair_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
