@@ -56,6 +56,7 @@ from analysis.schema import (
     SloTier,
     Validity,
     ValidityReason,
+    WorkerInfo,
     WorkloadRef,
     parse_tier,
 )
@@ -137,6 +138,7 @@ __all__ = [
     "SloTier",
     "Validity",
     "ValidityReason",
+    "WorkerInfo",
     "WorkloadRef",
     "assess_run",
     "bracket_of",

@@ -19,6 +19,7 @@ INTEGRATION = (
     "reliability/",
     "vllm/",
     "scale/test_workers.py",
+    "scale/test_ray_cluster.py",
     "bench/test_stub_server.py",
     "sim/test_server.py",
     "sim/test_process.py",

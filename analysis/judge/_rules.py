@@ -71,6 +71,11 @@ class Rules(BaseModel):
     workload's)..."""
     output_mismatch_invalid: float = Field(default=0.10, ge=0, le=1)
     """...and above which the run is invalid (a proxy or server cut the answers)."""
+    worker_lost_caveat_share: float = Field(default=0.01, ge=0, le=1)
+    """A lost worker (``--ray`` node or actor) is only a caveat when the users it carried
+    are at most this share of the run's users and its ``lost`` requests at most this
+    share of the requests recorded: above it the load fell for the rest of the window,
+    so the run is invalid."""
 
 
 DEFAULT_RULES = Rules()

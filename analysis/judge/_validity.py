@@ -93,9 +93,10 @@ def _failures(run: RunData, s: RunSummary, found: _Found, rules: Rules) -> None:
     if c.failure_share is not None and c.failure_share > rules.max_failure_share:
         found.add("failures", "caveat", f"{c.failure_share:.1%} of requests sent in the "
                   f"window failed or were incomplete ({c.error} error, {c.timeout} timeout, "
-                  f"{c.incomplete} incomplete): above {rules.max_failure_share:.0%}, every "
-                  "SLO tier fails" + (" (but for requests cut by the drain while on pace "
-                                      "for its floor)" if c.incomplete else ""))
+                  f"{c.incomplete} incomplete{f', {c.lost} lost' if c.lost else ''}): above "
+                  f"{rules.max_failure_share:.0%}, every SLO tier fails"
+                  + (" (but for requests cut by the drain while on pace for its floor)"
+                     if c.incomplete else ""))
     sent = c.in_window - c.cancelled
     if c.incomplete and sent and c.incomplete / sent > rules.drain_cut_caveat:
         got = f"{c.cut_received / c.cut_asked:.0%}" if c.cut_asked else "none"
@@ -135,6 +136,26 @@ def _failures(run: RunData, s: RunSummary, found: _Found, rules: Rules) -> None:
             found.add("failure_burst", "invalid", f"{tail_share:.0%} of requests failed in "
                       f"the last quarter of the window against {head_share:.0%} before: the "
                       "server died or restarted")
+
+
+def _workers(run: RunData, found: _Found, rules: Rules) -> None:
+    """Workers lost mid-run (``worker_lost``): how many users stopped and requests
+    went unrecorded; tiny shares are a caveat (``Rules.worker_lost_caveat_share``)."""
+    m = run.manifest
+    gone = [w for w in m.worker_info if w.lost]
+    if not gone:
+        return
+    users = sum(w.users for w in gone)
+    total = sum(w.users for w in m.worker_info) or m.load.users
+    lost = int((run.requests.status == "lost").sum())
+    n = len(run.requests.status)
+    cap = rules.worker_lost_caveat_share
+    tiny = users <= cap * max(total, 1) and lost <= cap * max(n, 1)
+    detail = "; ".join(f"worker {w.index}: {w.lost_detail or 'lost'}" for w in gone)
+    found.add("worker_lost", "caveat" if tiny else "invalid",
+              f"{len(gone)} worker(s) lost mid-run ({detail}): {users} of {total} users "
+              f"stopped early and {lost} request(s) in flight or due on them are recorded "
+              f"as lost (outcome unknown)")
 
 
 def _client(run: RunData, s: RunSummary, found: _Found, rules: Rules) -> None:
@@ -230,6 +251,7 @@ def assess_run(
     _coverage(run, summary, found, rules)
     _failures(run, summary, found, rules)
     _client(run, summary, found, rules)
+    _workers(run, found, rules)
     _server_model(summary, found, rules)
     _cache(summary, found, rules)
     _lengths(summary, found, rules)

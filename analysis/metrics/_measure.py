@@ -176,7 +176,8 @@ def measure(run: RunData) -> Samples:
     for name in ("ttft", "ttft_due", "e2e"):
         put(name, getattr(lat, name)[good], user_code[good])
     put("tpot", lat.tpot[decoding], user_code[decoding])
-    put("schedule_lag", (r.sent_s - r.due_s)[in_win], user_code[in_win])
+    timed = in_win & (r.status != "lost")  # a lost request's send time is not known
+    put("schedule_lag", (r.sent_s - r.due_s)[timed], user_code[timed])
     multi = decoding & (r.output_tokens >= 2) & (lat.decode_time > 0)  # NaN-safe
     tok = np.bincount(user_code[multi], weights=r.output_tokens[multi] - 1, minlength=n_users)
     dt = np.bincount(user_code[multi], weights=lat.decode_time[multi], minlength=n_users)

@@ -39,12 +39,14 @@ class RequestCounts(_Model):
     """Still running when the drain ended (SLO misses)."""
     cancelled: int
     """Interrupted by the user (left out of the failure share)."""
+    lost: int = 0
+    """On a worker that was lost (``--ray``): a failure, its outcome unknown."""
     by_error_kind: dict[str, int] = Field(default_factory=dict)
     error_rate: float | None = None
     timeout_rate: float | None = None
     incomplete_rate: float | None = None
     failure_share: float | None = None
-    """(errors + timeouts + incomplete) / (requests sent in the window - cancelled)."""
+    """(errors + timeouts + incomplete + lost) / (requests sent in the window - cancelled)."""
     output_mismatch: int = 0
     """ok requests whose output token count differs from the one asked for (the
     client sends ``ignore_eos``: every answer should be exactly that long), or whose
@@ -184,7 +186,7 @@ def _counts(s: Samples) -> RequestCounts:
     status = s.req_status
     n = len(status)
     per = {k: int((status == k).sum()) for k in ("ok", "error", "timeout", "incomplete",
-                                                  "cancelled")}
+                                                  "cancelled", "lost")}
     kinds: dict[str, int] = {}
     failed = status != "ok"
     if failed.any():
@@ -192,7 +194,7 @@ def _counts(s: Samples) -> RequestCounts:
                   zip(s.req_error_kind[failed], status[failed], strict=True)]
         u, c = np.unique(np.array(labels, dtype=str), return_counts=True)
         kinds = {str(a): int(b) for a, b in zip(u, c, strict=True)}
-    fails = per["error"] + per["timeout"] + per["incomplete"]
+    fails = per["error"] + per["timeout"] + per["incomplete"] + per["lost"]
     return RequestCounts(
         total_records=s.total_records, in_window=n, **per, by_error_kind=kinds,
         error_rate=share(per["error"], n), timeout_rate=share(per["timeout"], n),

@@ -75,6 +75,7 @@ _EXTRA: tuple[tuple[str, Callable[[RunSummary], str]], ...] = (
     ("errors", _count("error")),
     ("timeouts", _count("timeout")),
     ("incomplete (still running when the drain ended)", _count("incomplete")),
+    ("lost (on a lost --ray worker)", _count("lost")),
     ("tokens the incomplete requests received / asked", lambda s: _cut(s)),
     ("failure share (errors + timeouts + incomplete)", lambda s: fmt_share(failure_share(s))),
     ("output length mismatches (ok requests)", _count("output_mismatch")),

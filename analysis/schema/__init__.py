@@ -35,6 +35,7 @@ from analysis.schema._manifest_parts import (
     Validity,
     ValidityReason,
     Verdict,
+    WorkerInfo,
 )
 from analysis.schema._schema import (
     RESULT_FORMAT_VERSION,
@@ -104,6 +105,7 @@ __all__ = [
     "Validity",
     "ValidityReason",
     "Verdict",
+    "WorkerInfo",
     "WorkloadRef",
     "is_error_kind",
     "level_of",

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["ClientHealth", "Coverage", "Replica", "ServerWatch", "Severity", "Validity",
-           "ValidityReason", "Verdict"]
+           "ValidityReason", "Verdict", "WorkerInfo"]
 
 Verdict = Literal["valid", "caveats", "invalid"]
 Severity = Literal["caveat", "invalid"]
@@ -53,6 +53,27 @@ class ServerWatch(_Model):
 
     server_died: bool = False
     detail: str | None = None
+
+
+class WorkerInfo(_Model):
+    """One worker of a split run (``--workers`` process or ``--ray`` actor)."""
+
+    index: int = Field(ge=0)
+    users: int = Field(ge=0)
+    """How many of the run's users it carried (user ``u`` on worker ``u % N``)."""
+    node_id: str | None = None
+    """The Ray node it ran on (None for local processes)."""
+    hostname: str | None = None
+    skew_s: float | None = None
+    """Its wall clock minus the driver's (Ray), corrected at the origin..."""
+    round_trip_s: float | None = None
+    """...to within half of this round trip."""
+    lost: bool = False
+    """It died, was killed or stopped answering before it reported its end: its users
+    stopped early and its last-known requests are recorded as ``lost``."""
+    lost_detail: str | None = None
+    lost_requests: int = Field(default=0, ge=0)
+    """Records the driver wrote with status ``lost`` for it."""
 
 
 class ValidityReason(_Model):

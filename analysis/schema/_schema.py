@@ -28,6 +28,7 @@ from analysis.schema._manifest_parts import (
     ServerWatch,
     Validity,
     ValidityReason,
+    WorkerInfo,
 )
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "ServerWatch",
     "Validity",
     "ValidityReason",
+    "WorkerInfo",
     "WorkloadRef",
 ]
 
@@ -58,10 +60,13 @@ RESULT_FORMAT_VERSION = 2
 """Version of run.json / requests.jsonl / summary.json. 2: ``think_applied_s``
 (was ``think_time_s``), status ``incomplete``, validity and health blocks."""
 
-RequestStatus = Literal["ok", "error", "timeout", "incomplete", "cancelled"]
+RequestStatus = Literal["ok", "error", "timeout", "incomplete", "cancelled", "lost"]
 """``ok``: ``[DONE]`` and no error. ``error``/``timeout``: failed (``error_kind`` says
 how). ``incomplete``: still running when the drain ended (``error_kind`` None).
-``cancelled``: interrupted by the user (``error_kind`` ``cancelled_interrupt``)."""
+``cancelled``: interrupted by the user (``error_kind`` ``cancelled_interrupt``).
+``lost``: in flight or due on a worker that was lost (its Ray node or actor died or
+stopped answering); the driver wrote it from the worker's last report, so what the
+server did with it is unknown (``error_kind`` ``worker_lost``; a failure)."""
 STATUSES: tuple[str, ...] = get_args(RequestStatus)
 Phase = Literal["warmup", "measure", "drain"]
 LoadKind = Literal["users", "rate", "timestamps"]
@@ -85,6 +90,7 @@ class ErrorKind(StrEnum):
     CLIENT_ERROR = "client_error"
     INTERNAL = "internal"
     CANCELLED_INTERRUPT = "cancelled_interrupt"
+    WORKER_LOST = "worker_lost"
 
 
 _HTTP_KIND = re.compile(r"http_[1-5]\d\d")
@@ -308,6 +314,9 @@ class RunManifest(_Model):
     tool_version: str
     host: HostInfo = Field(default_factory=HostInfo)
     workers: int = 1
+    worker_info: list[WorkerInfo] = Field(default_factory=list)
+    """One entry per ``--workers``/``--ray`` worker: where it ran, its clock skew, and
+    whether it was lost (empty for a one-process run)."""
     vocab_size: int | None = None
     server_block_size: int | None = None
     warnings: list[str] = Field(default_factory=list)

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 __all__ = ["acceptance_line", "run_summary_lines"]
 
-_OUTCOMES = ("error", "timeout", "incomplete", "cancelled")
+_OUTCOMES = ("error", "timeout", "incomplete", "cancelled", "lost")
 
 
 def run_summary_lines(out: Path) -> list[str]:

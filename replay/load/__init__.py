@@ -17,7 +17,7 @@ from replay.load._drain import (
 from replay.load._executor import ExecOutcome, Executor, Job, RecordSink, raise_crash
 from replay.load._fleet import check_fleet, describe_fleet, split_targets
 from replay.load._inprocess import InProcessExecutor
-from replay.load._lanes import LaneContext, PromptBuilder, open_plan, salt_for, sleep_until
+from replay.load._lanes import LaneContext, PromptBuilder, salt_for, sleep_until
 from replay.load._live import LiveStats, LiveView, render_lines
 from replay.load._phases import (
     Arrival,
@@ -27,6 +27,7 @@ from replay.load._phases import (
     default_builder,
     drive_lanes,
     make_context,
+    open_plan,
     walk,
 )
 from replay.load._ray import RayExecutor

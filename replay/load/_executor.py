@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from analysis import WorkerInfo
 from replay.load._health import LoopHealth
 from replay.load._phases import Arrival, Target
 from replay.load._settings import RunSettings
@@ -63,6 +64,8 @@ class ExecOutcome:
     lanes: int = 0
     done_early: int = 0
     """Load sources, and those that ran out of work before the window ended."""
+    workers: list[WorkerInfo] = field(default_factory=list)
+    """A split run's workers (``run.json`` ``worker_info``)."""
 
 
 def raise_crash(outcome: ExecOutcome) -> None:

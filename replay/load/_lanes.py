@@ -42,8 +42,8 @@ from replay.load._scenario import entry_turn
 from traces import Request, Session, iter_block_ids
 
 __all__ = [
-    "LaneContext", "PromptBuilder", "closed_user", "open_arrivals", "open_plan", "salt_for",
-    "sleep_until", "timestamp_session",
+    "LaneContext", "PromptBuilder", "closed_user", "open_arrivals", "salt_for", "sleep_until",
+    "timestamp_session",
 ]
 
 PromptBuilder = Callable[[Request, int, "np.ndarray | None", Sequence[int]], np.ndarray]
@@ -91,6 +91,9 @@ class LaneContext:
     this share of its turns (``replay.load._scenario.entry_turn``)."""
     salt_nonce: int = 0
     """A scenario's per-run cache bust, mixed into every lane's salt (0: none)."""
+    on_plan: Callable[..., None] | None = None
+    """``--ray``: told ``(ctx, id, chain, turn, req, prompt, due_ns, think_s)`` of each due
+    request before it is sent, so the driver knows what a lost worker had (``_remote``)."""
     seq: int = 0
     busy: int = 0
     lanes: int = 0
@@ -177,12 +180,15 @@ async def sleep_until(due_ns: int) -> None:
         await asyncio.sleep(rem / _NS)
 
 
+def _rid(ctx: LaneContext) -> str:
+    ctx.seq += 1
+    return f"{ctx.run_tag}-w{ctx.worker}-{ctx.seq}" if ctx.worker else f"{ctx.run_tag}-{ctx.seq}"
+
+
 async def _send(
     ctx: LaneContext, chain: _Chain, turn: int, req: Request, prompt: np.ndarray,
-    body: bytes, mark: CacheMark, due_ns: int, think_s: float,
+    body: bytes, mark: CacheMark, due_ns: int, think_s: float, rid: str,
 ) -> StreamOutcome:
-    ctx.seq += 1
-    rid = f"{ctx.run_tag}-w{ctx.worker}-{ctx.seq}" if ctx.worker else f"{ctx.run_tag}-{ctx.seq}"
     headers = dict(ctx.headers)
     headers["X-Request-Id"] = rid
     out = StreamOutcome()
@@ -285,11 +291,14 @@ async def _run_chain(
             return False
         prompt = ctx.build(req, chain.salt, prev_prompt, prev_output)
         body, hashed = encoder.prepare(prompt, req.output_tokens)
+        rid = _rid(ctx)
+        if ctx.on_plan is not None:
+            ctx.on_plan(ctx, rid, chain, turn, req, prompt, due_ns, wait / _NS)
         await sleep_until(due_ns)
         if ctx.stopped:
             return False
         mark = ctx.cache.observe(prompt, req.shared_blocks * wbs, chain.scope, hashed)
-        out = await _send(ctx, chain, turn, req, prompt, body, mark, due_ns, wait / _NS)
+        out = await _send(ctx, chain, turn, req, prompt, body, mark, due_ns, wait / _NS, rid)
         ctx.cache.extend(mark, out.output_ids)
         prev_prompt = prompt
         prev_output = out.output_ids if out.status == "ok" else ()
@@ -377,18 +386,6 @@ async def closed_user(
         idx = (idx + 1) % n
 
 
-def open_plan(rate: float, seed: int, horizon_s: float) -> list[float]:
-    """Session arrival offsets (s) of a seeded Poisson process up to ``horizon_s``."""
-    rng = np.random.default_rng([seed & 0xFFFFFFFF, 11])
-    out: list[float] = []
-    t = 0.0
-    while True:
-        t += float(rng.exponential(1.0 / rate))
-        if t >= horizon_s:
-            return out
-        out.append(t)
-
-
 async def open_arrivals(
     ctx: LaneContext, sessions: Sequence[Session], arrivals_s: Sequence[float], seed: int,
 ) -> None:
@@ -441,7 +438,8 @@ async def timestamp_session(
             if ctx.stopped:
                 break
             mark = ctx.cache.observe(prompt, req.shared_blocks * wbs, chain.scope, hashed)
-            pending.append(ctx.spawn(_send(ctx, chain, turn, req, prompt, body, mark, due_ns, 0.0)))
+            pending.append(ctx.spawn(_send(ctx, chain, turn, req, prompt, body, mark, due_ns, 0.0,
+                                           _rid(ctx))))
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
         ctx.lane_ended(ctx.window_end_ns)

@@ -31,7 +31,6 @@ from replay.load._lanes import (
     PromptBuilder,
     closed_user,
     open_arrivals,
-    open_plan,
     timestamp_session,
 )
 from replay.load._routing import FleetCache
@@ -41,7 +40,7 @@ from traces import Request, Session
 
 __all__ = [
     "Arrival", "LaneOutcome", "Target", "connections_for", "default_builder", "drive_lanes",
-    "make_context", "walk",
+    "make_context", "open_plan", "walk",
 ]
 
 Arrival = Literal["closed", "open", "timestamps"]
@@ -254,3 +253,15 @@ async def _stop_all(ctx: LaneContext) -> None:
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
+
+
+def open_plan(rate: float, seed: int, horizon_s: float) -> list[float]:
+    """Session arrival offsets (s) of a seeded Poisson process up to ``horizon_s``."""
+    rng = np.random.default_rng([seed & 0xFFFFFFFF, 11])
+    out: list[float] = []
+    t = 0.0
+    while True:
+        t += float(rng.exponential(1.0 / rate))
+        if t >= horizon_s:
+            return out
+        out.append(t)

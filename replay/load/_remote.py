@@ -14,8 +14,13 @@ crash loses at most the requests in flight plus one batch interval).
 Clocks: local workers share the host's monotonic clock and use the driver's
 origin as is. Ray workers may sit on other hosts: their origin is the driver's
 wall-clock origin corrected by the skew measured with a round trip, and
-durations stay local (monotonic). A worker that dies is reported in the
-manifest's warnings with the users it carried.
+durations stay local (monotonic). Workers parse the workload before they say
+they are ready, so the origin is fixed after every worker could start on time.
+
+A worker announces each request when it becomes due (``_lost``); one that dies,
+is killed or stops answering is *lost*: its requests in flight or due become
+``lost`` records, and ``run.json`` says so (``worker_info``, warnings), which
+makes the run invalid (``worker_lost``).
 """
 
 from __future__ import annotations
@@ -24,26 +29,30 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 
-from analysis import RecordDict
+from analysis import RecordDict, WorkerInfo
 from replay.client import make_session
 from replay.load._executor import ExecOutcome, Job, RecordSink
 from replay.load._health import LoopHealth
+from replay.load._lost import InFlight, planned_record
 from replay.load._phases import Target, connections_for, drive_lanes, make_context
 from replay.load._settings import RunSettings
-from traces import iter_sessions
+from traces import Session, iter_sessions
 
-__all__ = ["Tally", "WorkerExecutor", "WorkerPlan", "make_plans", "run_plan", "split_users"]
+__all__ = ["Tally", "WorkerExecutor", "WorkerPlan", "make_plans", "parse_workload", "run_plan",
+           "split_users"]
 
 _NS = 1_000_000_000
 _FLUSH_S = 0.01
 _GRACE_S = 30.0
 """How long past the end of the drain the driver waits for a worker to report."""
 
-Emit = Callable[[list[bytes], int, int], None]
-"""``(serialised records, requests in flight, lanes)``: a worker's batch."""
+Emit = Callable[[list[bytes], int, int, list[bytes]], None]
+"""``(serialised records, requests in flight, lanes, requests announced)``: a worker's
+batch (announced: serialised ``lost`` records, see ``_lost``)."""
 
 
 def split_users(users: int, workers: int) -> list[tuple[int, ...]]:
@@ -84,29 +93,42 @@ def _origin(plan: WorkerPlan) -> int:
     return time.monotonic_ns() - (time.time_ns() - plan.t0_wall_ns)
 
 
-async def run_plan(plan: WorkerPlan, emit: Emit, stop: asyncio.Event) -> dict[str, object]:
+def parse_workload(path: str) -> list[Session]:
+    """A worker's sessions, parsed (and checked) before the origin is fixed."""
+    return list(iter_sessions(path))
+
+
+async def run_plan(plan: WorkerPlan, emit: Emit, stop: asyncio.Event,
+                   sessions: list[Session] | None = None) -> dict[str, object]:
     """Run one worker's users through warmup, window and drain; records go to ``emit``.
     Returns ``{"interrupted", "crash", "records", "health", "lanes", "done_early"}``
     (plain JSON: it travels through a pipe or Ray)."""
     settings = RunSettings.model_validate_json(plan.settings_json)
-    sessions = list(iter_sessions(plan.workload))
+    if sessions is None:
+        sessions = parse_workload(plan.workload)
     t0_ns = _origin(plan)
     buf: list[bytes] = []
+    planned: list[bytes] = []
     sent = 0
     dumps = orjson.dumps
 
     def on_record(rec: RecordDict) -> None:
         buf.append(dumps(rec))
 
+    def on_plan(*args: Any) -> None:
+        planned.append(dumps(planned_record(*args)))
+
     async with make_session(plan.connections, connect_s=settings.connect_timeout_s) as session:
         ctx = make_context(settings, plan.target, session, t0_ns, on_record, worker=plan.index)
+        ctx.on_plan = on_plan
 
         def flush() -> None:
-            nonlocal buf, sent
-            if buf:
+            nonlocal buf, sent, planned
+            if buf or planned:
                 out, buf = buf, []
+                ahead, planned = planned, []
                 sent += len(out)
-                emit(out, ctx.busy, ctx.lanes)
+                emit(out, ctx.busy, ctx.lanes, ahead)
 
         async def pump() -> None:
             while True:
@@ -128,22 +150,40 @@ async def run_plan(plan: WorkerPlan, emit: Emit, stop: asyncio.Event) -> dict[st
 
 @dataclass(eq=False)
 class Tally:
-    """The driver's view of its workers: live counts and how each ended."""
+    """The driver's view of its workers: live counts, what each has in flight, how
+    each ended (``lost``: why, ``lost_requests``: its ``lost`` records)."""
 
     sink: RecordSink
     busy: list[int] = field(default_factory=list)
     lanes: list[int] = field(default_factory=list)
     results: dict[int, dict[str, object]] = field(default_factory=dict)
     lost: dict[int, str] = field(default_factory=dict)
+    lost_requests: dict[int, int] = field(default_factory=dict)
+    inflight: InFlight = field(default_factory=lambda: InFlight(0))
 
     @classmethod
     def of(cls, sink: RecordSink, workers: int) -> Tally:
-        return cls(sink, busy=[0] * workers, lanes=[0] * workers)
+        return cls(sink, busy=[0] * workers, lanes=[0] * workers, inflight=InFlight(workers))
 
-    def batch(self, w: int, lines: list[bytes], busy: int, lanes: int) -> None:
+    def batch(self, w: int, lines: list[bytes], busy: int, lanes: int,
+              planned: list[bytes] | None = None) -> None:
         self.busy[w] = busy
         self.lanes[w] = lanes
-        self.sink.lines(lines)
+        self.inflight.update(w, planned or [], lines)
+        if lines:
+            self.sink.lines(lines)
+
+    def lose(self, w: int, why: str, now_s: float) -> None:
+        """Worker ``w`` is lost (first reason kept): its requests in flight or due by
+        ``now_s`` (run time) are written as ``lost`` records."""
+        if w in self.lost or w in self.results:
+            return
+        self.lost[w] = why
+        lines = self.inflight.lose(w, now_s, why)
+        self.lost_requests[w] = len(lines)
+        if lines:
+            self.sink.lines(lines)
+        self.busy[w] = self.lanes[w] = 0
 
     def load(self) -> tuple[int, int]:
         return sum(self.busy), sum(self.lanes)
@@ -155,7 +195,7 @@ class WorkerExecutor:
     Subclasses start their workers in ``prepare``, hand them their plans in
     ``_go`` and implement ``_halt`` (ask every worker to stop) and ``_wait``
     (until every worker has ended or ``deadline_s`` passed; the ones left are
-    killed and noted in ``tally.lost``).
+    killed and lost: ``lose``).
     """
 
     lead_ns = 50_000_000
@@ -168,8 +208,10 @@ class WorkerExecutor:
         settings = job.settings
         self.span_ns = int((settings.warmup_s + settings.duration_s + settings.drain) * _NS)
         self.end_ns = 0
+        self.t0_ns = 0
 
     def start(self, t0_ns: int, t0_wall_ns: int) -> None:
+        self.t0_ns = t0_ns
         self.end_ns = t0_ns + self.span_ns
         self._go(t0_ns, t0_wall_ns)
 
@@ -178,6 +220,18 @@ class WorkerExecutor:
 
     def notes(self) -> list[str]:
         return []
+
+    def lose(self, w: int, why: str, at_ns: int | None = None) -> None:
+        """Worker ``w`` was lost at ``at_ns`` (monotonic; default now): see ``Tally.lose``."""
+        at = time.monotonic_ns() if at_ns is None else at_ns
+        self.tally.lose(w, why, (at - self.t0_ns) / _NS)
+
+    def worker_info(self) -> list[WorkerInfo]:
+        """One typed entry per worker for ``run.json`` (Ray adds node and clock)."""
+        t = self.tally
+        return [WorkerInfo(index=p.index, users=len(p.users), lost=p.index in t.lost,
+                           lost_detail=t.lost.get(p.index),
+                           lost_requests=t.lost_requests.get(p.index, 0)) for p in self.plans]
 
     def _go(self, t0_ns: int, t0_wall_ns: int) -> None:
         raise NotImplementedError
@@ -206,7 +260,9 @@ class WorkerExecutor:
             raise
         finally:
             stopper.cancel()
-        return _outcome(self.plans, self.tally, self.job.settings.users, interrupted)
+        out = _outcome(self.plans, self.tally, self.job.settings.users, interrupted)
+        out.workers = self.worker_info()
+        return out
 
 
 def _outcome(plans: Sequence[WorkerPlan], tally: Tally, users: int,
@@ -218,8 +274,8 @@ def _outcome(plans: Sequence[WorkerPlan], tally: Tally, users: int,
         out.lanes += len(carried)
         out.warnings.append(
             f"worker {w} {why}: its {len(carried)} of {users} users "
-            f"({_span(carried)}) stopped early and the requests it had in flight or "
-            f"unsent are missing")
+            f"({_span(carried)}) stopped early; its {tally.lost_requests.get(w, 0)} "
+            "request(s) in flight or due are recorded as lost")
     for w, result in sorted(tally.results.items()):
         out.interrupted = out.interrupted or bool(result.get("interrupted"))
         out.loops.append(LoopHealth.from_json(result.get("health")))

@@ -227,6 +227,7 @@ def _facts(manifest: RunManifest, outcome: ExecOutcome, writer_dir: Path,
            watch: ServerWatchHook | None) -> None:
     """The facts validity is judged on: client health, window coverage, server watch."""
     manifest.warnings.extend(outcome.warnings)
+    manifest.worker_info = outcome.workers
     manifest.client_health = client_health(outcome.loops, _window_lags(writer_dir))
     manifest.coverage = Coverage(lanes=outcome.lanes,
                                  lanes_done_before_window_end=outcome.done_early)

@@ -3,7 +3,7 @@
 Workers are spawned (not forked: the driver's loop and sockets stay behind).
 Each has a data pipe to the driver, read by one thread per worker (blocking
 reads of whole messages), and a control pipe from it. A worker says ``READY``
-once imported, waits for ``go T0 T0_WALL`` (the run's origin), runs
+once imported and its workload parsed, waits for ``go T0 T0_WALL`` (the run's origin), runs
 :func:`~replay.load._remote.run_plan` and ends with ``DONE {result}``; the driver
 handles Ctrl-C and sends ``stop``.
 """
@@ -14,6 +14,7 @@ import asyncio
 import multiprocessing
 import signal
 import threading
+import time
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 import orjson
 
 from replay.load._executor import Job
-from replay.load._remote import WorkerExecutor, WorkerPlan, run_plan
+from replay.load._remote import WorkerExecutor, WorkerPlan, parse_workload, run_plan
 
 __all__ = ["ProcessExecutor", "event_loop_factory"]
 
@@ -41,6 +42,7 @@ def event_loop_factory() -> Any:
 def _process_main(plan: WorkerPlan, conn: Connection, control: Connection) -> None:
     """Entry point of a worker process (see the module docstring)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sessions = parse_workload(plan.workload)  # before READY: the origin waits for it
     conn.send_bytes(b"READY")
     try:
         go = control.recv_bytes()
@@ -68,10 +70,11 @@ def _process_main(plan: WorkerPlan, conn: Connection, control: Connection) -> No
         # written atomically); the data pipe stays blocking for the worker's writes.
         loop.add_reader(control.fileno(), on_driver)
 
-        def emit(lines: list[bytes], busy: int, lanes: int) -> None:
-            conn.send_bytes(b"%d %d\n" % (busy, lanes) + b"\n".join(lines))
+        def emit(lines: list[bytes], busy: int, lanes: int, planned: list[bytes]) -> None:
+            conn.send_bytes(b"%d %d %d\n" % (busy, lanes, len(planned))
+                            + b"\n".join(planned + lines))
 
-        result = await run_plan(plan, emit, stop)
+        result = await run_plan(plan, emit, stop, sessions)
         loop.remove_reader(control.fileno())
         conn.send_bytes(b"DONE " + orjson.dumps(result))
 
@@ -90,6 +93,7 @@ class ProcessExecutor(WorkerExecutor):
         self.readers: list[threading.Thread] = []
         self.ended = [asyncio.Event() for _ in self.plans]
         self.ready = [asyncio.Event() for _ in self.plans]
+        self.ended_ns = [0] * len(self.plans)
 
     async def prepare(self) -> None:
         """Spawn the workers; wait until each has imported (or ended, or time is up)."""
@@ -126,9 +130,13 @@ class ProcessExecutor(WorkerExecutor):
         finally:
             conn.close()
             try:
-                call(self.ended[w].set)
+                call(self._ended, w)
             except RuntimeError:  # the loop is closed: the run is over anyway
                 pass
+
+    def _ended(self, w: int) -> None:
+        self.ended_ns[w] = time.monotonic_ns()
+        self.ended[w].set()
 
     def _message(self, w: int, msg: bytes) -> None:
         if msg == b"READY":
@@ -137,8 +145,9 @@ class ProcessExecutor(WorkerExecutor):
             self.tally.results[w] = orjson.loads(msg[5:])
         else:
             head, _, body = msg.partition(b"\n")
-            busy, lanes = head.split()
-            self.tally.batch(w, body.split(b"\n") if body else [], int(busy), int(lanes))
+            busy, lanes, ahead = (int(x) for x in head.split())
+            lines = body.split(b"\n") if body else []
+            self.tally.batch(w, lines[ahead:], busy, lanes, lines[:ahead])
 
     def _send(self, msg: bytes) -> None:
         for w, conn in enumerate(self.controls):
@@ -162,12 +171,12 @@ class ProcessExecutor(WorkerExecutor):
         for w, proc in enumerate(self.procs):
             if not self.ended[w].is_set():
                 proc.kill()
-                self.tally.lost[w] = "did not finish in time and was killed"
+                self.lose(w, "did not finish in time and was killed")
             await asyncio.to_thread(proc.join, 5.0)
             await asyncio.to_thread(self.readers[w].join, 5.0)
             await asyncio.sleep(0)  # run the messages the reader handed over last
-            if w not in self.tally.results and w not in self.tally.lost:
-                self.tally.lost[w] = f"died (exit code {proc.exitcode})"
+            if w not in self.tally.results:
+                self.lose(w, f"died (exit code {proc.exitcode})", self.ended_ns[w] or None)
             self.controls[w].close()
 
 

@@ -169,3 +169,10 @@ def test_a_dead_worker_is_reported(sim: tuple[str, Path], single: Counter,
     man = RunManifest.model_validate_json((run / "run.json").read_bytes())
     assert any(w.startswith("worker 1 died") and "2 of 5 users" in w for w in man.warnings), \
         man.warnings
+    # typed: which worker, how many users; its requests due when it died are "lost"
+    assert [(w.index, w.users, w.lost) for w in man.worker_info] == [(0, 3, False), (1, 2, True)]
+    lost = [r for r in theirs if r.status == "lost"]
+    assert man.worker_info[1].lost_requests == len(lost)
+    assert all(r.error_kind == "worker_lost" and r.end_s is None for r in lost)
+    assert man.validity is not None and man.validity.verdict == "invalid"
+    assert "worker_lost" in {r.code for r in man.validity.reasons}
