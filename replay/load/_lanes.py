@@ -328,7 +328,7 @@ async def _run_subagents(ctx: LaneContext, parent: _Chain, req: Request) -> bool
                        session=parent.session, instance=parent.instance, salt=parent.salt,
                        scope=parent.scope, agent=sub.id)
         parent.subagents += 1
-        task = ctx.spawn(_lane(ctx, _run_chain(ctx, chain, sub.requests, 0, now)))
+        task = ctx.spawn(_lane(ctx, partial(_run_chain, ctx, chain, sub.requests, 0, now)))
         if sub.background:  # nobody waits for it; it holds the scope until it ends
             ctx.hold_scope(chain.scope)
             task.add_done_callback(partial(ctx.release_scope, chain.scope))
@@ -338,10 +338,12 @@ async def _run_subagents(ctx: LaneContext, parent: _Chain, req: Request) -> bool
     return all(results)
 
 
-async def _lane(ctx: LaneContext, coro: Coroutine[Any, Any, bool]) -> bool:
+async def _lane(ctx: LaneContext, chain: Callable[[], Coroutine[Any, Any, bool]]) -> bool:
+    """Count a lane while it runs; ``chain`` makes its coroutine only then (a lane task
+    cancelled before it started leaves no coroutine never awaited)."""
     ctx.lanes += 1
     try:
-        return await coro
+        return await chain()
     finally:
         ctx.lanes -= 1
 
@@ -374,8 +376,8 @@ async def closed_user(
                        scope=(user, instance))
         ctx.hold_scope(chain.scope)
         try:
-            ok = await _lane(ctx, _run_chain(ctx, chain, sess.requests, start_turn, ready_ns,
-                                             first_delay))
+            ok = await _lane(ctx, partial(_run_chain, ctx, chain, sess.requests, start_turn,
+                                          ready_ns, first_delay))
         finally:
             ctx.release_scope(chain.scope)
         if not ok:
@@ -409,7 +411,7 @@ async def open_arrivals(
 async def _open_lane(ctx: LaneContext, chain: _Chain, sess: Session, due_ns: int) -> None:
     ctx.hold_scope(chain.scope)
     try:
-        await _lane(ctx, _run_chain(ctx, chain, sess.requests, 0, due_ns, 0))
+        await _lane(ctx, partial(_run_chain, ctx, chain, sess.requests, 0, due_ns, 0))
     finally:
         ctx.release_scope(chain.scope)
 
