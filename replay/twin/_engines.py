@@ -1,0 +1,234 @@
+"""The twin's engines on simulated time, and the in-process transport the lanes call.
+
+:class:`TwinEngines` is the :data:`~replay.twin._clock.Advancer` of a
+:class:`~replay.twin._clock.VirtualLoop`: given an idle interval it runs
+``replay.sim.Engine`` steps back to back (each step starts when the previous one
+ends, or when work arrives, exactly as serve-sim's ``StepLoop`` chains deadlines)
+and returns early only when a request finishes. Per step it does one array store
+(the step's end time); a request's token times are read in bulk when it ends,
+as ``step_end[req.step_ids]``. No per-token or per-step asyncio event exists.
+
+:meth:`TwinEngines.send` has ``replay.client.stream_request``'s signature, so the
+unchanged lanes (``LaneContext.transport``) stream into it: it parses the body the
+lane built, queues the prompt on a replica, waits for the request to finish and
+fills the ``StreamOutcome`` as the HTTP client would have (chunk per engine
+emission, ``usage`` with cached tokens, output ids when asked).
+
+Routing over replicas (``affinity``): a prompt goes to the replica that served the
+prompt it extends (a session's previous turn: its last full block's hash is in
+this prompt's chain), else to the least loaded replica; ``least_loaded`` ignores
+history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Literal
+
+import numpy as np
+import orjson
+
+from replay.client import CacheMark, Hashed, PrefixCacheModel, StreamOutcome, Timeouts, ids_text
+from replay.twin._clock import Deadlock
+from replay.sim import Backend, Engine, SimProfile, SimRequest, StepResult, block_hashes
+
+__all__ = ["PromptTap", "Routing", "TwinEngines"]
+
+Routing = Literal["affinity", "least_loaded"]
+
+
+class PromptTap(PrefixCacheModel):
+    """The lanes' client prefix model, unchanged, that also keeps the prompt it saw last.
+
+    A closed-loop lane calls ``observe(prompt)`` and then, with no ``await`` between,
+    the transport: so :meth:`TwinEngines.send` takes the prompt as token ids from here
+    instead of parsing the JSON body (which cost more than the whole engine)."""
+
+    last: np.ndarray | None = None
+
+    def observe(self, prompt: np.ndarray, shared_tokens: int, scope: object,
+                hashed: Hashed | None = None) -> CacheMark:
+        self.last = prompt
+        return super().observe(prompt, shared_tokens, scope, hashed)
+
+
+class _Replica:
+    """One engine, its step in flight and the end time of every step so far."""
+
+    def __init__(self, profile: SimProfile, backend: Backend, seed: int) -> None:
+        self.engine = Engine(profile, backend, seed=seed)
+        self.ends = np.zeros(1 << 14, dtype=np.int64)
+        self.pending: StepResult | None = None
+        self.pending_end = 0
+        self.waiters: dict[SimRequest, asyncio.Future[None]] = {}
+        self.sizes: dict[SimRequest, list[int]] | None = None
+        self.busy_ns = 0
+        self.steps = 0
+
+    def start(self, now: int) -> None:
+        result = self.engine.step()
+        dur = max(1, int(result.duration_s * 1e9))
+        self.pending = result
+        self.pending_end = now + dur
+        self.busy_ns += dur
+        if self.sizes is not None:
+            sizes = self.sizes
+            for req, toks in result.emissions:
+                sizes.setdefault(req, []).append(len(toks))
+
+    def complete(self) -> bool:
+        """The step in flight ends now: stamp it, wake its finished requests."""
+        result = self.pending
+        assert result is not None
+        i = result.index
+        if i >= len(self.ends):
+            self.ends = np.concatenate([self.ends, np.zeros_like(self.ends)])
+        self.ends[i] = self.pending_end
+        self.pending = None
+        self.steps += 1
+        woke = False
+        for req in result.finished:
+            fut = self.waiters.pop(req, None)
+            if fut is not None and not fut.done():
+                fut.set_result(None)
+                woke = True
+        return woke
+
+    def load(self) -> int:
+        e = self.engine
+        return len(e.running) + len(e.waiting)
+
+
+class TwinEngines:
+    """``replicas`` engines of one profile, their router and the lanes' transport."""
+
+    def __init__(self, profile: SimProfile, *, backend: Backend = "latency_specialized",
+                 replicas: int = 1, routing: Routing = "affinity", seed: int = 0) -> None:
+        if replicas < 1:
+            raise ValueError("replicas must be >= 1")
+        self.profile = profile
+        self.routing = routing
+        self.replicas = [_Replica(profile, backend, seed + k) for k in range(replicas)]
+        if profile.speculative is not None or profile.burst_tokens > 1:
+            for r in self.replicas:
+                r.sizes = {}
+        self._owner: dict[int, int] = {}
+        self._now = 0
+        self.requests = 0
+        self.tap: PromptTap | None = None
+        """Set to the lanes' cache model to skip parsing request bodies."""
+
+    # -- the clock's advancer ---------------------------------------------------
+    def advance(self, now: int, until: int | None) -> int:
+        """Run steps inside ``[now, until]``; stop early when a request finishes."""
+        reps = self.replicas
+        while True:
+            nxt: int | None = None
+            for r in reps:
+                if r.pending is None and r.engine.has_work():
+                    r.start(now)
+                if r.pending is not None and (nxt is None or r.pending_end < nxt):
+                    nxt = r.pending_end
+            if nxt is None:
+                if until is None:
+                    raise Deadlock("simulated time: no timer pending and the engines idle")
+                self._now = until
+                return until
+            if until is not None and nxt > until:
+                self._now = until
+                return until
+            now = nxt
+            woke = False
+            for r in reps:
+                if r.pending is not None and r.pending_end == now:
+                    woke = r.complete() or woke
+            if woke:
+                self._now = now
+                return now
+
+    # -- routing --------------------------------------------------------------------
+    def _route(self, hashes: list[int]) -> int:
+        if len(self.replicas) == 1:
+            return 0
+        if self.routing == "affinity":
+            owner = self._owner
+            for h in reversed(hashes):
+                k = owner.get(h)
+                if k is not None:
+                    return k
+        loads = [r.load() for r in self.replicas]
+        return loads.index(min(loads))
+
+    def _prompt(self, body: bytes) -> list[int]:
+        """The request's prompt ids: the tapped array when it is this body's, else parsed."""
+        tap = self.tap
+        last = tap.last if tap is not None else None
+        if last is not None:
+            tap.last = None  # type: ignore[union-attr]
+            if body.endswith(b"," + ids_text(last[-4:]) + b"]}") or (
+                    last.size <= 4 and body.endswith(b"[" + ids_text(last) + b"]}")):
+                ids: list[int] = last.tolist()
+                return ids
+        parsed: list[int] = orjson.loads(body)["prompt"]
+        return parsed
+
+    # -- the transport (``replay.client.stream_request``'s signature) ----------------
+    async def send(self, session: Any, url: str, body: bytes, headers: dict[str, str],
+                   timeouts: Timeouts, out: StreamOutcome, *, max_line_bytes: int = 0,
+                   keep_output_ids: bool = True, max_tokens: int | None = None,
+                   ) -> StreamOutcome:
+        """Serve one request on a replica and fill ``out`` when it ends (or is cancelled)."""
+        prompt = self._prompt(body)
+        rid = headers.get("X-Request-Id", f"twin-{self.requests}")
+        self.requests += 1
+        bs = self.profile.block_size
+        hashes = block_hashes(prompt, bs)
+        k = self._route(hashes)
+        rep = self.replicas[k]
+        if hashes:
+            self._owner[hashes[-1]] = k
+        loop = asyncio.get_running_loop()
+        out.sent_ns = time.monotonic_ns()
+        out.http_status = 200
+        asked = max_tokens if max_tokens is not None else int(orjson.loads(body)["max_tokens"])
+        req = rep.engine.add(rid, prompt, asked)
+        req.hashes = hashes  # the engine would hash the same chain on admission
+        fut: asyncio.Future[None] = loop.create_future()
+        rep.waiters[req] = fut
+        try:
+            await fut
+        except asyncio.CancelledError:
+            rep.waiters.pop(req, None)
+            _fill(out, rep, req, keep_output_ids, cut=True)
+            rep.engine.abort(req)
+            out.fail("cancelled", "cancelled", "request cancelled")
+            raise
+        _fill(out, rep, req, keep_output_ids, cut=False)
+        out.done = True
+        return out
+
+
+def _fill(out: StreamOutcome, rep: _Replica, req: SimRequest, keep_ids: bool,
+          *, cut: bool) -> None:
+    """Chunk times and sizes from the steps that emitted for ``req`` (ended ones only)."""
+    ids = req.step_ids
+    if cut and rep.pending is not None and ids and ids[-1] == rep.pending.index:
+        ids = ids[:-1]  # its last step is still in flight: those tokens never arrived
+    n = len(ids)
+    if n:
+        times: list[int] = rep.ends[np.asarray(ids, dtype=np.intp)].tolist()
+        sizes = rep.sizes.get(req, [1] * n)[:n] if rep.sizes is not None else [1] * n
+        out.chunk_ns = times
+        out.chunk_tokens = sizes
+        out.first_ns = times[0]
+        out.last_ns = times[-1]
+    tokens = sum(out.chunk_tokens)
+    if rep.sizes is not None:
+        rep.sizes.pop(req, None)
+    if keep_ids and tokens:
+        out.output_ids = req.tokens[req.num_prompt:req.num_prompt + tokens]
+    if not cut:
+        out.usage = {"prompt_tokens": req.num_prompt, "completion_tokens": tokens,
+                     "total_tokens": req.num_prompt + tokens,
+                     "prompt_tokens_details": {"cached_tokens": req.cached_tokens}}
