@@ -1,0 +1,114 @@
+"""What-if sweeps on the twin: a ladder of user levels, each tier's modelled capacity.
+
+A twin file is a simulator profile (the JSON ``serve-sim --profile FILE`` reads)
+that may carry a top-level ``calibration`` key (what ``agentreplay calibrate``
+measured it against); the key is kept aside, never validated as profile data.
+
+Capacity per SLO tier is the largest level whose summary meets the tier
+(``analysis.judge.meets_tier``: the same rule as measured runs), read off the
+simulated ladder, so it is only as fine as the ladder. With ``replicas`` engines
+behind session-affinity routing the capacity is the fleet's; replicas needed for
+K agents scale the per-replica capacity linearly (affinity keeps each session's
+cache on one replica, so replicas do not share load beyond routing).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from analysis import SloTier
+from analysis.judge import meets_tier
+from replay.errors import ConfigError
+from replay.sim import SimProfile
+from replay.twin._level import LevelResult
+
+__all__ = ["TierCapacity", "capacities", "level_ladder", "load_twin", "replicas_needed"]
+
+CALIBRATION_KEY = "calibration"
+
+
+def load_twin(path: str | os.PathLike[str]) -> tuple[SimProfile, dict[str, Any] | None]:
+    """The twin's profile and its ``calibration`` block (None when absent).
+
+    Every problem is one :class:`ConfigError` naming the file and the field."""
+    where = os.fspath(path)
+    try:
+        with open(where, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
+        raise ConfigError(f"--twin {where}: cannot read the twin file: "
+                          f"{exc.strerror or exc}") from None
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--twin {where}: line {exc.lineno}: invalid JSON: {exc.msg}") \
+            from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"--twin {where}: not a text (UTF-8 JSON) file") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"--twin {where}: must be a JSON object (a simulator profile)")
+    calibration = data.pop(CALIBRATION_KEY, None)
+    try:
+        profile = SimProfile.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "(profile)"
+        raise ConfigError(f"--twin {where}: field {field}: {err['msg']} (a twin file is a "
+                          "simulator profile, as `serve-sim --profile FILE` reads)") from None
+    return profile, calibration if isinstance(calibration, dict) else None
+
+
+def level_ladder(lo: int, hi: int, levels: int) -> list[int]:
+    """Up to ``levels`` distinct user counts from ``lo`` to ``hi``, spaced geometrically
+    (capacity questions span orders of magnitude; every level is a whole user)."""
+    if lo < 1 or hi < lo or levels < 1:
+        raise ValueError("need 1 <= lo <= hi and levels >= 1")
+    if levels == 1 or lo == hi:
+        return [hi]
+    ratio = (hi / lo) ** (1.0 / (levels - 1))
+    out = sorted({max(lo, min(hi, round(lo * ratio ** i))) for i in range(levels)})
+    return out
+
+
+@dataclass(frozen=True)
+class TierCapacity:
+    """One tier's modelled capacity on the ladder."""
+
+    tier: SloTier
+    users: int | None
+    """Largest level meeting the tier (None: not even the lowest did)."""
+    below_lowest: bool
+    at_highest: bool
+    """The highest level met the tier: the capacity is at least this."""
+    gaps: tuple[int, ...] = ()
+    """Levels below the capacity that missed the tier (a non-monotone ladder)."""
+
+
+def capacities(levels: Sequence[int], results: Sequence[LevelResult],
+               tiers: Sequence[SloTier]) -> list[TierCapacity]:
+    """Each tier's largest level meeting it (``meets_tier``)."""
+    out = []
+    for tier in tiers:
+        ok = [meets_tier(r.summary, tier) for r in results]
+        best = max((u for u, m in zip(levels, ok, strict=True) if m), default=None)
+        gaps = tuple(u for u, m in zip(levels, ok, strict=True)
+                     if not m and best is not None and u < best)
+        out.append(TierCapacity(tier=tier, users=best, below_lowest=best is None,
+                                at_highest=bool(ok and ok[-1]), gaps=gaps))
+    return out
+
+
+def replicas_needed(agents: int, capacity_users: int | None, replicas: int) -> int | None:
+    """Replicas for ``agents`` when ``replicas`` of them served ``capacity_users``
+    within the tier (linear in the per-replica capacity); None without a capacity."""
+    if capacity_users is None or capacity_users <= 0:
+        return None
+    per_replica = capacity_users / replicas
+    return max(1, math.ceil(agents / per_replica - 1e-9))
