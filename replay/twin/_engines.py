@@ -31,7 +31,7 @@ import orjson
 
 from replay.client import CacheMark, Hashed, PrefixCacheModel, StreamOutcome, Timeouts, ids_text
 from replay.twin._clock import Deadlock
-from replay.sim import Backend, Engine, SimProfile, SimRequest, StepResult, block_hashes
+from replay.sim import Backend, DecodeRun, Engine, SimProfile, SimRequest, block_hashes
 
 __all__ = ["PromptTap", "Routing", "TwinEngines"]
 
@@ -45,12 +45,36 @@ class PromptTap(PrefixCacheModel):
     the transport: so :meth:`TwinEngines.send` takes the prompt as token ids from here
     instead of parsing the JSON body (which cost more than the whole engine)."""
 
-    last: np.ndarray | None = None
+    def __init__(self, block_size: int) -> None:
+        super().__init__(block_size)
+        self.last: np.ndarray | None = None
+        self.last_scope: object = None
+        self._chains: dict[object, tuple[np.ndarray, list[int]]] = {}
 
     def observe(self, prompt: np.ndarray, shared_tokens: int, scope: object,
                 hashed: Hashed | None = None) -> CacheMark:
-        self.last = prompt
+        self.last, self.last_scope = prompt, scope
         return super().observe(prompt, shared_tokens, scope, hashed)
+
+    def end_scope(self, scope: object) -> None:
+        super().end_scope(scope)
+        self._chains.pop(scope, None)
+
+    def engine_hashes(self, prompt: np.ndarray, ids: list[int], block_size: int) -> list[int]:
+        """The engine's block hash chain of ``prompt`` (``replay.sim.block_hashes``),
+        hashing only the blocks past what the chain's previous prompt shared with it."""
+        scope = self.last_scope
+        prev = self._chains.get(scope)
+        reuse, base = 0, []
+        if prev is not None:
+            p_ids, p_hashes = prev
+            m = min(p_ids.size, prompt.size)
+            diff = np.flatnonzero(p_ids[:m] != prompt[:m])
+            reuse = min((int(diff[0]) if diff.size else m) // block_size, len(p_hashes))
+            base = p_hashes[:reuse]
+        hashes = base + block_hashes(ids, block_size, reuse, base[-1] if base else None)
+        self._chains[scope] = (prompt, hashes)
+        return hashes
 
 
 class _Replica:
@@ -59,36 +83,67 @@ class _Replica:
     def __init__(self, profile: SimProfile, backend: Backend, seed: int) -> None:
         self.engine = Engine(profile, backend, seed=seed)
         self.ends = np.zeros(1 << 14, dtype=np.int64)
-        self.pending: StepResult | None = None
+        self.pending_index: int | None = None
+        """Index of the step in flight (None: idle)."""
         self.pending_end = 0
+        self.pending_finished: list[SimRequest] = []
         self.waiters: dict[SimRequest, asyncio.Future[None]] = {}
         self.sizes: dict[SimRequest, list[int]] | None = None
         self.busy_ns = 0
         self.steps = 0
 
-    def start(self, now: int) -> None:
-        result = self.engine.step()
-        dur = max(1, int(result.duration_s * 1e9))
-        self.pending = result
-        self.pending_end = now + dur
-        self.busy_ns += dur
+    def start(self, now: int, until: int | None) -> None:
+        """Begin the next step at ``now``: a run of pure-decode steps at once when the
+        engine allows it (``DecodeRun``: those starting by ``until``, the last one left
+        in flight), else one ``Engine.step()``."""
+        eng = self.engine
+        horizon = None if until is None else (until - now) / 1e9
+        run = DecodeRun(eng, horizon_s=horizon) if self.sizes is None else None
+        if run is not None and run.steps >= 2:
+            dur = np.maximum(1, (run.durations() * 1e9).astype(np.int64))
+            ends = now + np.cumsum(dur)
+            k = run.steps if until is None else \
+                max(1, int(np.searchsorted(ends - dur, until, side="right")))
+            first = eng.counters.steps
+            finished = run.apply(k)
+            self._stamp(first, ends[:k])
+            self.pending_index = first + k - 1
+            self.pending_end = int(ends[k - 1])
+            self.pending_finished = finished
+            self.busy_ns += int(ends[k - 1]) - now
+            self.steps += k - 1
+            return
+        result = eng.step()
+        d = max(1, int(result.duration_s * 1e9))
+        self.pending_index = result.index
+        self.pending_end = now + d
+        self.pending_finished = result.finished
+        self.busy_ns += d
         if self.sizes is not None:
             sizes = self.sizes
             for req, toks in result.emissions:
                 sizes.setdefault(req, []).append(len(toks))
 
+    def _stamp(self, first: int, ends: np.ndarray) -> None:
+        need = first + len(ends)
+        if need > len(self.ends):
+            grown = np.zeros(max(need, 2 * len(self.ends)), dtype=np.int64)
+            grown[:len(self.ends)] = self.ends
+            self.ends = grown
+        self.ends[first:need] = ends
+
     def complete(self) -> bool:
         """The step in flight ends now: stamp it, wake its finished requests."""
-        result = self.pending
-        assert result is not None
-        i = result.index
+        i = self.pending_index
+        assert i is not None
         if i >= len(self.ends):
-            self.ends = np.concatenate([self.ends, np.zeros_like(self.ends)])
-        self.ends[i] = self.pending_end
-        self.pending = None
+            self._stamp(i, np.array([self.pending_end], dtype=np.int64))
+        else:
+            self.ends[i] = self.pending_end
+        self.pending_index = None
         self.steps += 1
         woke = False
-        for req in result.finished:
+        for req in self.pending_finished:
             fut = self.waiters.pop(req, None)
             if fut is not None and not fut.done():
                 fut.set_result(None)
@@ -126,9 +181,9 @@ class TwinEngines:
         while True:
             nxt: int | None = None
             for r in reps:
-                if r.pending is None and r.engine.has_work():
-                    r.start(now)
-                if r.pending is not None and (nxt is None or r.pending_end < nxt):
+                if r.pending_index is None and r.engine.has_work():
+                    r.start(now, until)
+                if r.pending_index is not None and (nxt is None or r.pending_end < nxt):
                     nxt = r.pending_end
             if nxt is None:
                 if until is None:
@@ -141,7 +196,7 @@ class TwinEngines:
             now = nxt
             woke = False
             for r in reps:
-                if r.pending is not None and r.pending_end == now:
+                if r.pending_index is not None and r.pending_end == now:
                     woke = r.complete() or woke
             if woke:
                 self._now = now
@@ -160,18 +215,20 @@ class TwinEngines:
         loads = [r.load() for r in self.replicas]
         return loads.index(min(loads))
 
-    def _prompt(self, body: bytes) -> list[int]:
-        """The request's prompt ids: the tapped array when it is this body's, else parsed."""
+    def _prompt(self, body: bytes) -> tuple[list[int], list[int]]:
+        """The request's prompt ids and block hashes: from the tapped array when it is
+        this body's, else parsed and hashed in full."""
         tap = self.tap
+        bs = self.profile.block_size
         last = tap.last if tap is not None else None
-        if last is not None:
-            tap.last = None  # type: ignore[union-attr]
+        if tap is not None and last is not None:
+            tap.last = None
             if body.endswith(b"," + ids_text(last[-4:]) + b"]}") or (
                     last.size <= 4 and body.endswith(b"[" + ids_text(last) + b"]}")):
                 ids: list[int] = last.tolist()
-                return ids
+                return ids, tap.engine_hashes(last, ids, bs)
         parsed: list[int] = orjson.loads(body)["prompt"]
-        return parsed
+        return parsed, block_hashes(parsed, bs)
 
     # -- the transport (``replay.client.stream_request``'s signature) ----------------
     async def send(self, session: Any, url: str, body: bytes, headers: dict[str, str],
@@ -179,11 +236,9 @@ class TwinEngines:
                    keep_output_ids: bool = True, max_tokens: int | None = None,
                    ) -> StreamOutcome:
         """Serve one request on a replica and fill ``out`` when it ends (or is cancelled)."""
-        prompt = self._prompt(body)
+        prompt, hashes = self._prompt(body)
         rid = headers.get("X-Request-Id", f"twin-{self.requests}")
         self.requests += 1
-        bs = self.profile.block_size
-        hashes = block_hashes(prompt, bs)
         k = self._route(hashes)
         rep = self.replicas[k]
         if hashes:
@@ -213,7 +268,7 @@ def _fill(out: StreamOutcome, rep: _Replica, req: SimRequest, keep_ids: bool,
           *, cut: bool) -> None:
     """Chunk times and sizes from the steps that emitted for ``req`` (ended ones only)."""
     ids = req.step_ids
-    if cut and rep.pending is not None and ids and ids[-1] == rep.pending.index:
+    if cut and rep.pending_index is not None and ids and ids[-1] == rep.pending_index:
         ids = ids[:-1]  # its last step is still in flight: those tokens never arrived
     n = len(ids)
     if n:
