@@ -48,6 +48,9 @@ def add_twin_flags(p: argparse.ArgumentParser) -> None:
                    help="with --twin: say how many replicas (and GPUs) K agents need per tier")
     g.add_argument("--backend", choices=("latency_specialized", "auto"),
                    default="latency_specialized", help="with --twin: the decode backend")
+    g.add_argument("--jobs", type=int, metavar="N",
+                   help="with --twin: levels simulated at once, one process each "
+                        "(default: the CPU count)")
     g.add_argument("--keep-runs", metavar="DIR",
                    help="with --twin: keep each level's run directory under DIR "
                         "(`agentreplay report` reads them) (default: not kept)")
@@ -74,7 +77,7 @@ def _check(args: argparse.Namespace) -> None:
     if not args.workload:
         raise ConfigError("--twin needs --workload FILE (the workload to replay)")
     for flag, value, low in (("--levels", args.levels, 1), ("--replicas", args.replicas, 1),
-                             ("--agents", args.agents, 1)):
+                             ("--agents", args.agents, 1), ("--jobs", args.jobs, 1)):
         if value is not None and value < low:
             raise ConfigError(f"{flag}: must be >= {low}, got {value}")
     for flag, value in (("--duration", args.duration),):
@@ -94,7 +97,7 @@ def _fmt(x: float | None, spec: str = ".1f") -> str:
 def run_twin_plan(args: argparse.Namespace, tiers: tuple[SloTier, ...],
                   max_failure_share: float) -> int:
     """Sweep the ladder on the twin and print the levels, capacities and replicas."""
-    from pathlib import Path
+    import os
 
     from replay.twin import (
         capacities,
@@ -102,7 +105,7 @@ def run_twin_plan(args: argparse.Namespace, tiers: tuple[SloTier, ...],
         load_twin,
         load_workload,
         replicas_needed,
-        simulate_level,
+        run_ladder,
     )
 
     _check(args)
@@ -110,7 +113,6 @@ def run_twin_plan(args: argparse.Namespace, tiers: tuple[SloTier, ...],
     lo, hi = _users_range(args.users)
     workload = load_workload(args.workload)
     levels = level_ladder(lo, hi, args.levels)
-    keep = Path(args.keep_runs) if args.keep_runs else None
     gpus = profile.gpu_count
     out = sys.stdout
     cal = " (calibrated)" if calibration else ""
@@ -120,26 +122,25 @@ def run_twin_plan(args: argparse.Namespace, tiers: tuple[SloTier, ...],
     print(f"{'users':>6}  {'P90 inter tok/s':>15}  {'P90 TTFT s':>10}  "
           f"{'output tok/s':>12}  {'requests':>8}  {'fail':>5}  tiers met", file=out)
 
-    def run(users: int) -> LevelResult:
-        return simulate_level(
-            profile, workload, users, args.duration, args.warmup, think_scale=args.think_scale,
-            think_cap_s=args.think_time_cap, drain_s=args.drain, replicas=args.replicas,
-            seed=args.seed, backend=args.backend, tiers=tiers,
-            max_failure_share=max_failure_share,
-            out_dir=keep / f"users-{users:04d}" if keep is not None else None)
-
     from analysis.judge import meets_tier
 
-    results = []
-    for users in levels:
-        res = run(users)
-        results.append(res)
+    def progress(users: int, res: LevelResult) -> None:
+        print(f"  level {users} users: {res.records} requests, {res.sim_s:.0f} simulated s in "
+              f"{res.wall_s:.1f} s", file=sys.stderr, flush=True)
+
+    jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
+    results = run_ladder(
+        profile, workload, levels, jobs=jobs, out_dir=args.keep_runs, on_level=progress,
+        duration=args.duration, warmup=args.warmup, think_scale=args.think_scale,
+        think_cap_s=args.think_time_cap, drain_s=args.drain, replicas=args.replicas,
+        seed=args.seed, backend=args.backend, tiers=tiers, max_failure_share=max_failure_share)
+    for users, res in zip(levels, results, strict=True):
         s = res.summary
         met = ",".join(t.name for t in tiers if meets_tier(s, t)) or "none"
         fail = s.counts.failure_share
         print(f"{users:>6}  {_fmt(s.interactivity.p90):>15}  {_fmt(s.ttft_due.p90, '.2f'):>10}"
               f"  {_fmt(s.output_tok_s):>12}  {s.counts.in_window:>8}  "
-              f"{_fmt(fail, '.2f'):>5}  {met}", file=out, flush=True)
+              f"{_fmt(fail, '.2f'):>5}  {met}", file=out)
     for cap in capacities(levels, results, tiers):
         if cap.users is None:
             text = f"below {levels[0]} users (the lowest level missed it)"

@@ -18,6 +18,7 @@ from replay.twin._sweep import (
     level_ladder,
     load_twin,
     replicas_needed,
+    run_ladder,
 )
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "load_twin",
     "load_workload",
     "replicas_needed",
+    "run_ladder",
     "simulate_level",
     "virtual_time",
 ]

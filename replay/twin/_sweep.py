@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,9 +27,10 @@ from analysis import SloTier
 from analysis.judge import meets_tier
 from replay.errors import ConfigError
 from replay.sim import SimProfile
-from replay.twin._level import LevelResult
+from replay.twin._level import LevelResult, Workload, simulate_level
 
-__all__ = ["TierCapacity", "capacities", "level_ladder", "load_twin", "replicas_needed"]
+__all__ = ["TierCapacity", "capacities", "level_ladder", "load_twin", "replicas_needed",
+           "run_ladder"]
 
 CALIBRATION_KEY = "calibration"
 
@@ -75,6 +76,53 @@ def level_ladder(lo: int, hi: int, levels: int) -> list[int]:
     ratio = (hi / lo) ** (1.0 / (levels - 1))
     out = sorted({max(lo, min(hi, round(lo * ratio ** i))) for i in range(levels)})
     return out
+
+
+_JOB: tuple[SimProfile, Workload, dict[str, Any]] | None = None
+"""What a worker process simulates (set before the fork, read in the child)."""
+
+
+def _run_one(users: int) -> tuple[int, LevelResult]:
+    assert _JOB is not None
+    profile, workload, kwargs = _JOB
+    out_dir = kwargs.pop("out_dir", None)
+    keep = None if out_dir is None else os.path.join(out_dir, f"users-{users:04d}")
+    try:
+        return users, simulate_level(profile, workload, users, out_dir=keep, **kwargs)
+    finally:
+        kwargs["out_dir"] = out_dir
+
+
+def run_ladder(profile: SimProfile, workload: Workload, levels: Sequence[int], *,
+               jobs: int = 1, out_dir: str | None = None,
+               on_level: Callable[[int, LevelResult], None] | None = None,
+               **kwargs: Any) -> list[LevelResult]:
+    """Every level's result, in ladder order; ``on_level`` sees each as it finishes
+    (any order). ``jobs`` > 1 simulates levels in that many forked processes
+    (levels are independent), the costly top levels first so no long one is left
+    to run alone at the end. ``kwargs`` go to :func:`simulate_level`; ``out_dir``
+    keeps each level's run as ``users-NNNN`` under it."""
+    global _JOB
+    _JOB = (profile, workload, dict(kwargs, out_dir=out_dir))
+    done: dict[int, LevelResult] = {}
+    try:
+        if jobs <= 1 or len(levels) <= 1:
+            for users in levels:
+                res = done[users] = _run_one(users)[1]
+                if on_level is not None:
+                    on_level(users, res)
+        else:
+            import multiprocessing
+
+            order = sorted(levels, reverse=True)
+            with multiprocessing.get_context("fork").Pool(min(jobs, len(levels))) as pool:
+                for users, res in pool.imap_unordered(_run_one, order):
+                    done[users] = res
+                    if on_level is not None:
+                        on_level(users, res)
+    finally:
+        _JOB = None
+    return [done[u] for u in levels]
 
 
 @dataclass(frozen=True)
