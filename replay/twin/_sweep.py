@@ -60,8 +60,12 @@ def load_twin(path: str | os.PathLike[str]) -> tuple[SimProfile, dict[str, Any] 
         profile = SimProfile.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "(profile)"
-        raise ConfigError(f"--twin {where}: field {field}: {err['msg']} (a twin file is a "
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        field = ".".join(str(p) for p in err["loc"])
+        if not field:  # a check across fields: it names its field first
+            first = msg.split(" ", 1)[0]
+            field = first if first in SimProfile.model_fields else "(profile)"
+        raise ConfigError(f"--twin {where}: field {field}: {msg} (a twin file is a "
                           "simulator profile, as `serve-sim --profile FILE` reads)") from None
     return profile, calibration if isinstance(calibration, dict) else None
 
