@@ -30,8 +30,8 @@ import numpy as np
 import orjson
 
 from replay.client import CacheMark, Hashed, PrefixCacheModel, StreamOutcome, Timeouts, ids_text
-from replay.twin._clock import Deadlock
 from replay.sim import Backend, DecodeRun, Engine, SimProfile, SimRequest, block_hashes
+from replay.twin._clock import Deadlock
 
 __all__ = ["PromptTap", "Routing", "TwinEngines"]
 
