@@ -259,7 +259,13 @@ class TwinEngines:
         fut: asyncio.Future[None] = loop.create_future()
         rep.waiters[req] = fut
         try:
-            await fut
+            kind = await _wait(fut, rep, req, out.sent_ns, timeouts)
+            if kind is not None:  # the client gave up: as stream_request, a timeout
+                rep.waiters.pop(req, None)
+                _fill(out, rep, req, keep_output_ids, cut=True)
+                rep.engine.abort(req)
+                out.fail("timeout", kind, f"no data before the {kind[8:]} limit")
+                return out
         except asyncio.CancelledError:
             rep.waiters.pop(req, None)
             _fill(out, rep, req, keep_output_ids, cut=True)
@@ -269,6 +275,31 @@ class TwinEngines:
         _fill(out, rep, req, keep_output_ids, cut=False)
         out.done = True
         return out
+
+
+async def _wait(fut: asyncio.Future[None], rep: _Replica, req: SimRequest, sent_ns: int,
+                timeouts: Timeouts) -> str | None:
+    """Wait for the request to finish; the timeout kind if the client's first-token or
+    total limit passes first (``--ttft-timeout``, ``--total-timeout``). The gap limit
+    between tokens (``--itl-timeout``) is not modelled: a gap shows only at its end."""
+    first_s, total_s = timeouts.first_token_s, timeouts.total_s
+    while not fut.done():
+        ids = req.step_ids
+        got_first = bool(ids) and ids[0] != rep.pending_index
+        limits = []
+        if first_s is not None and not got_first:
+            limits.append((sent_ns + int(first_s * 1e9), "timeout_first_token"))
+        if total_s is not None:
+            limits.append((sent_ns + int(total_s * 1e9), "timeout_total"))
+        if not limits:
+            await fut
+            return None
+        at, kind = min(limits)
+        now = time.monotonic_ns()
+        if now >= at:
+            return kind
+        await asyncio.wait((fut,), timeout=(at - now) / 1e9)
+    return None
 
 
 def _fill(out: StreamOutcome, rep: _Replica, req: SimRequest, keep_ids: bool,

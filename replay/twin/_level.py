@@ -101,16 +101,19 @@ def simulate_level(
     backend: Backend = "latency_specialized", tiers: tuple[SloTier, ...] = DEFAULT_TIERS,
     max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE, bootstrap: bool = False,
     out_dir: str | os.PathLike[str] | None = None,
+    first_token_timeout_s: float | None = 600.0, total_timeout_s: float | None = 3600.0,
 ) -> LevelResult:
     """Run ``users`` closed-loop users for ``warmup + duration`` (+ drain) simulated
     seconds against ``replicas`` twin engines; summarise as ``analysis`` does.
 
     ``out_dir`` keeps the run directory (``agentreplay report`` reads it); otherwise
-    it is written to a temporary directory and removed."""
+    it is written to a temporary directory and removed. The client's first-token and
+    total timeouts apply as in a real run (``--ttft-timeout``, ``--total-timeout``)."""
     settings = RunSettings(
         target="http://127.0.0.1:9", users=users, duration_s=duration, warmup_s=warmup,
         drain_s=drain_s, think_scale=think_scale, think_time_cap_s=think_cap_s, seed=seed,
-        metrics_interval_s=None, label=backend,
+        metrics_interval_s=None, label=backend, first_token_timeout_s=first_token_timeout_s,
+        total_timeout_s=total_timeout_s,
     )
     if workload.header.arrival != "closed":
         from replay.errors import ConfigError

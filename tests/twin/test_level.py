@@ -82,3 +82,18 @@ def test_affinity_keeps_a_session_on_one_replica(tmp_path: Path, wl: Path) -> No
     assert {k for ks in seen.values() for k in ks} == {0, 1}
     assert res.summary.gpu_count == 2 * profile.gpu_count
     assert res.summary.counts.ok == res.summary.counts.in_window
+
+
+def test_client_first_token_timeout_is_modelled(tmp_path: Path, wl: Path) -> None:
+    """A prefill slower than --ttft-timeout ends as the HTTP client would end it."""
+    profile = load_profile("small").model_copy(update={"prefill_tokens_per_s": 50.0})
+    from replay.twin import simulate_level as sim
+
+    res = sim(profile, load_workload(wl), 2, 30.0, 0.0, drain_s=5.0,
+              out_dir=tmp_path / "run", first_token_timeout_s=1.0)
+    recs = _records(tmp_path / "run")
+    assert recs and all(r["status"] == "timeout" for r in recs)
+    assert {r["error_kind"] for r in recs} == {"timeout_first_token"}
+    for r in recs:
+        assert r["end_s"] == pytest.approx(r["sent_s"] + 1.0, abs=1e-6)
+    assert res.summary.counts.timeout == res.summary.counts.in_window
