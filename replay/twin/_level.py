@@ -136,7 +136,8 @@ def simulate_level(
         ctx = make_context(settings, target, cast(Any, None), _ORIGIN_NS, records.append)
         ctx.transport = engines.send
         ctx.cache = engines.tap = PromptTap(target.server_block_size)
-        return await drive_lanes(ctx, settings, "closed", sessions, asyncio.Event())
+        return await drive_lanes(ctx, settings, "closed", sessions, asyncio.Event(),
+                                 probe_loop=False)
 
     try:
         with virtual_time(loop):
