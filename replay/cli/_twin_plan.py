@@ -2,7 +2,8 @@
 
 The flags are added to ``plan`` by :func:`add_twin_flags`; :func:`run_twin_plan`
 runs the ladder of levels (``replay.twin``), prints each level's P90
-interactivity, P90 TTFT and throughput as it finishes, then each SLO tier's
+interactivity, P90 TTFT (from when the request was due, as the SLO tiers judge
+it) and output throughput, then each SLO tier's
 modelled capacity and, with ``--agents K``, the replicas (and GPUs) K agents need.
 Every figure is labelled "modelled (twin)": it comes from a performance model.
 """

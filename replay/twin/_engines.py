@@ -81,8 +81,9 @@ class PromptTap(PrefixCacheModel):
         fresh: list[int] = prompt[reuse * block_size:full * block_size].tolist()
         hashes = base + block_hashes(fresh, block_size, 0, base[-1] if base else None)
         self._chains[scope] = (prompt, hashes)
-        tail: list[int] = prompt[full * block_size:].tolist()
-        return [0] * (full * block_size) + tail, hashes
+        ids = [0] * (full * block_size)
+        ids.extend(prompt[full * block_size:].tolist())
+        return ids, hashes
 
 
 class _Replica:
