@@ -51,6 +51,7 @@ from replay.load import (
     iso_utc,
     make_context,
     retimed,
+    walk,
 )
 from replay.sim import Backend, SimProfile, server_info
 from replay.twin._clock import VirtualLoop, virtual_time
@@ -121,6 +122,7 @@ def simulate_level(
         raise ConfigError(f"{workload.path}: the twin replays closed-loop workloads; this "
                           f"one's arrival mode is {workload.header.arrival!r}")
     check_time_controls(settings, workload.header.arrival, workload.path, rated=False)
+    _check_fits(workload, profile)
     sessions = retimed(settings, list(workload.sessions), workload.path)
     engines = TwinEngines(profile, backend=backend, replicas=replicas, routing=routing,
                           seed=seed)
@@ -165,6 +167,22 @@ def simulate_level(
     return LevelResult(summary=summary, run_dir=kept, records=len(records), sim_s=sim_s,
                        wall_s=time.perf_counter() - wall0, cpu_s=time.process_time() - cpu0,
                        steps=steps)
+
+
+def _check_fits(workload: Workload, profile: SimProfile) -> None:
+    """Every request fits the profile's context, as a real run checks against the server."""
+    from replay.errors import ConfigError
+
+    limit = profile.max_model_len
+    for sess in workload.sessions:
+        for turn, req in walk(sess.requests):
+            need = req.prompt_tokens + req.output_tokens
+            if need > limit:
+                raise ConfigError(
+                    f"{workload.path}: session {sess.id!r} request {turn} needs {need} tokens "
+                    f"but the twin's profile {profile.name!r} has max_model_len {limit}; "
+                    f"make one that fits with `agentreplay traces generate --max-context "
+                    f"{limit}` (or `traces import --max-context {limit}`)")
 
 
 def _summarise(run_dir: Path, manifest: RunManifest, records: Sequence[RecordDict],

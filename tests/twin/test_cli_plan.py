@@ -110,3 +110,11 @@ def test_twin_needs_a_workload_and_plain_plan_needs_dirs(
     assert "--twin needs --workload FILE" in capsys.readouterr().err
     assert main(["plan"]) == 2
     assert "give result directories" in capsys.readouterr().err
+
+
+def test_workload_that_does_not_fit_the_twin(tmp_path: Path, wl: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    twin = _twin(tmp_path, max_model_len=256, num_gpu_blocks=64)
+    assert main(_plan("--twin", str(twin), "--workload", str(wl))) == 2
+    err = capsys.readouterr().err
+    assert str(wl) in err and "max_model_len 256" in err and "--max-context 256" in err
