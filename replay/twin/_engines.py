@@ -38,6 +38,22 @@ __all__ = ["PromptTap", "Routing", "TwinEngines"]
 Routing = Literal["affinity", "least_loaded"]
 
 
+_METRICS = {
+    "vllm:prefix_cache_hits_total": "prefix_cache_hits",
+    "vllm:prefix_cache_queries_total": "prefix_cache_queries",
+    "vllm:prompt_tokens_total": "prompt_tokens",
+    "vllm:generation_tokens_total": "generation_tokens",
+    "vllm:num_preemptions_total": "preemptions",
+    "vllm:spec_decode_num_drafts_total": "spec_drafts",
+    "vllm:spec_decode_num_draft_tokens_total": "spec_draft_tokens",
+    "vllm:spec_decode_num_accepted_tokens_total": "spec_accepted_tokens",
+    "vllm_sim:engine_step_model_seconds_total": "",
+    "vllm_sim:engine_step_actual_seconds_total": "",
+}
+"""serve-sim's counter names and the ``EngineCounters`` field each one reads
+(empty: the replica's modelled busy seconds)."""
+
+
 class PromptTap(PrefixCacheModel):
     """The lanes' client prefix model, unchanged, that also keeps the prompt it saw last.
 
@@ -210,6 +226,16 @@ class TwinEngines:
             if woke:
                 self._now = now
                 return now
+
+    def metrics(self) -> dict[str, float]:
+        """The engines' counters as serve-sim's ``/metrics`` names them, summed over
+        replicas; step seconds are the modelled ones (the twin is never late)."""
+        out = dict.fromkeys(_METRICS, 0.0)
+        for r in self.replicas:
+            c = r.engine.counters
+            for name, attr in _METRICS.items():
+                out[name] += getattr(c, attr) if attr else r.busy_ns / 1e9
+        return out
 
     # -- routing --------------------------------------------------------------------
     def _route(self, hashes: list[int]) -> int:

@@ -134,12 +134,26 @@ def simulate_level(
                     vocab_size=profile.vocab_size, block_size=workload.header.block_size,
                     server_block_size=profile.block_size, run_tag=run_tag)
 
+    metrics: list[tuple[float, dict[str, float]]] = []
+
+    async def sample() -> None:
+        """``/metrics`` as the poller would scrape it, at the window's edges and middle
+        (counters are read by interpolation: samples at the edges make it exact)."""
+        for t_s in (0.0, warmup, warmup + duration / 2, warmup + duration):
+            await asyncio.sleep(max(0.0, (_ORIGIN_NS + t_s * _NS - loop.now_ns) / _NS))
+            metrics.append((t_s, engines.metrics()))
+
     async def main() -> Any:
         ctx = make_context(settings, target, cast(Any, None), _ORIGIN_NS, records.append)
         ctx.transport = engines.send
         ctx.cache = engines.tap = PromptTap(target.server_block_size)
-        return await drive_lanes(ctx, settings, "closed", sessions, asyncio.Event(),
-                                 probe_loop=False)
+        sampler = asyncio.ensure_future(sample())
+        try:
+            return await drive_lanes(ctx, settings, "closed", sessions, asyncio.Event(),
+                                     probe_loop=False)
+        finally:
+            sampler.cancel()
+            metrics.append(((loop.now_ns - _ORIGIN_NS) / _NS, engines.metrics()))
 
     try:
         with virtual_time(loop):
@@ -156,11 +170,11 @@ def simulate_level(
     close_manifest(manifest, warmup_s=warmup, duration_s=duration, interrupted=False,
                    crash=None)
     if out_dir is not None:
-        summary, kept = _summarise(Path(out_dir), manifest, records, tiers, max_failure_share,
-                                   bootstrap, seed), Path(out_dir)
+        summary, kept = _summarise(Path(out_dir), manifest, records, metrics, tiers,
+                                   max_failure_share, bootstrap, seed), Path(out_dir)
     else:
         with tempfile.TemporaryDirectory(prefix="agentreplay-twin-") as tmp:
-            summary = _summarise(Path(tmp) / "run", manifest, records, tiers,
+            summary = _summarise(Path(tmp) / "run", manifest, records, metrics, tiers,
                                  max_failure_share, bootstrap, seed)
         kept = None
     steps = sum(r.steps for r in engines.replicas)
@@ -186,13 +200,15 @@ def _check_fits(workload: Workload, profile: SimProfile) -> None:
 
 
 def _summarise(run_dir: Path, manifest: RunManifest, records: Sequence[RecordDict],
-               tiers: tuple[SloTier, ...], max_failure_share: float, bootstrap: bool,
-               seed: int) -> RunSummary:
+               metrics: Sequence[tuple[float, dict[str, float]]], tiers: tuple[SloTier, ...],
+               max_failure_share: float, bootstrap: bool, seed: int) -> RunSummary:
     writer = RunWriter(run_dir)
     try:
         writer.write_manifest(manifest)
         for rec in records:
             writer.write_record(rec)
+        for t_s, values in metrics:
+            writer.write_metrics(t_s, values)
     finally:
         writer.close()
     return summarize(measure(read_run(run_dir)), seed=seed, tiers=tiers, bootstrap=bootstrap,

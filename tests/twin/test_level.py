@@ -51,6 +51,10 @@ def test_levels_are_deterministic_and_load_shows(wl: Path) -> None:
     assert a.summary.counts.in_window > one.summary.counts.in_window
     assert a.summary.tpot.p50 > one.summary.tpot.p50  # batching slows each step
     assert a.sim_s >= 65.0
+    pre = a.summary.prefix  # the engines' counters, scraped at the window's edges
+    assert pre.measured_share is not None and pre.reported_share is not None
+    assert pre.measured_share == pytest.approx(pre.reported_share, abs=0.1)
+    assert a.summary.sim_lateness == pytest.approx(0.0, abs=1e-9)
 
 
 def test_affinity_keeps_a_session_on_one_replica(tmp_path: Path, wl: Path) -> None:
