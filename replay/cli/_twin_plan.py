@@ -143,14 +143,7 @@ def run_twin_plan(args: argparse.Namespace, tiers: tuple[SloTier, ...],
               f"  {_fmt(s.output_tok_s):>12}  {s.counts.in_window:>8}  "
               f"{_fmt(fail, '.2f'):>5}  {met}", file=out)
     for cap in capacities(levels, results, tiers):
-        if cap.users is None:
-            text = f"below {levels[0]} users (the lowest level missed it)"
-        else:
-            more = " or more (the highest level met it)" if cap.at_highest else ""
-            text = f"{cap.users} users{more}"
-            if cap.gaps:
-                text += f"; levels {', '.join(map(str, cap.gaps))} missed it"
-        print(f"tier {cap.tier.name}: capacity {text} [{LABEL}]", file=out)
+        print(f"tier {cap.tier.name}: capacity {cap.bracket.text('users')} [{LABEL}]", file=out)
         if args.agents is not None:
             n = replicas_needed(args.agents, cap.users, args.replicas)
             if n is None:

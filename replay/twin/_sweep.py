@@ -4,9 +4,10 @@ A twin file is a simulator profile (the JSON ``serve-sim --profile FILE`` reads)
 that may carry a top-level ``calibration`` key (what ``agentreplay calibrate``
 measured it against); the key is kept aside, never validated as profile data.
 
-Capacity per SLO tier is the largest level whose summary meets the tier
-(``analysis.judge.meets_tier``: the same rule as measured runs), read off the
-simulated ladder, so it is only as fine as the ladder. With ``replicas`` engines
+Capacity per SLO tier is read off the simulated ladder exactly as off a measured
+sweep: the largest level up to which every level met the tier
+(``analysis.judge.meets_tier``, ``bracket_of``), and the first that failed; it is
+only as fine as the ladder. With ``replicas`` engines
 behind session-affinity routing the capacity is the fleet's; replicas needed for
 K agents scale the per-replica capacity linearly (affinity keeps each session's
 cache on one replica, so replicas do not share load beyond routing).
@@ -24,7 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from analysis import SloTier
-from analysis.judge import meets_tier
+from analysis.judge import Bracket, bracket_of, meets_tier
 from replay.errors import ConfigError
 from replay.sim import SimProfile
 from replay.twin._level import LevelResult, Workload, simulate_level
@@ -131,29 +132,27 @@ def run_ladder(profile: SimProfile, workload: Workload, levels: Sequence[int], *
 
 @dataclass(frozen=True)
 class TierCapacity:
-    """One tier's modelled capacity on the ladder."""
+    """One tier's modelled capacity on the ladder, as a measured sweep's is read."""
 
     tier: SloTier
-    users: int | None
-    """Largest level meeting the tier (None: not even the lowest did)."""
-    below_lowest: bool
-    at_highest: bool
-    """The highest level met the tier: the capacity is at least this."""
-    gaps: tuple[int, ...] = ()
-    """Levels below the capacity that missed the tier (a non-monotone ladder)."""
+    bracket: Bracket
+    """``analysis.bracket_of`` over (level, ``meets_tier``): the largest level up to
+    which every level met the tier, the first that failed, levels that met it again."""
+
+    @property
+    def users(self) -> int | None:
+        """The capacity read off the ladder (None: the lowest level failed)."""
+        return None if self.bracket.passed is None else int(self.bracket.passed)
 
 
 def capacities(levels: Sequence[int], results: Sequence[LevelResult],
                tiers: Sequence[SloTier]) -> list[TierCapacity]:
-    """Each tier's largest level meeting it (``meets_tier``)."""
+    """Each tier's bracket on the ladder (``meets_tier`` per level, ``bracket_of``)."""
     out = []
     for tier in tiers:
-        ok = [meets_tier(r.summary, tier) for r in results]
-        best = max((u for u, m in zip(levels, ok, strict=True) if m), default=None)
-        gaps = tuple(u for u, m in zip(levels, ok, strict=True)
-                     if not m and best is not None and u < best)
-        out.append(TierCapacity(tier=tier, users=best, below_lowest=best is None,
-                                at_highest=bool(ok and ok[-1]), gaps=gaps))
+        outcomes = [(float(u), meets_tier(r.summary, tier))
+                    for u, r in zip(levels, results, strict=True)]
+        out.append(TierCapacity(tier=tier, bracket=bracket_of(outcomes)))
     return out
 
 

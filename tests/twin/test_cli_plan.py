@@ -44,8 +44,8 @@ def test_plan_twin_prints_levels_and_tier_capacity(tmp_path: Path, wl: Path,
     rows = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit()]
     assert [r[0] for r in rows] == ["1", "2", "6"]  # geometric ladder 1..6 in 3 levels
     tiers = [line for line in out.splitlines() if line.startswith("tier ")]
-    assert any(line.startswith("tier 10:5: capacity 6 users or more") for line in tiers)
-    assert any(line.startswith("tier 5000:5: capacity below 1 users") for line in tiers)
+    assert any(line.startswith("tier 10:5: capacity at least 6 users") for line in tiers)
+    assert any(line.startswith("tier 5000:5: capacity below 1 user ") for line in tiers)
     assert any("tier 10:5: 40 agents need 7 replica(s) = 7 GPU(s)" in line for line in tiers)
     assert all(line.endswith("[modelled (twin)]") for line in tiers)
 
