@@ -1,8 +1,8 @@
 """What-if sweeps on the twin: a ladder of user levels, each tier's modelled capacity.
 
 A twin file is a simulator profile (the JSON ``serve-sim --profile FILE`` reads)
-that may carry a top-level ``calibration`` key (what ``agentreplay calibrate``
-measured it against); the key is kept aside, never validated as profile data.
+that may carry a top-level ``calibration`` block (what ``agentreplay calibrate``
+fitted it on); the twin never reads it beyond saying the profile is calibrated.
 
 Capacity per SLO tier is read off the simulated ladder exactly as off a measured
 sweep: the largest level up to which every level met the tier
@@ -56,7 +56,9 @@ def load_twin(path: str | os.PathLike[str]) -> tuple[SimProfile, dict[str, Any] 
         raise ConfigError(f"--twin {where}: not a text (UTF-8 JSON) file") from None
     if not isinstance(data, dict):
         raise ConfigError(f"--twin {where}: must be a JSON object (a simulator profile)")
-    calibration = data.pop(CALIBRATION_KEY, None)
+    calibration = data.get(CALIBRATION_KEY)
+    if CALIBRATION_KEY not in SimProfile.model_fields:  # profiles that predate the field
+        data.pop(CALIBRATION_KEY, None)
     try:
         profile = SimProfile.model_validate(data)
     except ValidationError as exc:
