@@ -149,6 +149,9 @@ def run_twin_plan(args: argparse.Namespace, tiers: tuple[SloTier, ...],
             if n is None:
                 need = "cannot be met at any level tried"
             else:
-                need = f"need {n} replica(s) = {n * gpus} GPU(s) ({gpus} per replica)"
+                bound = " at most" if cap.bracket.failed is None else ""
+                need = f"need{bound} {n} replica(s) = {n * gpus} GPU(s) ({gpus} per replica)"
+                if bound:
+                    need += "; every level met the tier, raise --users for a tighter answer"
             print(f"tier {cap.tier.name}: {args.agents} agents {need} [{LABEL}]", file=out)
     return 0
