@@ -38,6 +38,7 @@ INTEGRATION = (
     "traces/test_cli.py",
     "load/",
     "calibrate/",
+    "twin/test_vs_serve_sim.py",
 )
 
 

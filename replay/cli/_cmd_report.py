@@ -93,10 +93,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Capacity planning from a sweep of load levels: per arm and SLO tier, the "
                     "measured levels its capacity lies between (the largest level up to which "
                     "every level met the tier, the first that failed), and the arms' capacity "
-                    "ratio as far as those brackets bound it.")
-    plan.add_argument("paths", nargs="+", metavar="DIR",
+                    "ratio as far as those brackets bound it. With --twin FILE the levels are "
+                    "simulated on the twin instead (modelled, no server).")
+    plan.add_argument("paths", nargs="*", metavar="DIR",
                       help="run directories, or directories containing run directories")
     _common(plan)
+    from replay.cli._twin_plan import add_twin_flags
+
+    add_twin_flags(plan)
     plan.set_defaults(func=run_plan)
 
 
@@ -262,6 +266,13 @@ def run_plan(args: argparse.Namespace) -> int:
 
     from analysis import capacity_view
 
+    if args.twin is not None:
+        return _twin_plan(args)
+    if not args.paths:
+        from replay.errors import ConfigError
+
+        raise ConfigError("plan: give result directories (DIR ...), or --twin FILE with "
+                          "--workload FILE to plan on a twin")
     _, comparison = _analyse(args, args.paths)
     console = Console()
     if not console.is_terminal:  # piped or captured: do not squeeze the table to 80 columns
@@ -302,3 +313,13 @@ def run_plan(args: argparse.Namespace) -> int:
     for line in _verdict_lines(comparison)[1:]:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     return EXIT_INVALID if _invalid(comparison) else 0
+
+
+def _twin_plan(args: argparse.Namespace) -> int:
+    from replay.cli._twin_plan import run_twin_plan
+    from replay.errors import ConfigError
+
+    if not 0 <= args.max_failure_share <= 1:
+        raise ConfigError(f"--max-failure-share: must be between 0 and 1, got "
+                          f"{args.max_failure_share}")
+    return run_twin_plan(args, _tiers(args.slo), args.max_failure_share)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, cast
@@ -94,6 +94,7 @@ class LaneContext:
     on_plan: Callable[..., None] | None = None
     """``--ray``: told ``(ctx, id, chain, turn, req, prompt, due_ns, think_s)`` of each due
     request before it is sent, so the driver knows what a lost worker had (``_remote``)."""
+    transport: Callable[..., Awaitable[StreamOutcome]] = stream_request  # replay.twin: in process
     seq: int = 0
     busy: int = 0
     lanes: int = 0
@@ -198,9 +199,9 @@ async def _send(
         ctx.measure_idle.clear()
     ctx.busy += 1
     try:
-        await stream_request(ctx.session, ctx.urls[mark.replica], body, headers, ctx.timeouts, out,
-                             max_line_bytes=ctx.max_line_bytes, max_tokens=req.output_tokens,
-                             keep_output_ids=ctx.spec.carry_output)
+        await ctx.transport(ctx.session, ctx.urls[mark.replica], body, headers, ctx.timeouts,
+                            out, max_line_bytes=ctx.max_line_bytes,
+                            max_tokens=req.output_tokens, keep_output_ids=ctx.spec.carry_output)
     except asyncio.CancelledError:
         if out.status == "cancelled":  # not a complete answer cancelled while settling
             out.error_kind = f"cancelled_{ctx.cancel_reason}"

@@ -149,15 +149,16 @@ def make_context(
 
 async def drive_lanes(
     ctx: LaneContext, settings: RunSettings, arrival: Arrival, sessions: Sequence[Session],
-    stop: asyncio.Event, users: Sequence[int] | None = None,
+    stop: asyncio.Event, users: Sequence[int] | None = None, *, probe_loop: bool = True,
 ) -> LaneOutcome:
     """Start the lanes, wait out warmup, window and drain (or ``stop``), stop them all.
 
     Cancelling the caller stops the lanes the same way (their requests are recorded
-    as interrupted) before the cancellation propagates.
+    as interrupted) before the cancellation propagates. ``probe_loop=False`` skips the
+    event-loop lag probe (simulated time, ``replay.twin``: there is no lag to see).
     """
     probe = LoopProbe(ctx.warmup_end_ns, ctx.window_end_ns)
-    prober = asyncio.create_task(probe.run())
+    prober = asyncio.create_task(probe.run() if probe_loop else asyncio.sleep(0))
     _start(ctx, settings, arrival, sessions, users)
     outcome = LaneOutcome()
     try:

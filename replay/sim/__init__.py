@@ -24,9 +24,11 @@ Modules: ``_config`` (settings, /server_info), ``_server`` (app, routes, truth),
 ``_intake`` (request validation), ``_steploop`` (the clock of engine steps),
 ``_respond`` (SSE and JSON bodies, faults), ``_engine``/``_cache``/``_profile`` (the
 pure performance model), ``_decode`` (the published decode benchmark on that model:
-``modelled_decode``).
+``modelled_decode``), ``_bulk`` (``DecodeRun``: many pure-decode steps at once,
+exactly as many ``step()`` calls; the twin's fast path).
 """
 
+from replay.sim._bulk import DecodeRun
 from replay.sim._cache import PrefixCache, block_hashes
 from replay.sim._config import SimConfig, server_info, step_log_path
 from replay.sim._decode import DecodePoint, modelled_decode
@@ -50,6 +52,7 @@ __all__ = [
     "Backend",
     "BackendTiming",
     "DecodePoint",
+    "DecodeRun",
     "Engine",
     "EngineCounters",
     "FaultKind",

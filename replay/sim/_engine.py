@@ -161,14 +161,18 @@ class Engine:
         scheduled: list[tuple[SimRequest, int]] = []
         preempted = False
         i = 0
-        while i < len(self.running) and budget > 0:
-            req = self.running[i]
-            if req.decoding:
-                n = 1 + spec.num_speculative_tokens if spec else p.burst_tokens
+        running = self.running
+        decode_n = 1 + spec.num_speculative_tokens if spec else p.burst_tokens
+        mml = p.max_model_len
+        while i < len(running) and budget > 0:
+            req = running[i]
+            nt, nc = len(req.tokens), req.num_computed
+            if nt > len(req.prompt) and nc == nt - 1:  # req.decoding, inlined (hot loop)
+                n = decode_n
             else:
-                n = min(len(req.tokens) - req.num_computed, budget)
-            n = min(n, p.max_model_len - req.num_computed)
-            need = -(-(req.num_computed + n) // bs) - len(req.blocks)
+                n = min(nt - nc, budget)
+            n = min(n, mml - nc)
+            need = -(-(nc + n) // bs) - len(req.blocks)
             lost = False
             while need > 0:
                 new = self.cache.allocate(need)
@@ -263,12 +267,16 @@ class Engine:
         prefill = 0
         emissions: list[tuple[SimRequest, list[int]]] = []
         finished: list[SimRequest] = []
-        for req, n in scheduled:
-            remaining = req.max_tokens - req.num_output
-            room = p.max_model_len - len(req.tokens)
-            if req.decoding:
+        table = self.output_table
+        bs = p.block_size
+        mml = p.max_model_len
+        for req, n in scheduled:  # the hot loop: SimRequest properties inlined
+            tokens = req.tokens
+            nt = len(tokens)
+            n_out = nt - len(req.prompt)
+            if n_out > 0 and req.num_computed == nt - 1:  # decoding
                 decode_batch += 1
-                ctx += len(req.tokens)
+                ctx += nt
                 if spec:
                     accepted = self._rng.choices(
                         range(spec.num_speculative_tokens + 1), spec.acceptance_pmf
@@ -279,28 +287,29 @@ class Engine:
                     k = 1 + accepted
                 else:
                     k = n
-                k = max(1, min(k, remaining, room))
-                new = self._next_tokens(req, k)
-                req.num_computed = len(req.tokens) - 1 + k
-                req.tokens.extend(new)
+                k = max(1, min(k, req.max_tokens - n_out, mml - nt))
+                new = [table[(req.out_offset + n_out) % _TABLE_SIZE]] if k == 1 \
+                    else self._next_tokens(req, k)
+                req.num_computed = nt - 1 + k
+                tokens.extend(new)
             else:
                 prefill += n
                 req.prefill_computed += n
                 req.num_computed += n
-                if req.num_computed < len(req.tokens):
+                if req.num_computed < nt:
                     self._register(req)
                     continue
-                first = req.num_output == 0
                 new = self._next_tokens(req, 1)
-                req.tokens.extend(new)
-                if first:
+                tokens.extend(new)
+                if n_out == 0:
                     c.prompt_tokens += req.num_prompt
                     c.prompt_tokens_cached += req.cached_tokens
             c.generation_tokens += len(new)
             req.step_ids.append(index)
             emissions.append((req, new))
-            self._register(req)
-            if req.num_output >= req.max_tokens or len(req.tokens) >= p.max_model_len:
+            if req.num_computed // bs > req.registered:
+                self._register(req)
+            if len(tokens) - len(req.prompt) >= req.max_tokens or len(tokens) >= mml:
                 req.finished = True
                 self.running.remove(req)
                 self.cache.free(req.blocks)

@@ -1,0 +1,157 @@
+"""``agentreplay plan --twin FILE``: capacity planning on the twin, in simulated time.
+
+The flags are added to ``plan`` by :func:`add_twin_flags`; :func:`run_twin_plan`
+runs the ladder of levels (``replay.twin``), prints each level's P90
+interactivity, P90 TTFT (from when the request was due, as the SLO tiers judge
+it) and output throughput, then each SLO tier's
+modelled capacity and, with ``--agents K``, the replicas (and GPUs) K agents need.
+Every figure is labelled "modelled (twin)": it comes from a performance model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from analysis import SloTier
+    from replay.twin import LevelResult
+
+__all__ = ["add_twin_flags", "run_twin_plan"]
+
+LABEL = "modelled (twin)"
+
+
+def add_twin_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("twin (simulated time; no server)")
+    g.add_argument("--twin", metavar="FILE",
+                   help="plan on a twin file (a simulator profile, e.g. from `agentreplay "
+                        "calibrate`) instead of measured runs")
+    g.add_argument("--workload", metavar="FILE", help="with --twin: the workload to replay")
+    g.add_argument("--users", metavar="LO:HI", default="1:256",
+                   help="with --twin: the range of concurrent users")
+    g.add_argument("--levels", type=int, default=20,
+                   help="with --twin: load levels, spaced geometrically over --users")
+    g.add_argument("--duration", type=float, default=900.0, metavar="S",
+                   help="with --twin: measured window per level (simulated seconds)")
+    g.add_argument("--warmup", type=float, default=120.0, metavar="S",
+                   help="with --twin: warmup per level (simulated seconds)")
+    g.add_argument("--drain", type=float, default=30.0, metavar="S",
+                   help="with --twin: drain per level (simulated seconds)")
+    g.add_argument("--think-scale", type=float, default=1.0, metavar="X",
+                   help="with --twin: multiply every think time")
+    g.add_argument("--think-time-cap", type=float, metavar="S",
+                   help="with --twin: cap every (scaled) think time (default: no cap)")
+    g.add_argument("--replicas", type=int, default=1, metavar="N",
+                   help="with --twin: N engines behind session-affinity routing")
+    g.add_argument("--agents", type=int, metavar="K",
+                   help="with --twin: say how many replicas (and GPUs) K agents need per tier")
+    g.add_argument("--backend", choices=("latency_specialized", "auto"),
+                   default="latency_specialized", help="with --twin: the decode backend")
+    g.add_argument("--jobs", type=int, metavar="N",
+                   help="with --twin: levels simulated at once, one process each "
+                        "(default: the CPU count)")
+    g.add_argument("--keep-runs", metavar="DIR",
+                   help="with --twin: keep each level's run directory under DIR "
+                        "(`agentreplay report` reads them) (default: not kept)")
+
+
+def _users_range(text: str) -> tuple[int, int]:
+    from replay.errors import ConfigError
+
+    lo, sep, hi = text.partition(":")
+    try:
+        a, b = (int(lo), int(hi)) if sep else (int(text), int(text))
+    except ValueError:
+        raise ConfigError(f"--users {text}: give LO:HI, whole numbers, e.g. 1:256") from None
+    if a < 1 or b < a:
+        raise ConfigError(f"--users {text}: need 1 <= LO <= HI, e.g. 1:256")
+    return a, b
+
+
+def _check(args: argparse.Namespace) -> None:
+    from replay.errors import ConfigError
+
+    if args.paths:
+        raise ConfigError("plan: give result directories or --twin FILE, not both")
+    if not args.workload:
+        raise ConfigError("--twin needs --workload FILE (the workload to replay)")
+    for flag, value, low in (("--levels", args.levels, 1), ("--replicas", args.replicas, 1),
+                             ("--agents", args.agents, 1), ("--jobs", args.jobs, 1)):
+        if value is not None and value < low:
+            raise ConfigError(f"{flag}: must be >= {low}, got {value}")
+    for flag, value in (("--duration", args.duration),):
+        if not value > 0:
+            raise ConfigError(f"{flag}: must be > 0, got {value}")
+    for flag, value in (("--warmup", args.warmup), ("--drain", args.drain),
+                        ("--think-scale", args.think_scale),
+                        ("--think-time-cap", args.think_time_cap)):
+        if value is not None and value < 0:
+            raise ConfigError(f"{flag}: must be >= 0, got {value}")
+
+
+def _fmt(x: float | None, spec: str = ".1f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def run_twin_plan(args: argparse.Namespace, tiers: tuple[SloTier, ...],
+                  max_failure_share: float) -> int:
+    """Sweep the ladder on the twin and print the levels, capacities and replicas."""
+    import os
+
+    from replay.twin import (
+        capacities,
+        level_ladder,
+        load_twin,
+        load_workload,
+        replicas_needed,
+        run_ladder,
+    )
+
+    _check(args)
+    profile, calibration = load_twin(args.twin)
+    lo, hi = _users_range(args.users)
+    workload = load_workload(args.workload)
+    levels = level_ladder(lo, hi, args.levels)
+    gpus = profile.gpu_count
+    out = sys.stdout
+    cal = " (calibrated)" if calibration else ""
+    print(f"[SIMULATED] {LABEL}: profile {profile.name}{cal}, {args.replicas} replica(s) x "
+          f"{gpus} GPU(s), workload {args.workload}, {len(levels)} levels of "
+          f"{args.duration:g} s (warmup {args.warmup:g} s), simulated time", file=out)
+    print(f"{'users':>6}  {'P90 inter tok/s':>15}  {'P90 TTFT s':>10}  "
+          f"{'output tok/s':>12}  {'requests':>8}  {'fail':>5}  tiers met", file=out)
+
+    from analysis.judge import meets_tier
+
+    def progress(users: int, res: LevelResult) -> None:
+        print(f"  level {users} users: {res.records} requests, {res.sim_s:.0f} simulated s in "
+              f"{res.wall_s:.1f} s", file=sys.stderr, flush=True)
+
+    jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
+    results = run_ladder(
+        profile, workload, levels, jobs=jobs, out_dir=args.keep_runs, on_level=progress,
+        duration=args.duration, warmup=args.warmup, think_scale=args.think_scale,
+        think_cap_s=args.think_time_cap, drain_s=args.drain, replicas=args.replicas,
+        seed=args.seed, backend=args.backend, tiers=tiers, max_failure_share=max_failure_share)
+    for users, res in zip(levels, results, strict=True):
+        s = res.summary
+        met = ",".join(t.name for t in tiers if meets_tier(s, t)) or "none"
+        fail = s.counts.failure_share
+        print(f"{users:>6}  {_fmt(s.interactivity.p90):>15}  {_fmt(s.ttft_due.p90, '.2f'):>10}"
+              f"  {_fmt(s.output_tok_s):>12}  {s.counts.in_window:>8}  "
+              f"{_fmt(fail, '.2f'):>5}  {met}", file=out)
+    for cap in capacities(levels, results, tiers):
+        print(f"tier {cap.tier.name}: capacity {cap.bracket.text('users')} [{LABEL}]", file=out)
+        if args.agents is not None:
+            n = replicas_needed(args.agents, cap.users, args.replicas)
+            if n is None:
+                need = "cannot be met at any level tried"
+            else:
+                bound = " at most" if cap.bracket.failed is None else ""
+                need = f"need{bound} {n} replica(s) = {n * gpus} GPU(s) ({gpus} per replica)"
+                if bound:
+                    need += "; every level met the tier, raise --users for a tighter answer"
+            print(f"tier {cap.tier.name}: {args.agents} agents {need} [{LABEL}]", file=out)
+    return 0

@@ -1,0 +1,167 @@
+"""What-if sweeps on the twin: a ladder of user levels, each tier's modelled capacity.
+
+A twin file is a simulator profile (the JSON ``serve-sim --profile FILE`` reads)
+that may carry a top-level ``calibration`` block (what ``agentreplay calibrate``
+fitted it on); the twin never reads it beyond saying the profile is calibrated.
+
+Capacity per SLO tier is read off the simulated ladder exactly as off a measured
+sweep: the largest level up to which every level met the tier
+(``analysis.judge.meets_tier``, ``bracket_of``), and the first that failed; it is
+only as fine as the ladder. With ``replicas`` engines
+behind session-affinity routing the capacity is the fleet's; replicas needed for
+K agents scale the per-replica capacity linearly (affinity keeps each session's
+cache on one replica, so replicas do not share load beyond routing).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from analysis import SloTier
+from analysis.judge import Bracket, bracket_of, meets_tier
+from replay.errors import ConfigError
+from replay.sim import SimProfile
+from replay.twin._level import LevelResult, Workload, simulate_level
+
+__all__ = ["TierCapacity", "capacities", "level_ladder", "load_twin", "replicas_needed",
+           "run_ladder"]
+
+CALIBRATION_KEY = "calibration"
+
+
+def load_twin(path: str | os.PathLike[str]) -> tuple[SimProfile, dict[str, Any] | None]:
+    """The twin's profile and its ``calibration`` block (None when absent).
+
+    Every problem is one :class:`ConfigError` naming the file and the field."""
+    where = os.fspath(path)
+    try:
+        with open(where, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
+        raise ConfigError(f"--twin {where}: cannot read the twin file: "
+                          f"{exc.strerror or exc}") from None
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--twin {where}: line {exc.lineno}: invalid JSON: {exc.msg}") \
+            from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"--twin {where}: not a text (UTF-8 JSON) file") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"--twin {where}: must be a JSON object (a simulator profile)")
+    calibration = data.get(CALIBRATION_KEY)
+    if CALIBRATION_KEY not in SimProfile.model_fields:  # profiles that predate the field
+        data.pop(CALIBRATION_KEY, None)
+    try:
+        profile = SimProfile.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        field = ".".join(str(p) for p in err["loc"])
+        if not field:  # a check across fields: it names its field first
+            first = msg.split(" ", 1)[0]
+            field = first if first in SimProfile.model_fields else "(profile)"
+        raise ConfigError(f"--twin {where}: field {field}: {msg} (a twin file is a "
+                          "simulator profile, as `serve-sim --profile FILE` reads)") from None
+    return profile, calibration if isinstance(calibration, dict) else None
+
+
+def level_ladder(lo: int, hi: int, levels: int) -> list[int]:
+    """Up to ``levels`` distinct user counts from ``lo`` to ``hi``, spaced geometrically
+    (capacity questions span orders of magnitude; every level is a whole user)."""
+    if lo < 1 or hi < lo or levels < 1:
+        raise ValueError("need 1 <= lo <= hi and levels >= 1")
+    if levels == 1 or lo == hi:
+        return [hi]
+    ratio = (hi / lo) ** (1.0 / (levels - 1))
+    out = sorted({max(lo, min(hi, round(lo * ratio ** i))) for i in range(levels)})
+    return out
+
+
+_JOB: tuple[SimProfile, Workload, dict[str, Any]] | None = None
+"""What a worker process simulates (set before the fork, read in the child)."""
+
+
+def _run_one(users: int) -> tuple[int, LevelResult]:
+    assert _JOB is not None
+    profile, workload, kwargs = _JOB
+    out_dir = kwargs.pop("out_dir", None)
+    keep = None if out_dir is None else os.path.join(out_dir, f"users-{users:04d}")
+    try:
+        return users, simulate_level(profile, workload, users, out_dir=keep, **kwargs)
+    finally:
+        kwargs["out_dir"] = out_dir
+
+
+def run_ladder(profile: SimProfile, workload: Workload, levels: Sequence[int], *,
+               jobs: int = 1, out_dir: str | None = None,
+               on_level: Callable[[int, LevelResult], None] | None = None,
+               **kwargs: Any) -> list[LevelResult]:
+    """Every level's result, in ladder order; ``on_level`` sees each as it finishes
+    (any order). ``jobs`` > 1 simulates levels in that many forked processes
+    (levels are independent), the costly top levels first so no long one is left
+    to run alone at the end. ``kwargs`` go to :func:`simulate_level`; ``out_dir``
+    keeps each level's run as ``users-NNNN`` under it."""
+    global _JOB
+    _JOB = (profile, workload, dict(kwargs, out_dir=out_dir))
+    done: dict[int, LevelResult] = {}
+    try:
+        if jobs <= 1 or len(levels) <= 1:
+            for users in levels:
+                res = done[users] = _run_one(users)[1]
+                if on_level is not None:
+                    on_level(users, res)
+        else:
+            import multiprocessing
+
+            order = sorted(levels, reverse=True)
+            with multiprocessing.get_context("fork").Pool(min(jobs, len(levels))) as pool:
+                for users, res in pool.imap_unordered(_run_one, order):
+                    done[users] = res
+                    if on_level is not None:
+                        on_level(users, res)
+    finally:
+        _JOB = None
+    return [done[u] for u in levels]
+
+
+@dataclass(frozen=True)
+class TierCapacity:
+    """One tier's modelled capacity on the ladder, as a measured sweep's is read."""
+
+    tier: SloTier
+    bracket: Bracket
+    """``analysis.bracket_of`` over (level, ``meets_tier``): the largest level up to
+    which every level met the tier, the first that failed, levels that met it again."""
+
+    @property
+    def users(self) -> int | None:
+        """The capacity read off the ladder (None: the lowest level failed)."""
+        return None if self.bracket.passed is None else int(self.bracket.passed)
+
+
+def capacities(levels: Sequence[int], results: Sequence[LevelResult],
+               tiers: Sequence[SloTier]) -> list[TierCapacity]:
+    """Each tier's bracket on the ladder (``meets_tier`` per level, ``bracket_of``)."""
+    out = []
+    for tier in tiers:
+        outcomes = [(float(u), meets_tier(r.summary, tier))
+                    for u, r in zip(levels, results, strict=True)]
+        out.append(TierCapacity(tier=tier, bracket=bracket_of(outcomes)))
+    return out
+
+
+def replicas_needed(agents: int, capacity_users: int | None, replicas: int) -> int | None:
+    """Replicas for ``agents`` when ``replicas`` of them served ``capacity_users``
+    within the tier (linear in the per-replica capacity); None without a capacity."""
+    if capacity_users is None or capacity_users <= 0:
+        return None
+    per_replica = capacity_users / replicas
+    return max(1, math.ceil(agents / per_replica - 1e-9))

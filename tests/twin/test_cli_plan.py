@@ -1,0 +1,121 @@
+"""``agentreplay plan --twin``: one clear error for a bad twin file or flag; per-level and
+per-tier lines, labelled modelled (twin)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from replay.cli import main
+from replay.sim import load_profile
+from tests.replay.conftest import make_workload
+
+
+@pytest.fixture
+def wl(tmp_path: Path) -> Path:
+    return make_workload(tmp_path / "wl.jsonl", sessions=6, turns=6, new_blocks=8,
+                         output=40, think_s=2.0, shared_blocks=2)
+
+
+def _twin(tmp_path: Path, **changes: object) -> Path:
+    data = json.loads(load_profile("small").model_dump_json())
+    data["calibration"] = {"method": "test", "runs": 3}  # unknown to profiles: ignored
+    data.update(changes)
+    path = tmp_path / "twin.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _plan(*extra: str) -> list[str]:
+    return ["plan", "--duration", "30", "--warmup", "5", "--drain", "5", "--jobs", "1",
+            *extra]
+
+
+def test_plan_twin_prints_levels_and_tier_capacity(tmp_path: Path, wl: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(_plan("--twin", str(_twin(tmp_path)), "--workload", str(wl),
+                      "--users", "1:6", "--levels", "3", "--slo", "10:5", "--slo", "5000:5",
+                      "--agents", "40"))
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "modelled (twin)" in out and "(calibrated)" in out
+    rows = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit()]
+    assert [r[0] for r in rows] == ["1", "2", "6"]  # geometric ladder 1..6 in 3 levels
+    tiers = [line for line in out.splitlines() if line.startswith("tier ")]
+    assert any(line.startswith("tier 10:5: capacity at least 6 users") for line in tiers)
+    assert any(line.startswith("tier 5000:5: capacity below 1 user ") for line in tiers)
+    need = "tier 10:5: 40 agents need at most 7 replica(s) = 7 GPU(s)"
+    assert any(need in line for line in tiers)
+    assert all(line.endswith("[modelled (twin)]") for line in tiers)
+
+
+def test_plan_twin_replicas_and_kept_runs(tmp_path: Path, wl: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    keep = tmp_path / "runs"
+    code = main(_plan("--twin", str(_twin(tmp_path)), "--workload", str(wl), "--users", "4",
+                      "--replicas", "2", "--slo", "10:5", "--keep-runs", str(keep)))
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "2 replica(s)" in out
+    assert (keep / "users-0004" / "run.json").is_file()
+    assert (keep / "users-0004" / "requests.jsonl").stat().st_size > 0
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"block_size": 0}, "field block_size"),
+    ({"backends": {"auto": {"step_s_batch1": 0.1, "step_s_batch64": 0.2}}}, "field backends"),
+    ({"colour": "blue"}, "field colour"),
+])
+def test_bad_twin_file_names_file_and_field(tmp_path: Path, wl: Path, change: dict[str, object],
+                                            field: str, capsys: pytest.CaptureFixture[str]
+                                            ) -> None:
+    twin = _twin(tmp_path, **change)
+    code = main(_plan("--twin", str(twin), "--workload", str(wl)))
+    err = capsys.readouterr().err
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err
+    assert str(twin) in lines[0] and field in lines[0]
+
+
+def test_unreadable_or_invalid_json_twin(tmp_path: Path, wl: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"name": "x",\n  oops}')
+    assert main(_plan("--twin", str(bad), "--workload", str(wl))) == 2
+    err = capsys.readouterr().err
+    assert f"--twin {bad}: line 2: invalid JSON" in err
+    missing = tmp_path / "missing.json"
+    assert main(_plan("--twin", str(missing), "--workload", str(wl))) == 2
+    assert f"--twin {missing}: cannot read" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("extra", "needle"), [
+    (["--users", "8:2"], "--users 8:2"),
+    (["--users", "a:b"], "--users a:b"),
+    (["--levels", "0"], "--levels"),
+    (["--replicas", "0"], "--replicas"),
+])
+def test_bad_flags_one_line(tmp_path: Path, wl: Path, extra: list[str], needle: str,
+                            capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(_plan("--twin", str(_twin(tmp_path)), "--workload", str(wl), *extra))
+    err = capsys.readouterr().err
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_twin_needs_a_workload_and_plain_plan_needs_dirs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--twin", str(_twin(tmp_path))]) == 2
+    assert "--twin needs --workload FILE" in capsys.readouterr().err
+    assert main(["plan"]) == 2
+    assert "give result directories" in capsys.readouterr().err
+
+
+def test_workload_that_does_not_fit_the_twin(tmp_path: Path, wl: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    twin = _twin(tmp_path, max_model_len=256, num_gpu_blocks=64)
+    assert main(_plan("--twin", str(twin), "--workload", str(wl))) == 2
+    err = capsys.readouterr().err
+    assert str(wl) in err and "max_model_len 256" in err and "--max-context 256" in err
