@@ -98,7 +98,7 @@ def scenario_rules(name: str) -> ScenarioRules:
     """The rules of a scenario by name; an unknown name is a one-line error."""
     try:
         return SCENARIOS[name]
-    except KeyError:
+    except (KeyError, TypeError):  # TypeError: argparse hands `--scenario=--` over as []
         known = ", ".join(sorted(SCENARIOS))
         raise ConfigError(f"--scenario {name!r}: unknown scenario (known: {known})") from None
 

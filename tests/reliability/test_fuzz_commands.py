@@ -154,6 +154,7 @@ def _bases(tmp: Path, wl: Path, taken: int) -> dict[str, list[str]]:
                    "--log-dir", str(tmp / "logs")],
         "report": [str(tmp / "no-such-run"), "--no-charts", "-o", str(tmp / "r.html")],
         "plan": [str(tmp / "no-such-run")],
+        "calibrate": [str(tmp / "no-such-run"), "-o", str(tmp / "twin.json")],
         "traces generate": ["--sessions", "2", "-o", str(tmp / "gen.jsonl")],
         "traces import": ["--format", "weka", str(trace), "-o", str(tmp / "imp.jsonl")],
         "traces inspect": [str(wl)],
@@ -220,6 +221,7 @@ test_fuzz_serve_sim = _fuzz("serve-sim")
 test_fuzz_launch = _fuzz("launch")
 test_fuzz_report = _fuzz("report")
 test_fuzz_plan = _fuzz("plan")
+test_fuzz_calibrate = _fuzz("calibrate")
 test_fuzz_traces_generate = _fuzz("traces generate")
 test_fuzz_traces_import = _fuzz("traces import")
 test_fuzz_traces_inspect = _fuzz("traces inspect")
