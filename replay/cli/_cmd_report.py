@@ -94,7 +94,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "measured levels its capacity lies between (the largest level up to which "
                     "every level met the tier, the first that failed), and the arms' capacity "
                     "ratio as far as those brackets bound it. With --twin FILE the levels are "
-                    "simulated on the twin instead (modelled, no server).")
+                    "simulated on the twin (modelled, no server), each tier's capacity with "
+                    "the twin's held-out error as a prediction interval, beside the "
+                    "measured brackets of any DIR given.")
     plan.add_argument("paths", nargs="*", metavar="DIR",
                       help="run directories, or directories containing run directories")
     _common(plan)
@@ -322,4 +324,10 @@ def _twin_plan(args: argparse.Namespace) -> int:
     if not 0 <= args.max_failure_share <= 1:
         raise ConfigError(f"--max-failure-share: must be between 0 and 1, got "
                           f"{args.max_failure_share}")
-    return run_twin_plan(args, _tiers(args.slo), args.max_failure_share)
+    if not args.paths:
+        return run_twin_plan(args, _tiers(args.slo), args.max_failure_share)
+    # measured runs given too: the twin is judged on their tiers, its capacities printed
+    # beside their brackets (never instead of them)
+    _, comparison = _analyse(args, args.paths)
+    return run_twin_plan(args, tuple(comparison.tiers), args.max_failure_share,
+                         measured=comparison.capacity)

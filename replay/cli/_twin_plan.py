@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from analysis import SloTier
-    from replay.twin import LevelResult
+    from analysis import CapacityRow, SloTier
+    from replay.twin import ErrorBand, LevelResult, TierCapacity
 
 __all__ = ["add_twin_flags", "run_twin_plan"]
 
@@ -73,8 +74,6 @@ def _users_range(text: str) -> tuple[int, int]:
 def _check(args: argparse.Namespace) -> None:
     from replay.errors import ConfigError
 
-    if args.paths:
-        raise ConfigError("plan: give result directories or --twin FILE, not both")
     if not args.workload:
         raise ConfigError("--twin needs --workload FILE (the workload to replay)")
     for flag, value, low in (("--levels", args.levels, 1), ("--replicas", args.replicas, 1),
@@ -95,22 +94,55 @@ def _fmt(x: float | None, spec: str = ".1f") -> str:
     return "-" if x is None else format(x, spec)
 
 
+def _error_line(band: ErrorBand | None) -> str:
+    if band is None:
+        return ("no prediction interval: the twin has no held-out check (run `agentreplay "
+                f"calibrate ... --holdout LEVEL`); its capacities are unchecked [{LABEL}]")
+    return f"calibration: {band.text()}; the intervals below include it [{LABEL}]"
+
+
+def _against_measured(cap: TierCapacity, measured: Sequence[CapacityRow]) -> list[str]:
+    """The measured bracket of each arm beside the twin's, and a caveat where they
+    cannot both hold (the measurement wins: the twin is a model of it)."""
+    from replay.twin import outside_measured
+
+    lines = []
+    for row in (r for r in measured if r.tier == cap.tier):
+        lines.append(f"tier {cap.tier.name}: measured {row.arm}: "
+                     f"{row.bracket.text('users')} (measured)")
+        if outside_measured(cap.bracket, row.bracket):
+            lines.append(f"caveat: tier {cap.tier.name}: the twin's capacity "
+                         f"({cap.bracket.text('users')}) lies outside what {row.arm} measured "
+                         f"({row.bracket.text('users')}); trust the measurement and "
+                         "recalibrate the twin")
+    return lines
+
+
 def run_twin_plan(args: argparse.Namespace, tiers: tuple[SloTier, ...],
-                  max_failure_share: float) -> int:
-    """Sweep the ladder on the twin and print the levels, capacities and replicas."""
+                  max_failure_share: float,
+                  measured: Sequence[CapacityRow] = ()) -> int:
+    """Sweep the ladder on the twin and print the levels, capacities and replicas;
+    each tier's twin capacity with its prediction interval (from the calibration's
+    held-out error) and next to the measured brackets of ``measured``."""
     import os
 
     from replay.twin import (
+        calibration_error,
         capacities,
+        interval_text,
         level_ladder,
         load_twin,
         load_workload,
         replicas_needed,
         run_ladder,
+        widened_tiers,
     )
 
     _check(args)
     profile, calibration = load_twin(args.twin)
+    band = calibration_error(calibration)
+    widened = {t: widened_tiers(t, band) for t in tiers} if band is not None else {}
+    judged = tuple(tiers) + tuple(x for pair in widened.values() for x in pair)
     lo, hi = _users_range(args.users)
     workload = load_workload(args.workload)
     levels = level_ladder(lo, hi, args.levels)
@@ -134,7 +166,7 @@ def run_twin_plan(args: argparse.Namespace, tiers: tuple[SloTier, ...],
         profile, workload, levels, jobs=jobs, out_dir=args.keep_runs, on_level=progress,
         duration=args.duration, warmup=args.warmup, think_scale=args.think_scale,
         think_cap_s=args.think_time_cap, drain_s=args.drain, replicas=args.replicas,
-        seed=args.seed, backend=args.backend, tiers=tiers, max_failure_share=max_failure_share)
+        seed=args.seed, backend=args.backend, tiers=judged, max_failure_share=max_failure_share)
     for users, res in zip(levels, results, strict=True):
         s = res.summary
         met = ",".join(t.name for t in tiers if meets_tier(s, t)) or "none"
@@ -142,8 +174,16 @@ def run_twin_plan(args: argparse.Namespace, tiers: tuple[SloTier, ...],
         print(f"{users:>6}  {_fmt(s.interactivity.p90):>15}  {_fmt(s.ttft_due.p90, '.2f'):>10}"
               f"  {_fmt(s.output_tok_s):>12}  {s.counts.in_window:>8}  "
               f"{_fmt(fail, '.2f'):>5}  {met}", file=out)
-    for cap in capacities(levels, results, tiers):
+    print(_error_line(band), file=out)
+    by_tier = {c.tier: c for c in capacities(levels, results, judged)}
+    for cap in (by_tier[t] for t in tiers):
         print(f"tier {cap.tier.name}: capacity {cap.bracket.text('users')} [{LABEL}]", file=out)
+        if cap.tier in widened:
+            strict, loose = (by_tier[x].bracket for x in widened[cap.tier])
+            print(f"tier {cap.tier.name}: with the calibration error, "
+                  f"{interval_text(strict, loose)} [{LABEL}, prediction interval]", file=out)
+        for line in _against_measured(cap, measured):
+            print(line, file=out)
         if args.agents is not None:
             n = replicas_needed(args.agents, cap.users, args.replicas)
             if n is None:

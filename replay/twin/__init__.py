@@ -9,6 +9,13 @@ simulator profile, as ``serve-sim --profile`` reads, plus an optional
 ``calibration`` key).
 """
 
+from replay.twin._band import (
+    ErrorBand,
+    calibration_error,
+    interval_text,
+    outside_measured,
+    widened_tiers,
+)
 from replay.twin._clock import Advancer, Deadlock, VirtualLoop, virtual_time
 from replay.twin._engines import Routing, TwinEngines
 from replay.twin._level import LevelResult, Workload, load_workload, simulate_level
@@ -24,18 +31,23 @@ from replay.twin._sweep import (
 __all__ = [
     "Advancer",
     "Deadlock",
+    "ErrorBand",
     "LevelResult",
     "Routing",
     "TierCapacity",
     "TwinEngines",
     "VirtualLoop",
     "Workload",
+    "calibration_error",
     "capacities",
+    "interval_text",
     "level_ladder",
     "load_twin",
     "load_workload",
+    "outside_measured",
     "replicas_needed",
     "run_ladder",
     "simulate_level",
     "virtual_time",
+    "widened_tiers",
 ]

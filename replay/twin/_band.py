@@ -1,0 +1,86 @@
+"""The twin's capacity with its calibration error: a prediction interval, never a
+point, and its place against the measured bracket.
+
+``agentreplay calibrate --holdout`` measured how far the twin's P90 interactivity and
+P90 TTFT missed a level left out of the fit (``calibration.holdouts``). The largest
+miss of each widens every tier both ways: the twin's levels are judged against a
+stricter tier (floor raised by the interactivity error, TTFT ceiling lowered by the
+TTFT error) and a looser one. The interval runs from the strict tier's passing level
+to the loose tier's failing level: what the twin supports given how wrong it was
+where it could be checked. Without a held-out check there is no interval to give.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from analysis import SloTier
+from analysis.judge import Bracket
+
+__all__ = [
+    "ErrorBand", "calibration_error", "interval_text", "outside_measured", "widened_tiers",
+]
+
+
+@dataclass(frozen=True)
+class ErrorBand:
+    """The largest held-out relative errors of a twin (None: no held-out check)."""
+
+    interactivity: float
+    ttft: float
+    holdouts: int
+
+    def text(self) -> str:
+        return (f"held-out error up to {self.interactivity:.0%} in P90 interactivity, "
+                f"{self.ttft:.0%} in P90 TTFT ({self.holdouts} level(s))")
+
+
+def calibration_error(calibration: Mapping[str, Any] | None) -> ErrorBand | None:
+    """The twin's measured error from its ``calibration.holdouts``; None without one."""
+    holds = (calibration or {}).get("holdouts")
+    if not isinstance(holds, list):
+        return None
+    inter: list[float] = []
+    ttft: list[float] = []
+    for h in holds:
+        err = h.get("relative_error") if isinstance(h, dict) else None
+        if not isinstance(err, dict):
+            continue
+        for key, into in (("p90_interactivity", inter), ("p90_ttft_s", ttft)):
+            v = err.get(key)
+            if isinstance(v, int | float):
+                into.append(abs(float(v)))
+    if not inter:
+        return None
+    return ErrorBand(interactivity=max(inter), ttft=max(ttft, default=0.0),
+                     holdouts=len(inter))
+
+
+def widened_tiers(tier: SloTier, band: ErrorBand) -> tuple[SloTier, SloTier]:
+    """(strict, loose): the tier the twin must meet if it was optimistic by the band,
+    and the one it need only meet if it was pessimistic."""
+    strict = SloTier(floor_tok_s=tier.floor_tok_s * (1 + band.interactivity),
+                     ttft_s=tier.ttft_s / (1 + band.ttft))
+    loose = SloTier(floor_tok_s=tier.floor_tok_s / (1 + band.interactivity),
+                    ttft_s=tier.ttft_s * (1 + band.ttft))
+    return strict, loose
+
+
+def outside_measured(twin: Bracket, measured: Bracket) -> bool:
+    """True when the twin's bracket and the measured one cannot both hold: the twin
+    passes a level the measurements failed, or fails one they passed."""
+    if twin.passed is not None and measured.failed is not None and \
+            twin.passed >= measured.failed:
+        return True
+    return twin.failed is not None and measured.passed is not None and \
+        twin.failed <= measured.passed
+
+
+def interval_text(strict: Bracket, loose: Bracket, unit: str = "users") -> str:
+    """The prediction interval from the strict tier's passing level to the loose
+    tier's failing level."""
+    lo = "below the lowest level" if strict.passed is None else f"{strict.passed:g}"
+    hi = "beyond the highest level" if loose.failed is None else f"below {loose.failed:g}"
+    return f"from {lo} to {hi} {unit}"

@@ -1,0 +1,89 @@
+"""The twin's prediction interval from its held-out error, and where it stands against
+the measured bracket (issue 23: modelled, next to and never instead of the measured)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from analysis import SloTier
+from analysis.judge import bracket_of
+from replay.cli import main
+from replay.twin import (
+    calibration_error,
+    interval_text,
+    outside_measured,
+    widened_tiers,
+)
+from tests.report.builders import make_sweep
+from tests.twin.test_cli_plan import _plan, _twin, wl  # noqa: F401 - the fixture
+
+
+def _holdouts(*errs: tuple[float, float]) -> dict[str, object]:
+    return {"holdouts": [{"users": 8, "relative_error": {"p90_interactivity": i,
+                                                         "p90_ttft_s": t}} for i, t in errs]}
+
+
+def test_the_largest_held_out_miss_is_the_band() -> None:
+    band = calibration_error(_holdouts((0.05, -0.3), (-0.12, 0.1)))
+    assert band is not None and band.holdouts == 2
+    assert band.interactivity == pytest.approx(0.12) and band.ttft == pytest.approx(0.3)
+    assert calibration_error({"runs": 3}) is None and calibration_error(None) is None
+
+
+def test_widened_tiers_are_stricter_and_looser_by_the_band() -> None:
+    band = calibration_error(_holdouts((0.25, 0.5)))
+    assert band is not None
+    strict, loose = widened_tiers(SloTier(floor_tok_s=100, ttft_s=3), band)
+    assert strict.floor_tok_s == pytest.approx(125) and strict.ttft_s == pytest.approx(2)
+    assert loose.floor_tok_s == pytest.approx(80) and loose.ttft_s == pytest.approx(4.5)
+
+
+@pytest.mark.parametrize(("twin", "measured", "outside"), [
+    ([(4, True), (8, False)], [(2, True), (16, False)], False),   # inside
+    ([(16, True), (32, False)], [(2, True), (8, False)], True),   # passes what failed
+    ([(1, True), (2, False)], [(4, True), (8, False)], True),     # fails what passed
+    ([(4, True)], [(4, True)], False),                            # both "at least 4"
+])
+def test_outside_measured(twin: list[tuple[float, bool]], measured: list[tuple[float, bool]],
+                          outside: bool) -> None:
+    assert outside_measured(bracket_of(twin), bracket_of(measured)) is outside
+
+
+def test_interval_text_runs_from_strict_pass_to_loose_fail() -> None:
+    strict, loose = bracket_of([(4, True), (8, False)]), bracket_of([(8, True), (16, False)])
+    assert interval_text(strict, loose) == "from 4 to below 16 users"
+    assert interval_text(bracket_of([(1, False)]), bracket_of([(4, True)])) == \
+        "from below the lowest level to beyond the highest level users"
+
+
+def test_plan_twin_shows_the_interval_and_the_measured_bracket(
+    tmp_path: Path, wl: Path, capsys: pytest.CaptureFixture[str],  # noqa: F811
+) -> None:
+    twin = _twin(tmp_path, calibration=_holdouts((0.1, 0.2)))
+    slow = make_sweep(tmp_path / "slow", arms={"auto": 0.2}, levels=(1, 4))  # fails at 1
+    code = main(_plan("--twin", str(twin), "--workload", str(wl), "--users", "1:6",
+                      "--levels", "3", "--slo", "10:5", str(slow)))
+    got = capsys.readouterr()
+    out = got.out
+    assert code == 0, got.err
+    assert "calibration: held-out error up to 10% in P90 interactivity, 20% in P90 TTFT" in out
+    assert "tier 10:5: capacity at least 6 users [modelled (twin)]" in out
+    assert "tier 10:5: with the calibration error, from " in out
+    assert "tier 10:5: measured auto: below 1 user (measured)" in out
+    assert "caveat: tier 10:5: the twin's capacity (at least 6 users) lies outside" in out
+
+
+def test_plan_twin_without_a_holdout_says_it_is_unchecked(
+    tmp_path: Path, wl: Path, capsys: pytest.CaptureFixture[str],  # noqa: F811
+) -> None:
+    fast = make_sweep(tmp_path / "fast", arms={"auto": 0.001}, levels=(1, 4, 16))
+    code = main(_plan("--twin", str(_twin(tmp_path)), "--workload", str(wl), "--users", "1:6",
+                      "--levels", "3", "--slo", "10:5", str(fast)))
+    got = capsys.readouterr()
+    out = got.out
+    assert code == 0, got.err
+    assert "no prediction interval: the twin has no held-out check" in out
+    assert "tier 10:5: measured auto: at least 16 users (measured)" in out
+    assert "caveat:" not in out
