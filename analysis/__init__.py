@@ -65,6 +65,7 @@ if _typing.TYPE_CHECKING:
     from analysis.report import (
         EXPERIMENT_FILE,
         SEARCH_FILE,
+        TWIN_PLAN_FILE,
         HistoryEntry,
         capacity_view,
         check_history,
@@ -81,6 +82,7 @@ _LAZY = frozenset({
     "EXPERIMENT_FILE",
     "HistoryEntry",
     "SEARCH_FILE",
+    "TWIN_PLAN_FILE",
     "capacity_view",
     "check_history",
     "entry_names",
@@ -136,6 +138,7 @@ __all__ = [
     "SEARCH_FILE",
     "ServerWatch",
     "SloTier",
+    "TWIN_PLAN_FILE",
     "Validity",
     "ValidityReason",
     "WorkerInfo",

@@ -30,6 +30,7 @@ from analysis.report._report import (
     METRIC_DEFINITIONS,
     render_report,
 )
+from analysis.report._twin import TWIN_PLAN_FILE
 
 __all__ = [
     "CSV_COLUMNS",
@@ -38,6 +39,7 @@ __all__ = [
     "LEVEL_COLUMNS",
     "METRIC_DEFINITIONS",
     "SEARCH_FILE",
+    "TWIN_PLAN_FILE",
     "capacity_view",
     "check_history",
     "entry_names",

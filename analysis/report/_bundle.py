@@ -20,6 +20,7 @@ from analysis.read import RunData
 from analysis.report._export import requests_csv
 from analysis.report._export_levels import levels_csv, summary_schema
 from analysis.report._report import render_report
+from analysis.report._twin import TWIN_PLAN_FILE, twin_section
 
 __all__ = ["EXPERIMENT_FILE", "SEARCH_FILE", "read_extras", "report_bundle"]
 
@@ -70,6 +71,13 @@ def read_extras(directory: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
         except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
             extras["search"] = {"title": "SLO search",
                                 "intro": f"{SEARCH_FILE} is unreadable; not shown."}
+    twin = root / TWIN_PLAN_FILE
+    if twin.is_file():
+        try:
+            extras["twin"] = twin_section(orjson.loads(twin.read_bytes()))
+        except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError, KeyError):
+            extras["twin"] = {"title": "Twin estimate (modelled)",
+                              "intro": f"{TWIN_PLAN_FILE} is unreadable; not shown."}
     exp = root / EXPERIMENT_FILE
     if exp.is_file():
         extras["experiment"] = {

@@ -31,6 +31,7 @@ from analysis.report._decision import (
 from analysis.report._detail import failures, flat_config, level_rows, workload_stats
 from analysis.report._format import fmt_num, fmt_share, fmt_time
 from analysis.report._method import method_rules
+from analysis.report._twin import twin_chart
 from analysis.schema import level_of
 
 __all__ = ["METRIC_DEFINITIONS", "render_report"]
@@ -156,6 +157,9 @@ def report_context(
     base_run = next(r for r in runs if r.manifest.label == comparison.baseline)
     cfg = (base_run.manifest.server_info or {}).get("vllm_config")
     extra = dict(extra_sections or {})
+    if charts and "twin" in extra and extra["twin"].get("levels"):
+        extra["twin"] = {**extra["twin"], "svg": twin_chart(by_arm, extra["twin"]["levels"],
+                                                             extra["twin"].get("floors", []))}
     return {
         "c": comparison,
         "title": report_title(comparison, runs),

@@ -176,14 +176,18 @@ def run_twin_plan(args: argparse.Namespace, tiers: tuple[SloTier, ...],
               f"{_fmt(fail, '.2f'):>5}  {met}", file=out)
     print(_error_line(band), file=out)
     by_tier = {c.tier: c for c in capacities(levels, results, judged)}
+    stored: list[dict[str, object]] = []
     for cap in (by_tier[t] for t in tiers):
         print(f"tier {cap.tier.name}: capacity {cap.bracket.text('users')} [{LABEL}]", file=out)
+        interval = None
         if cap.tier in widened:
             strict, loose = (by_tier[x].bracket for x in widened[cap.tier])
+            interval = interval_text(strict, loose)
             print(f"tier {cap.tier.name}: with the calibration error, "
-                  f"{interval_text(strict, loose)} [{LABEL}, prediction interval]", file=out)
+                  f"{interval} [{LABEL}, prediction interval]", file=out)
         for line in _against_measured(cap, measured):
             print(line, file=out)
+        stored.append(_tier_record(cap, interval, measured))
         if args.agents is not None:
             n = replicas_needed(args.agents, cap.users, args.replicas)
             if n is None:
@@ -194,4 +198,45 @@ def run_twin_plan(args: argparse.Namespace, tiers: tuple[SloTier, ...],
                 if bound:
                     need += "; every level met the tier, raise --users for a tighter answer"
             print(f"tier {cap.tier.name}: {args.agents} agents {need} [{LABEL}]", file=out)
+    if args.paths:  # beside the measured results, for `agentreplay report DIR`
+        where = _store(args, profile.name, band, levels, results, stored)
+        print(f"twin estimate stored in {where}; `agentreplay report {args.paths[0]}` shows "
+              "it beside the measured capacity", file=out)
     return 0
+
+
+def _tier_record(cap: TierCapacity, interval: str | None,
+                 measured: Sequence[CapacityRow]) -> dict[str, object]:
+    from replay.twin import outside_measured
+
+    return {"tier": cap.tier.name, "floor": cap.tier.floor_tok_s, "ttft": cap.tier.ttft_s,
+            "bracket": [cap.bracket.passed, cap.bracket.failed],
+            "text": cap.bracket.text("users"), "interval": interval,
+            "measured": [{"arm": r.arm, "text": r.bracket.text("users"),
+                          "outside": outside_measured(cap.bracket, r.bracket)}
+                         for r in measured if r.tier == cap.tier]}
+
+
+def _store(args: argparse.Namespace, profile: str, band: ErrorBand | None,
+           levels: Sequence[int], results: Sequence[LevelResult],
+           tiers: list[dict[str, object]]) -> str:
+    """``DIR/twin-plan.json``: what the report's twin section shows (derived, like
+    report.html: rewritten by the next ``plan --twin ... DIR``)."""
+    import dataclasses
+    from pathlib import Path
+
+    import orjson
+
+    from analysis import TWIN_PLAN_FILE
+
+    path = Path(args.paths[0]) / TWIN_PLAN_FILE
+    doc = {"twin": str(args.twin), "profile": profile, "backend": args.backend,
+           "replicas": args.replicas, "duration_s": args.duration,
+           "error_band": None if band is None else dataclasses.asdict(band),
+           "levels": [{"users": u, "p90_interactivity": r.summary.interactivity.p90,
+                       "p90_ttft_due_s": r.summary.ttft_due.p90,
+                       "output_tok_s": r.summary.output_tok_s}
+                      for u, r in zip(levels, results, strict=True)],
+           "tiers": tiers}
+    path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+    return str(path)

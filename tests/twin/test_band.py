@@ -73,6 +73,17 @@ def test_plan_twin_shows_the_interval_and_the_measured_bracket(
     assert "tier 10:5: with the calibration error, from " in out
     assert "tier 10:5: measured auto: below 1 user (measured)" in out
     assert "caveat: tier 10:5: the twin's capacity (at least 6 users) lies outside" in out
+    # stored beside the results; the report shows it after the measured capacity
+    assert (slow / "twin-plan.json").is_file()
+    assert main(["report", str(slow)]) in (0, 3)
+    html = (slow / "report.html").read_text(encoding="utf-8")
+    section = html[html.index('<section id="twin">'):]
+    section = section[:section.index("</section>")]
+    assert "Twin estimate (modelled)" in section and "MODELLED, not measured" in section
+    assert "<td>auto: below 1 user</td><td>at least 6 users</td>" in section
+    assert "outside auto&#39;s measured bracket" in section or \
+        "outside auto's measured bracket" in section
+    assert "<svg" in section  # the measured points and the twin's curve
 
 
 def test_plan_twin_without_a_holdout_says_it_is_unchecked(

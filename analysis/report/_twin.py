@@ -1,0 +1,76 @@
+"""The twin's estimate in a report: what ``plan --twin ... DIR`` stored beside the
+results (``twin-plan.json``), as a section after the measured capacity.
+
+The section is labelled modelled throughout and never replaces the measured brackets:
+its table puts each tier's measured bracket, the twin's bracket and its prediction
+interval (from the twin's held-out calibration error) side by side, with the caveat
+where they cannot both hold; its chart draws the measured P90 interactivity of every
+arm as points and the twin's as a line, the tier floors dashed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from analysis.report._chart_base import ArmLevels, color, figure, legend_outside, render, safe
+
+__all__ = ["TWIN_PLAN_FILE", "twin_chart", "twin_section"]
+
+TWIN_PLAN_FILE = "twin-plan.json"
+
+
+def twin_section(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The report section (title, intro, table) of a stored twin plan."""
+    band = data.get("error_band")
+    if isinstance(band, dict):
+        check = (f"Its held-out calibration error (up to {band.get('interactivity', 0):.0%} "
+                 f"in P90 interactivity, {band.get('ttft', 0):.0%} in P90 TTFT) widens each "
+                 "tier both ways into the prediction interval.")
+    else:
+        check = ("The twin was never checked on a held-out level (calibrate --holdout), so "
+                 "no prediction interval is given: its capacities are unchecked.")
+    rows = []
+    for t in data.get("tiers", []):
+        measured = "; ".join(f"{m.get('arm')}: {m.get('text')}" for m in t.get("measured", []))
+        caveat = "; ".join(f"outside {m.get('arm')}'s measured bracket"
+                           for m in t.get("measured", []) if m.get("outside")) or "-"
+        rows.append([t.get("tier", ""), measured or "not measured", t.get("text", ""),
+                     t.get("interval") or "n/a (unchecked twin)", caveat])
+    return {
+        "title": "Twin estimate (modelled)",
+        "intro": (f"MODELLED, not measured: the twin {data.get('profile', '?')} "
+                  f"({data.get('backend', '?')} backend, {data.get('replicas', 1)} replica(s)) "
+                  f"replayed the workload on simulated time at {len(data.get('levels', []))} "
+                  f"levels of {data.get('duration_s', '?')} s (agentreplay plan --twin). "
+                  f"{check} Where the twin and a measurement disagree, the measurement holds."),
+        "table": {"columns": ["tier", "measured bracket", "twin (modelled)",
+                              "twin prediction interval", "caveat"], "rows": rows},
+        "levels": list(data.get("levels", [])),
+        "floors": sorted({float(t.get("floor", 0)) for t in data.get("tiers", [])}),
+    }
+
+
+def twin_chart(arms: Sequence[ArmLevels], levels: Sequence[Mapping[str, Any]],
+               floors: Sequence[float]) -> str:
+    """Measured P90 interactivity per arm (points) and the twin's (line) against users."""
+    fig, (ax,) = figure(height=3.6)
+    for i, a in enumerate(arms):
+        pts = [(load.value, s.interactivity.p90) for load, s in a.points()
+               if load.kind == "users" and s.interactivity.p90 is not None]
+        if pts:
+            x, y = zip(*pts, strict=True)
+            ax.plot(x, y, "o", color=color(i), label=safe(f"{a.arm} (measured)"))
+    twin = [(float(lv["users"]), float(lv["p90_interactivity"])) for lv in levels
+            if lv.get("p90_interactivity") is not None]
+    if twin:
+        x, y = zip(*sorted(twin), strict=True)
+        ax.plot(x, y, "-", color="0.2", linewidth=1.4, label="twin (modelled)")
+    for f in floors:
+        ax.axhline(f, color="0.4", linestyle="--", linewidth=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("users (concurrent agent lanes)")
+    ax.set_ylabel("P90 interactivity (tok/s/user)")
+    ax.set_title("Measured points and the twin's curve (dashed: SLO floors)")
+    legend_outside(ax, fontsize=8)
+    return render(fig)
