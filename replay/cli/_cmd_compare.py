@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +11,7 @@ from replay.cli._cmd_report import add_failure_share_flag
 from replay.cli._cmd_run import DRAIN_HELP, add_scenario_flags, add_time_flags
 
 if TYPE_CHECKING:
+    from analysis import Validity
     from replay.ab import CompareOptions, CompareResult, Live
 
 __all__ = ["register"]
@@ -374,7 +376,26 @@ def _demo(args: argparse.Namespace) -> int:
         raise ConfigError(f"--out {out}: holds a previous demo; --force replaces it, "
                           "or give another --out")
     check_writable_dir(out)
-    return _print(run_demo(args.out, quick=args.quick, live=_live(args)))
+    result = run_demo(args.out, quick=args.quick, live=_live(args))
+    code = _print(result)
+    hint = demo_flag_hint(result.validity)
+    if hint:
+        print(f"agentreplay: {hint}", file=sys.stderr)
+    return code
+
+
+def demo_flag_hint(validity: Validity | None) -> str | None:
+    """The demo's settings are fixed: a fix named by a reason (``--warmup``, ...) is
+    one the user can only apply with ``compare``; say so once, with the command."""
+    import re
+
+    flags = sorted({f for r in (validity.reasons if validity else [])
+                    for f in re.findall(r"--[a-z][a-z-]+", r.message)})
+    if not flags:
+        return None
+    return (f"the demo's settings are fixed, so the fixes named above ({', '.join(flags)}) "
+            "apply to `agentreplay compare`: the README's 'Comparing two server "
+            "configurations' runs the same comparison with your own settings")
 
 
 def _url_arms(texts: list[str], hint: str = "") -> list[tuple[str, str]]:

@@ -132,3 +132,14 @@ def test_an_open_loop_run_records_no_user_count() -> None:
     assert s.load_settings("open").users == 0 and s.load_settings("open").rate == 2.0
     closed = RunSettings(target="http://127.0.0.1:9", duration_s=10.0, users=3, drain_s=5.0)
     assert closed.load_settings("closed").users == 3
+
+
+def test_the_demo_says_where_a_named_fix_applies() -> None:
+    from analysis import Validity, ValidityReason
+    from replay.cli._cmd_compare import demo_flag_hint
+
+    cold = ValidityReason(code="cache_cold", severity="caveat",
+                          message="the cache was cold (a longer --warmup warms it)")
+    hint = demo_flag_hint(Validity(verdict="caveats", reasons=[cold]))
+    assert hint is not None and "(--warmup)" in hint and "agentreplay compare" in hint
+    assert demo_flag_hint(Validity()) is None and demo_flag_hint(None) is None
