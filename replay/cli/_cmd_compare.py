@@ -167,6 +167,8 @@ def _compare(args: argparse.Namespace) -> int:
 
         check_search_limits(opts.levels[0], args.search_max_users, args.search_max_probes,
                             args.search_precision)
+    for rate in opts.rates or (None,):  # every planned run's settings, before any is sent
+        opts.config("http://127.0.0.1", max(opts.levels), "", rate=rate)
     check_writable_dir(Path(args.out))  # settings first, then before any server is asked
     _store_experiment(args)
     extra = list(args.vllm_args)
