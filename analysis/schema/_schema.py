@@ -30,6 +30,7 @@ from analysis.schema._manifest_parts import (
     ValidityReason,
     WorkerInfo,
 )
+from analysis.schema._urls import public_url
 
 __all__ = [
     "is_error_kind",
@@ -327,6 +328,12 @@ class RunManifest(_Model):
     """Stamped when the run closes (``analysis.assess_run``)."""
 
     _version = field_validator("format_version")(check_format_version)
+
+    @field_validator("target")
+    @classmethod
+    def _no_credentials(cls, v: str) -> str:
+        """A hand-edited run.json's credentials never reach a summary or a report."""
+        return public_url(v)
 
 
 class MetricSample(_Model):

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from analysis import public_url
 from replay.errors import ConfigError
 
 __all__ = ["EXPERIMENT_KEYS", "apply_experiment", "experiment_toml", "load_experiment"]
@@ -98,12 +99,10 @@ def _toml_value(v: Any) -> str:
 def _public_arm(text: str) -> str:
     """An arm as stored: its URLs' ``user:password@`` removed (never written to a file;
     a server that needs them takes ``--api-key-env``)."""
-    from replay.client import public_target
-
     label, sep, urls = text.partition("=")
     if not sep:
         return text
-    return label + "=" + ",".join(public_target(u) if u.strip() else u for u in urls.split(","))
+    return label + "=" + ",".join(public_url(u) if u.strip() else u for u in urls.split(","))
 
 
 def experiment_toml(args: argparse.Namespace, defaults: Mapping[str, Any]) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from analysis import public_url
 from replay.ab._order import PlannedRun, is_run_complete
 from replay.errors import ConfigError
 
@@ -49,7 +50,8 @@ class State:
         self.path = out / STATE_FILE
         self.data: dict[str, Any] = check_resume(out, settings)
         self.data.update(kind="agentreplay-comparison-state", settings=settings, mode=mode,
-                         arms=dict(arms),
+                         arms={k: None if v is None else public_url(v)
+                               for k, v in arms.items()},
                          plan=[{"name": r.name, "arm": r.arm, "users": r.users,
                                 "repeat": r.repeat} for r in plan])
         self.data.setdefault("runs", {})

@@ -25,6 +25,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import aiohttp
 import orjson
 
+from analysis import public_url
 from replay.errors import ConfigError, TargetError
 
 __all__ = ["ServerFacts", "base_url", "connect_url", "find_key", "probe_server",
@@ -71,13 +72,9 @@ def connect_url(target: str) -> tuple[str, str | None]:
 
 
 def public_target(target: str) -> str:
-    """The target as stored in results: user, password, query and fragment removed."""
-    parts = urlsplit(base_url(target))
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    """The target as stored in results: user, password, query and fragment removed
+    (:func:`analysis.public_url`, the one place that is decided)."""
+    return public_url(base_url(target))
 
 
 def find_key(tree: object, key: str) -> object | None:
