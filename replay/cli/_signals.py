@@ -12,6 +12,11 @@ SIGINT handler (the run stops at the next phase boundary), ``asyncio.Runner``
 (the main task is cancelled) or Python's default (``KeyboardInterrupt``). It
 remembers which signal came, so the exit status can say so (128 + signal:
 143 for SIGTERM, 129 for SIGHUP).
+
+A process started with SIGINT ignored (``cmd &`` in a script: the shell ignores
+it for background jobs) would drop that SIGINT, so SIGTERM would do nothing:
+inside :func:`stop_signals`, SIGINT is Python's own handler whatever the
+inherited disposition, and the inherited one is put back on the way out.
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ def stop_signals() -> Iterator[list[int]]:
         signal.raise_signal(signal.SIGINT)
 
     previous = {}
+    for sig in (signal.SIGINT,) if signal.getsignal(signal.SIGINT) == signal.SIG_IGN else ():
+        with contextlib.suppress(ValueError, OSError):  # not the main thread
+            previous[sig] = signal.signal(sig, signal.default_int_handler)
     for sig in STOP_SIGNALS:
         with contextlib.suppress(ValueError, OSError):  # not the main thread
             previous[sig] = signal.signal(sig, as_interrupt)
