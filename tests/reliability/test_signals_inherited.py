@@ -14,6 +14,7 @@ from pathlib import Path
 import orjson
 
 from replay.sim import SimServerProcess
+from tests.reliability.chat_server import chat_server
 from tests.reliability.conftest import REPO
 from tests.replay.conftest import make_workload
 
@@ -67,3 +68,26 @@ def test_sigterm_stops_compare_when_sigint_was_ignored(tmp_path: Path) -> None:
     assert "Traceback" not in err
     state = orjson.loads((out / "comparison.json").read_bytes())
     assert "interrupted" in {r.get("status") for r in state["runs"].values()}
+
+
+def test_sigterm_stops_run_during_the_chat_preflight(tmp_path: Path) -> None:
+    """The run's own handler sets its stop event; the chat codec's scan of the
+    vocabulary (one /detokenize after another) ends on it too, at once."""
+    wl = make_workload(tmp_path / "wl.jsonl", sessions=1, turns=1)
+    with chat_server("slow_empty") as srv:
+        proc = _ignoring_sigint("run", "--target", srv.url, "--workload", str(wl), "--api",
+                                "chat", "--vocab-size", "100000", "--duration", "5",
+                                "--out", str(tmp_path / "run"), "--quiet")
+        try:
+            assert _wait_for(lambda: srv.asked["detokenize"] >= 2, 60), "no preflight"
+            proc.send_signal(signal.SIGTERM)
+            try:
+                _, err = proc.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                raise AssertionError("SIGTERM did not stop the chat preflight") from None
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err and "nothing was measured" in err
