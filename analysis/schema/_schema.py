@@ -335,6 +335,16 @@ class RunManifest(_Model):
         """A hand-edited run.json's credentials never reach a summary or a report."""
         return public_url(v)
 
+    @model_validator(mode="after")
+    def _simulated_from_evidence(self) -> RunManifest:
+        """``simulated`` follows the server's own answers (its /server_info, a ``sim/``
+        model), so a hand-edited ``false`` cannot drop the [SIMULATED] label."""
+        info = self.server_info or {}
+        if info.get("simulated") is True or "sim_profile" in info \
+                or self.model.startswith("sim/"):
+            self.simulated = True
+        return self
+
 
 class MetricSample(_Model):
     """One scrape of the server's ``/metrics``: ``vllm:`` samples summed over

@@ -107,8 +107,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _analyse(args: argparse.Namespace, paths: list[str]) -> tuple[list[RunData], Comparison]:
     from analysis import compare_runs, read_runs
     from replay.ab import missing_runs
+    from replay.load import rejudge_scenarios
 
     runs = read_runs(paths)
+    rejudge_scenarios(runs)  # stamps that summarise a run: from its evidence
     missing = missing_runs(Path(paths[0])) if len(paths) == 1 else []
     comparison = compare_runs(runs, allow_unfair=args.allow_unfair, baseline=args.baseline,
                               tiers=_tiers(args.slo or _experiment_slo(paths[0])),

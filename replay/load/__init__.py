@@ -33,7 +33,13 @@ from replay.load._phases import (
 from replay.load._ray import RayExecutor
 from replay.load._remote import WorkerExecutor, WorkerPlan, run_plan, split_users
 from replay.load._routing import FleetCache
-from replay.load._run import ServerWatchHook, load_kind, run_load, run_load_sync
+from replay.load._run import (
+    ServerWatchHook,
+    load_kind,
+    rejudge_scenarios,
+    run_load,
+    run_load_sync,
+)
 from replay.load._scenario import (
     SCENARIOS,
     ScenarioRules,
@@ -112,6 +118,7 @@ __all__ = [
     "render_lines",
     "resolve_drain",
     "retimed",
+    "rejudge_scenarios",
     "run_load",
     "run_load_sync",
     "run_plan",
