@@ -29,6 +29,12 @@ def check_resume(out: Path, settings: dict[str, Any], name: str = STATE_FILE
         old = orjson.loads(path.read_bytes())
     except (OSError, orjson.JSONDecodeError):
         raise ConfigError(f"{path}: unreadable; remove it or use another --out") from None
+    bad = "" if not isinstance(old, dict) else next(
+        (f" field {k!r}" for k in ("settings", "runs") if not isinstance(old.get(k, {}), dict)),
+        None)
+    if bad is not None:
+        raise ConfigError(f"{path}:{bad} not a JSON object (not a comparison state this "
+                          "agentreplay wrote); remove it or use another --out")
     before = old.get("settings", {})
     diff = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
     if diff and not old.get("runs"):

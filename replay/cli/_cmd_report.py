@@ -126,13 +126,26 @@ def _experiment_slo(directory: str) -> list[str] | None:
 
 def _experiment_value(directory: str, key: str, default: Any) -> Any:
     """One setting of the experiment file stored with the results, else ``default``."""
+    import sys
+
     from analysis import EXPERIMENT_FILE
     from replay.ab import load_experiment
+    from replay.errors import ConfigError
 
     path = Path(directory) / EXPERIMENT_FILE
     if not path.is_file():
         return default
-    return load_experiment(path).get(key, default)
+    try:
+        return load_experiment(path, "stored experiment file").get(key, default)
+    except ConfigError as exc:  # the results are still reportable: say so (once), go on
+        if str(path) not in _NOTED:
+            _NOTED.add(str(path))
+            print(f"agentreplay: note: {exc}; its settings are not used for this report",
+                  file=sys.stderr)
+        return default
+
+
+_NOTED: set[str] = set()
 
 
 def _bundle_names(out: Path, default: Path) -> dict[str, str]:
