@@ -26,6 +26,7 @@ import aiohttp
 import orjson
 
 from analysis import public_url
+from replay.client._limits import read_limited
 from replay.errors import ConfigError, TargetError
 
 __all__ = ["ServerFacts", "base_url", "connect_url", "find_key", "probe_server",
@@ -99,7 +100,7 @@ async def _get_json(
 ) -> tuple[int, object | None]:
     timeout = aiohttp.ClientTimeout(total=30, sock_connect=10)
     async with session.get(url, headers=headers, timeout=timeout) as resp:
-        raw = await resp.read()
+        raw = await read_limited(resp, public_url(url))
         if resp.status != 200:
             return resp.status, None
         try:
@@ -156,7 +157,7 @@ async def _accepts_id(session: aiohttp.ClientSession, root: str, headers: dict[s
     try:
         async with session.post(f"{root}/v1/completions", data=body, timeout=timeout,
                                 headers={**headers, "Content-Type": "application/json"}) as r:
-            raw = await r.read()
+            raw = await read_limited(r, f"{shown}/v1/completions")
             status = r.status
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         raise TargetError(f"cannot reach {shown}: {type(exc).__name__}: {exc}") from None
