@@ -113,7 +113,9 @@ def _execute(runs: Sequence[PlannedRun], url_of: Callable[[str], str], workload:
             _say(live, f"run {seen}/{total} {run.name}: already complete, skipped")
             state.record(run, status="complete", skipped=True)
             continue
-        if is_run_complete(run_dir):
+        if is_run_complete(run_dir) and not (run_dir / "requests.jsonl").is_file():
+            _say(live, f"run {seen}/{total} {run.name}: its requests.jsonl is missing, redone")
+        elif is_run_complete(run_dir):
             _say(live, f"run {seen}/{total} {run.name}: stamped invalid before, redone")
         if run_dir.exists():
             shutil.rmtree(run_dir)

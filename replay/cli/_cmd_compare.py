@@ -269,6 +269,10 @@ def _store_experiment(args: argparse.Namespace, target: object = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(experiment_toml(args, args.compare_defaults), encoding="utf-8")
     except OSError as exc:
+        from replay.cli import _WRITE_ERRNOS
+
+        if exc.errno in _WRITE_ERRNOS:  # disk full, read-only: exit 4, as every write error
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
         raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 

@@ -206,7 +206,24 @@ def _invalid(c: Comparison) -> bool:
     return v is not None and v.verdict == "invalid"
 
 
+def _distinct(paths: list[str]) -> list[str]:
+    """The paths without repeats (the same directory however spelled), said once."""
+    import sys
+    from collections import Counter
+
+    seen: dict[Path, str] = {}
+    for p in paths:
+        seen.setdefault(Path(p).resolve(), p)
+    counts = Counter(Path(p).resolve() for p in paths)
+    again = [seen[r] for r, n in counts.items() if n > 1]
+    if again:
+        print(f"agentreplay: note: {', '.join(again)} given more than once; each is shown "
+              "once", file=sys.stderr)
+    return list(seen.values())
+
+
 def run_report(args: argparse.Namespace) -> int:
+    args.paths = _distinct(list(args.paths))
     if len(args.paths) > 1:
         return _run_history(args)
     from rich.console import Console

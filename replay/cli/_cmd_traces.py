@@ -137,6 +137,8 @@ def _generate_notes(params: dict[str, Any], max_context: int) -> None:
 
 
 _SESSION_FORMATS = ("tracelab", "weka")
+_MIN_CONTEXT = 16
+"""The smallest context a workload is fitted to (``traces generate`` refuses less too)."""
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -145,6 +147,9 @@ def _import(args: argparse.Namespace) -> int:
     from traces import IMPORTERS, TraceError, token_scale_for, write_workload
 
     _positive(args.max_context, "--max-context")
+    if args.max_context is not None and args.max_context < _MIN_CONTEXT:
+        raise ConfigError(f"--max-context: must be >= {_MIN_CONTEXT} tokens (got "
+                          f"{args.max_context}), as for traces generate")
     scale = args.token_scale
     if scale is None:
         scale = 1.0 if args.max_context is None else token_scale_for(args.max_context)
