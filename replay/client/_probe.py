@@ -16,6 +16,7 @@ one-output requests (about 2 log2(V) of them) finds the first id it rejects.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from dataclasses import dataclass
@@ -147,6 +148,7 @@ def _vocab_from_files(model_config: object) -> int | None:
 
 
 _VOCAB_SEARCH_MAX = 1 << 24
+_VOCAB_SEARCH_S = 300.0
 
 
 async def _accepts_id(session: aiohttp.ClientSession, root: str, headers: dict[str, str],
@@ -189,7 +191,18 @@ def _reported_size(found: object, key: str, least: int, shown: str, flag: str, *
 
 async def search_vocab_size(session: aiohttp.ClientSession, root: str,
                             headers: dict[str, str], model: str, shown: str) -> int:
-    """The first token id the server rejects in a prompt (= its vocabulary size)."""
+    """The first token id the server rejects in a prompt (= its vocabulary size):
+    about 40 one-token requests, within :data:`_VOCAB_SEARCH_S` in all."""
+    try:
+        async with asyncio.timeout(_VOCAB_SEARCH_S):
+            return await _search_vocab(session, root, headers, model, shown)
+    except TimeoutError:
+        raise TargetError(f"{shown}: finding the vocabulary size took over "
+                          f"{_VOCAB_SEARCH_S:g} s; pass --vocab-size") from None
+
+
+async def _search_vocab(session: aiohttp.ClientSession, root: str,
+                        headers: dict[str, str], model: str, shown: str) -> int:
     if not await _accepts_id(session, root, headers, model, 0, shown):
         raise ConfigError(f"{shown} rejects token id 0; pass --vocab-size")
     good, bad = 0, 1024

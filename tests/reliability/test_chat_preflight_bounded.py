@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.reliability.chat_server import chat_server
 from tests.reliability.conftest import REPO
 from tests.replay.conftest import make_workload
@@ -51,3 +53,40 @@ def test_a_huge_tokenize_answer_is_read_up_to_the_limit(tmp_path: Path) -> None:
         code, rss_kib, err = _run_chat(srv.url, tmp_path)
     _one_line(code, err, "/tokenize", "bytes")
     assert rss_kib < 400 * 1024, f"peak RSS {rss_kib / 1024:.0f} MiB"
+
+
+def test_the_vocabulary_search_is_bounded_in_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that answers each one-token probe slowly ends the search at its
+    deadline with one line (it could take 40 probes x 120 s)."""
+    import asyncio
+
+    import aiohttp
+    from aiohttp import web
+
+    import replay.client._probe as probe
+    from replay.client import search_vocab_size
+    from replay.errors import TargetError
+
+    monkeypatch.setattr(probe, "_VOCAB_SEARCH_S", 0.5)
+
+    async def slow(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.2)
+        return web.json_response({"choices": [{"text": "x"}]})
+
+    async def go() -> str:
+        app = web.Application()
+        app.router.add_post("/v1/completions", slow)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+        try:
+            async with aiohttp.ClientSession() as session:
+                with pytest.raises(TargetError) as exc:
+                    await search_vocab_size(session, url, {}, "m", url)
+                return str(exc.value)
+        finally:
+            await runner.cleanup()
+
+    assert "--vocab-size" in asyncio.run(go())
