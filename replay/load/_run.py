@@ -71,8 +71,8 @@ __all__ = ["ServerWatchHook", "load_kind", "rejudge_scenarios", "run_load", "run
 Live = Literal["rich", "plain", "quiet"]
 _NS = 1_000_000_000
 _DRIVER_CONNECTIONS = 8
-T = TypeVar("T")
 """The driver's own connections when workers carry the load (probe, ``/metrics``)."""
+T = TypeVar("T")
 
 
 async def run_load(
