@@ -33,13 +33,7 @@ from replay.load._phases import (
 from replay.load._ray import RayExecutor
 from replay.load._remote import WorkerExecutor, WorkerPlan, run_plan, split_users
 from replay.load._routing import FleetCache
-from replay.load._run import (
-    ServerWatchHook,
-    load_kind,
-    rejudge_scenarios,
-    run_load,
-    run_load_sync,
-)
+from replay.load._run import ServerWatchHook, load_kind, run_load, run_load_sync
 from replay.load._scenario import (
     SCENARIOS,
     ScenarioRules,
@@ -51,6 +45,7 @@ from replay.load._scenario import (
     scenario_values,
 )
 from replay.load._settings import FLAGS, RunConfig, RunSettings, flag_of, settings_error, validated
+from replay.load._stamps import rejudge_scenarios
 from replay.load._timeline import check_time_controls, retimed
 from replay.load._workers import ProcessExecutor, event_loop_factory
 from replay.load._writer import (

@@ -14,7 +14,6 @@ was set, and a lane's crash is re-raised.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import platform
 import socket
@@ -34,7 +33,6 @@ from analysis import (
     HostInfo,
     LoadKind,
     ResultError,
-    RunData,
     RunManifest,
     ServerWatch,
     Validity,
@@ -59,14 +57,14 @@ from replay.load._inprocess import InProcessExecutor
 from replay.load._lanes import PromptBuilder
 from replay.load._live import LiveStats, LiveView
 from replay.load._phases import Arrival, Target, connections_for, walk
-from replay.load._scenario import judge_scenario
 from replay.load._settings import RunSettings
+from replay.load._stamps import judge_run_scenario
 from replay.load._timeline import check_time_controls, empty_window_note, retimed
 from replay.load._workers import ProcessExecutor, event_loop_factory
 from replay.load._writer import RunWriter, close_manifest, iso_utc
-from traces import Session, TraceError, WorkloadHeader, iter_sessions, read_header
+from traces import Session, WorkloadHeader, iter_sessions, read_header
 
-__all__ = ["ServerWatchHook", "load_kind", "rejudge_scenarios", "run_load", "run_load_sync"]
+__all__ = ["ServerWatchHook", "load_kind", "run_load", "run_load_sync"]
 
 Live = Literal["rich", "plain", "quiet"]
 _NS = 1_000_000_000
@@ -224,7 +222,7 @@ async def _run(executor: Executor, settings: RunSettings, manifest: RunManifest,
         writer.write_manifest(manifest)
     raise_crash(outcome)
     manifest.validity = _assess(writer.dir, caveats)
-    _judge_scenario(manifest, writer.dir)
+    judge_run_scenario(manifest, writer.dir)
     writer.write_manifest(manifest)
 
 
@@ -270,54 +268,6 @@ def _assess(run_dir: Path, caveats: Sequence[ValidityReason] = ()) -> Validity:
     except ResultError as exc:
         return Validity(verdict="invalid", reasons=[ValidityReason(
             code="run_unreadable", severity="invalid", message=str(exc))])
-
-
-def _judge_scenario(manifest: RunManifest, run_dir: Path) -> None:
-    """Stamp whether the run satisfied its ``--scenario`` (``scenario_satisfied``,
-    with the reasons in ``scenario_notes``); nothing without a scenario."""
-    if manifest.scenario is None:
-        return
-    try:
-        run: RunData | None = read_run(run_dir)
-    except ResultError:
-        run = None
-    _stamp_scenario(manifest, run)
-
-
-def rejudge_scenarios(runs: Sequence[RunData]) -> None:
-    """Re-stamp each read run's scenario verdict from its evidence (settings, window,
-    records, workload): a stamp that summarises a run is recomputed, never read back
-    (a hand-edited ``scenario_satisfied: true`` on a 2-s run is not repeated)."""
-    for run in runs:
-        if run.manifest.scenario is not None:
-            _stamp_scenario(run.manifest, run)
-
-
-def _stamp_scenario(manifest: RunManifest, run: RunData | None) -> None:
-    from analysis import measure, summarize
-
-    assert manifest.scenario is not None
-    share: float | None = None
-    uncounted = 0
-    if run is not None:
-        share = summarize(measure(run), bootstrap=False, tiers=()).counts.failure_share
-        r = run.requests
-        done = (r.phase == "measure") & (r.status == "ok")
-        uncounted = int((done & (r.prompt_tokens_server < 0)).sum())
-    header = None
-    if manifest.workload.path:
-        with contextlib.suppress(OSError, TraceError):  # moved or gone: judged without it
-            header = read_header(manifest.workload.path)
-    window = manifest.window
-    verdict = judge_scenario(
-        manifest.scenario, manifest.load, source=manifest.workload.source,
-        header_params=header.params if header is not None else {},
-        max_context=header.max_context if header is not None else None,
-        window_s=(window.end_s - window.start_s) if window is not None else None,
-        failure_share=share, interrupted=manifest.interrupted,
-        workload=manifest.workload.path or "workload", uncounted=uncounted)
-    manifest.scenario_satisfied = verdict.satisfied
-    manifest.scenario_notes = list(verdict.notes)
 
 
 class _Sink:
