@@ -59,6 +59,8 @@ from analysis.schema import (
     WorkerInfo,
     WorkloadRef,
     parse_tier,
+    public_url,
+    scrub_urls,
 )
 
 if _typing.TYPE_CHECKING:
@@ -152,6 +154,7 @@ __all__ = [
     "judge_fairness",
     "measure",
     "parse_tier",
+    "public_url",
     "read_extras",
     "read_manifest",
     "read_run",
@@ -161,6 +164,7 @@ __all__ = [
     "render_report",
     "replica_diffs",
     "report_bundle",
+    "scrub_urls",
     "summarize",
     "validity_view",
     "verdict_text",

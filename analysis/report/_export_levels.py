@@ -2,8 +2,9 @@
 
 ``levels.csv`` carries the decision numbers of the report's summary table
 (with their interval bounds) and a few more, one row per level and arm;
-``summary.schema.json`` is the JSON Schema of ``summary.json`` (a
-``Comparison``), generated from the pydantic model so it cannot drift.
+text cells (arm, level, run ids) are neutralised as in requests.csv (a label
+``@SUM(1+1)`` is never a formula); ``summary.schema.json`` is the JSON Schema of
+``summary.json`` (a ``Comparison``), generated from the pydantic model so it cannot drift.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import orjson
 
 from analysis.judge import Comparison, Level
 from analysis.metrics import RunSummary
+from analysis.report._export import neutralise
 
 __all__ = ["LEVEL_COLUMNS", "levels_csv", "summary_schema"]
 
@@ -48,7 +50,7 @@ def _field(get: Callable[[RunSummary], object]) -> Callable[[RunSummary], str]:
 
 
 _SUMMARY_COLUMNS: list[tuple[str, Callable[[RunSummary], str]]] = [
-    ("runs", lambda s: " ".join(s.runs)),
+    ("runs", lambda s: neutralise(" ".join(s.runs))),
     ("gpu_count", _field(lambda s: s.gpu_count)),
     ("simulated", lambda s: "1" if s.simulated else "0"),
     ("window_s", _field(lambda s: s.window_s)),
@@ -117,7 +119,8 @@ def levels_csv(c: Comparison) -> str:
             s = lv.arms.get(arm)
             if s is None:
                 continue
-            w.writerow([kind, value, label, arm, "1" if arm == c.baseline else "0",
+            w.writerow([kind, value, neutralise(label), neutralise(arm),
+                        "1" if arm == c.baseline else "0",
                         *(get(s) for _, get in _SUMMARY_COLUMNS),
                         *_ratio_cells(c, lv, arm)])
     return buf.getvalue()

@@ -61,6 +61,10 @@ from analysis.schema._slo import (
     SloTier,
     parse_tier,
 )
+from analysis.schema._urls import (
+    public_url,
+    scrub_urls,
+)
 
 __all__ = [
     "CODED",
@@ -110,4 +114,6 @@ __all__ = [
     "is_error_kind",
     "level_of",
     "parse_tier",
+    "public_url",
+    "scrub_urls",
 ]

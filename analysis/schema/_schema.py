@@ -30,6 +30,7 @@ from analysis.schema._manifest_parts import (
     ValidityReason,
     WorkerInfo,
 )
+from analysis.schema._urls import public_url
 
 __all__ = [
     "is_error_kind",
@@ -327,6 +328,22 @@ class RunManifest(_Model):
     """Stamped when the run closes (``analysis.assess_run``)."""
 
     _version = field_validator("format_version")(check_format_version)
+
+    @field_validator("target")
+    @classmethod
+    def _no_credentials(cls, v: str) -> str:
+        """A hand-edited run.json's credentials never reach a summary or a report."""
+        return public_url(v)
+
+    @model_validator(mode="after")
+    def _simulated_from_evidence(self) -> RunManifest:
+        """``simulated`` follows the server's own answers (its /server_info, a ``sim/``
+        model), so a hand-edited ``false`` cannot drop the [SIMULATED] label."""
+        info = self.server_info or {}
+        if info.get("simulated") is True or "sim_profile" in info \
+                or self.model.startswith("sim/"):
+            self.simulated = True
+        return self
 
 
 class MetricSample(_Model):

@@ -53,7 +53,7 @@ from replay.ab._preflight import (
 from replay.ab._state import State, check_resume, missing_runs
 from replay.client import ServerFacts
 from replay.errors import ConfigError, TargetError
-from replay.load import ServerWatchHook, check_time_controls, run_load_sync
+from replay.load import ServerWatchHook, check_time_controls, rejudge_scenarios, run_load_sync
 from traces import read_header
 
 __all__ = ["CompareResult", "Live", "compare_arms", "compare_launched",
@@ -113,7 +113,9 @@ def _execute(runs: Sequence[PlannedRun], url_of: Callable[[str], str], workload:
             _say(live, f"run {seen}/{total} {run.name}: already complete, skipped")
             state.record(run, status="complete", skipped=True)
             continue
-        if is_run_complete(run_dir):
+        if is_run_complete(run_dir) and not (run_dir / "requests.jsonl").is_file():
+            _say(live, f"run {seen}/{total} {run.name}: its requests.jsonl is missing, redone")
+        elif is_run_complete(run_dir):
             _say(live, f"run {seen}/{total} {run.name}: stamped invalid before, redone")
         if run_dir.exists():
             shutil.rmtree(run_dir)
@@ -141,6 +143,7 @@ def write_report(out: Path, *, allow_unfair: bool, seed: int = 0,
     from analysis import compare_runs, read_extras, read_runs, report_bundle
 
     runs = read_runs([out / "runs"])
+    rejudge_scenarios(runs)  # a reused run's stamps: from its evidence, not read back
     comparison = compare_runs(runs, allow_unfair=allow_unfair, seed=seed,
                               rules=rules or Rules(), missing=missing_runs(out))
     for name, text in report_bundle(comparison, runs, extras=read_extras(out)).items():

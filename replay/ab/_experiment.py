@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from analysis import public_url
 from replay.errors import ConfigError
 
 __all__ = ["EXPERIMENT_KEYS", "apply_experiment", "experiment_toml", "load_experiment"]
@@ -43,29 +44,34 @@ the file or the command line)."""
 _PATHS = ("workload", "out")
 
 
-def load_experiment(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The file's settings, checked; relative paths are relative to the file."""
+def load_experiment(path: str | os.PathLike[str], what: str = "--config") -> dict[str, Any]:
+    """The file's settings, checked; relative paths are relative to the file. Errors
+    name ``what`` (the flag, or the stored file's role) and the file."""
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        data = tomllib.loads(p.read_bytes().decode("utf-8"))
     except OSError as exc:
-        raise ConfigError(f"--config {p}: {exc.strerror or exc}") from None
+        raise ConfigError(f"{what} {p}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        line = p.read_bytes()[:exc.start].count(b"\n") + 1
+        raise ConfigError(f"{what} {p}: line {line}: not UTF-8 text (byte "
+                          f"0x{exc.object[exc.start]:02x}); save it as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"--config {p}: not valid TOML ({exc})") from None
+        raise ConfigError(f"{what} {p}: not valid TOML ({exc})") from None
     version = data.pop("format_version", FORMAT_VERSION)
     if version != FORMAT_VERSION:
-        raise ConfigError(f"--config {p}: format_version {version!r} is not supported "
+        raise ConfigError(f"{what} {p}: format_version {version!r} is not supported "
                           f"(this agentreplay reads {FORMAT_VERSION})")
     for key, value in data.items():
         types = EXPERIMENT_KEYS.get(key)
         if types is None:
-            raise ConfigError(f"--config {p}: unknown key {key!r} (known: "
+            raise ConfigError(f"{what} {p}: unknown key {key!r} (known: "
                               + ", ".join(sorted(EXPERIMENT_KEYS)) + ")")
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             want = " or ".join(t.__name__ for t in types)
-            raise ConfigError(f"--config {p}: {key} = {value!r} must be a {want}")
+            raise ConfigError(f"{what} {p}: {key} = {value!r} must be a {want}")
         if isinstance(value, list) and not all(isinstance(x, str) for x in value):
-            raise ConfigError(f"--config {p}: {key} must be a list of strings")
+            raise ConfigError(f"{what} {p}: {key} must be a list of strings")
     for key in _PATHS:
         if key in data and not Path(data[key]).is_absolute():
             data[key] = str((p.parent / data[key]).resolve())
@@ -92,18 +98,17 @@ def _toml_value(v: Any) -> str:
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     text = str(v).replace("\\", "\\\\").replace('"', '\\"')
-    return '"' + "".join(c if c >= " " else f"\\u{ord(c):04x}" for c in text) + '"'
+    # TOML basic strings hold no control character raw: C0 and DEL are escaped
+    return '"' + "".join(c if " " <= c != "\x7f" else f"\\u{ord(c):04x}" for c in text) + '"'
 
 
 def _public_arm(text: str) -> str:
     """An arm as stored: its URLs' ``user:password@`` removed (never written to a file;
     a server that needs them takes ``--api-key-env``)."""
-    from replay.client import public_target
-
     label, sep, urls = text.partition("=")
     if not sep:
         return text
-    return label + "=" + ",".join(public_target(u) if u.strip() else u for u in urls.split(","))
+    return label + "=" + ",".join(public_url(u) if u.strip() else u for u in urls.split(","))
 
 
 def experiment_toml(args: argparse.Namespace, defaults: Mapping[str, Any]) -> str:

@@ -92,11 +92,27 @@ def is_run_complete(run_dir: Path) -> bool:
     return bool(data.get("complete")) and not bool(data.get("interrupted"))
 
 
+_RANK = {"valid": 0, "caveats": 1, "invalid": 2}
+
+
 def run_verdict(run_dir: Path) -> str | None:
-    """The validity verdict stamped in the run's manifest (None when there is none)."""
+    """The run's validity verdict, assessed again from its records and manifest (an
+    unreadable run is invalid; None without a run.json). The stamp in run.json can
+    only make it worse (caveats the replay knew before it started), never better: a
+    hand-edited ``valid`` does not get an invalid run reused."""
+    from analysis import ResultError, assess_run, read_run
+
+    if not (run_dir / "run.json").is_file():
+        return None
+    try:
+        found: str = assess_run(read_run(run_dir)).verdict
+    except ResultError:
+        return "invalid"
     validity = _manifest(run_dir).get("validity")
-    verdict = validity.get("verdict") if isinstance(validity, dict) else None
-    return verdict if isinstance(verdict, str) else None
+    stamped = validity.get("verdict") if isinstance(validity, dict) else None
+    if isinstance(stamped, str) and _RANK.get(stamped, 0) > _RANK.get(found, 0):
+        return stamped
+    return found
 
 
 def is_run_reusable(run_dir: Path) -> bool:

@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from analysis import public_url
 from replay.ab._order import PlannedRun, is_run_complete
 from replay.errors import ConfigError
 
@@ -28,6 +29,8 @@ def check_resume(out: Path, settings: dict[str, Any], name: str = STATE_FILE
         old = orjson.loads(path.read_bytes())
     except (OSError, orjson.JSONDecodeError):
         raise ConfigError(f"{path}: unreadable; remove it or use another --out") from None
+    if not isinstance(old, dict) or not isinstance(old.get("settings", {}), dict):
+        _not_ours(path, "" if not isinstance(old, dict) else " field 'settings'")
     before = old.get("settings", {})
     diff = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
     if diff and not old.get("runs"):
@@ -41,6 +44,11 @@ def check_resume(out: Path, settings: dict[str, Any], name: str = STATE_FILE
     return dict(old)
 
 
+def _not_ours(path: Path, where: str) -> None:
+    raise ConfigError(f"{path}:{where} not a JSON object (not a state this agentreplay "
+                      "wrote); remove it or use another --out")
+
+
 class State:
     """``comparison.json``: loaded on resume, rewritten after every run."""
 
@@ -48,8 +56,11 @@ class State:
                  arms: Mapping[str, str | None], mode: str) -> None:
         self.path = out / STATE_FILE
         self.data: dict[str, Any] = check_resume(out, settings)
+        if not isinstance(self.data.get("runs", {}), dict):
+            _not_ours(self.path, " field 'runs'")
         self.data.update(kind="agentreplay-comparison-state", settings=settings, mode=mode,
-                         arms=dict(arms),
+                         arms={k: None if v is None else public_url(v)
+                               for k, v in arms.items()},
                          plan=[{"name": r.name, "arm": r.arm, "users": r.users,
                                 "repeat": r.repeat} for r in plan])
         self.data.setdefault("runs", {})

@@ -96,6 +96,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--save-config", metavar="FILE.toml",
                    help="write this command's settings as an experiment file and exit "
                         "without running")
+    p.add_argument("--force", action="store_true",
+                   help="with --save-config: replace the file if it exists")
     p.add_argument("vllm_args", nargs=argparse.REMAINDER,
                    help="after --: extra vLLM arguments for launched arms")
     add_scenario_flags(p)
@@ -135,13 +137,7 @@ def _live(args: argparse.Namespace) -> Live:
 def _compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from replay.ab import (
-        CompareOptions,
-        compare_arms,
-        compare_launched,
-        parse_levels,
-        parse_rates,
-    )
+    from replay.ab import CompareOptions, parse_levels, parse_rates
     from replay.errors import ConfigError
     from replay.load import check_writable_dir, validated
 
@@ -169,8 +165,24 @@ def _compare(args: argparse.Namespace) -> int:
 
         check_search_limits(opts.levels[0], args.search_max_users, args.search_max_probes,
                             args.search_precision)
-    check_writable_dir(Path(args.out))  # settings first, then before any server is asked
-    _store_experiment(args)
+    for rate in opts.rates or (None,):  # every planned run's settings, before any is sent
+        opts.config("http://127.0.0.1", max(opts.levels), "", rate=rate)
+    from analysis import EXPERIMENT_FILE
+    from replay.cli._files import kept_unless_refused
+
+    # a refused comparison (other settings than the stored ones, unfair arms, a server
+    # not there) leaves OUT/experiment.toml as it was, and no folder made for it
+    with kept_unless_refused(Path(args.out) / EXPERIMENT_FILE):
+        check_writable_dir(Path(args.out))  # settings first, then before any server is asked
+        _store_experiment(args)
+        return _run_compare(args, opts)
+
+
+def _run_compare(args: argparse.Namespace, opts: CompareOptions) -> int:
+    """The comparison itself, once its settings are valid and its experiment stored."""
+    from replay.ab import compare_arms, compare_launched
+    from replay.errors import ConfigError
+
     extra = list(args.vllm_args)
     if extra and extra[0] == "--":
         extra = extra[1:]
@@ -236,6 +248,9 @@ def _experiment(args: argparse.Namespace) -> int | None:
     if missing:
         raise ConfigError(f"--{missing[0]} is required (on the command line or in --config)")
     if args.save_config:
+        from replay.cli._files import refuse_existing
+
+        refuse_existing(args.save_config, "--save-config", args.force)
         _store_experiment(args, Path(args.save_config))
         print(f"wrote {args.save_config}; run it with: agentreplay compare --config "
               f"{args.save_config}")
@@ -256,6 +271,10 @@ def _store_experiment(args: argparse.Namespace, target: object = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(experiment_toml(args, args.compare_defaults), encoding="utf-8")
     except OSError as exc:
+        from replay.cli import _WRITE_ERRNOS
+
+        if exc.errno in _WRITE_ERRNOS:  # disk full, read-only: exit 4, as every write error
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
         raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 

@@ -109,8 +109,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _analyse(args: argparse.Namespace, paths: list[str]) -> tuple[list[RunData], Comparison]:
     from analysis import compare_runs, read_runs
     from replay.ab import missing_runs
+    from replay.load import rejudge_scenarios
 
     runs = read_runs(paths)
+    rejudge_scenarios(runs)  # stamps that summarise a run: from its evidence
     missing = missing_runs(Path(paths[0])) if len(paths) == 1 else []
     comparison = compare_runs(runs, allow_unfair=args.allow_unfair, baseline=args.baseline,
                               tiers=_tiers(args.slo or _experiment_slo(paths[0])),
@@ -126,13 +128,26 @@ def _experiment_slo(directory: str) -> list[str] | None:
 
 def _experiment_value(directory: str, key: str, default: Any) -> Any:
     """One setting of the experiment file stored with the results, else ``default``."""
+    import sys
+
     from analysis import EXPERIMENT_FILE
     from replay.ab import load_experiment
+    from replay.errors import ConfigError
 
     path = Path(directory) / EXPERIMENT_FILE
     if not path.is_file():
         return default
-    return load_experiment(path).get(key, default)
+    try:
+        return load_experiment(path, "stored experiment file").get(key, default)
+    except ConfigError as exc:  # the results are still reportable: say so (once), go on
+        if str(path) not in _NOTED:
+            _NOTED.add(str(path))
+            print(f"agentreplay: note: {exc}; its settings are not used for this report",
+                  file=sys.stderr)
+        return default
+
+
+_NOTED: set[str] = set()
 
 
 def _bundle_names(out: Path, default: Path) -> dict[str, str]:
@@ -193,7 +208,24 @@ def _invalid(c: Comparison) -> bool:
     return v is not None and v.verdict == "invalid"
 
 
+def _distinct(paths: list[str]) -> list[str]:
+    """The paths without repeats (the same directory however spelled), said once."""
+    import sys
+    from collections import Counter
+
+    seen: dict[Path, str] = {}
+    for p in paths:
+        seen.setdefault(Path(p).resolve(), p)
+    counts = Counter(Path(p).resolve() for p in paths)
+    again = [seen[r] for r, n in counts.items() if n > 1]
+    if again:
+        print(f"agentreplay: note: {', '.join(again)} given more than once; each is shown "
+              "once", file=sys.stderr)
+    return list(seen.values())
+
+
 def run_report(args: argparse.Namespace) -> int:
+    args.paths = _distinct(list(args.paths))
     if len(args.paths) > 1:
         return _run_history(args)
     from rich.console import Console

@@ -176,6 +176,7 @@ def _main(args: argparse.Namespace) -> int:
 
     from analysis import read_manifest
     from replay.cli import EXIT_INTERRUPTED, EXIT_TERMINATED, print_validity
+    from replay.errors import Stopped
     from replay.load import RunSettings, claim_run_dir, event_loop_factory, run_load, validated
 
     config = validated(RunSettings, _scenario(args, dict(
@@ -225,6 +226,9 @@ def _main(args: argparse.Namespace) -> int:
         try:
             out = await run_load(config, args.workload, args.out, live=live, stop=stop,
                                  before_load=lambda: _advise(args.workload, config))
+        except Stopped as exc:  # during the preflight: nothing sent, no run to keep
+            print(f"agentreplay: {exc}", file=sys.stderr)
+            return EXIT_INTERRUPTED if caught[:1] == [signal.SIGINT] else EXIT_TERMINATED
         finally:
             for sig in handled:
                 loop.remove_signal_handler(sig)

@@ -47,6 +47,7 @@ def register(subparsers: Any) -> None:
     gen.add_argument("--requests-per-session", type=int, default=1,
                      help="decode profile: independent requests per session")
     gen.add_argument("-o", "--output", required=True, help="workload file to write (.jsonl)")
+    gen.add_argument("--force", action="store_true", help="replace --output if it exists")
     gen.set_defaults(func=_generate)
 
     imp = sub.add_parser("import", help="convert a real trace into a workload file")
@@ -55,6 +56,7 @@ def register(subparsers: Any) -> None:
                           "the others one file)")
     imp.add_argument("path", help="trace file (or folder of WEKA session files)")
     imp.add_argument("-o", "--output", required=True, help="workload file to write (.jsonl)")
+    imp.add_argument("--force", action="store_true", help="replace --output if it exists")
     imp.add_argument("--max-context", type=int, default=None,
                      help="the model's context: below 200000 token sizes are scaled to fit "
                           "(session shape kept), then requests that still would not fit are "
@@ -90,6 +92,7 @@ def _positive(value: int | None, option: str) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    from replay.cli._files import refuse_existing
     from replay.errors import ConfigError
     from traces import TraceError, generate_trace, write_workload
 
@@ -107,6 +110,7 @@ def _generate(args: argparse.Namespace) -> int:
     except TraceError as exc:  # a bad knob: name the option, not a file
         option = f"--{(exc.field or 'option').replace('_', '-')}"
         raise ConfigError(f"{option}: {exc.message}") from None
+    refuse_existing(args.output, "-o", args.force)  # after the knobs: their errors first
     written = write_workload(args.output, trace.header, trace.sessions)
     print(f"wrote {plural(written.sessions, 'session')} to {args.output} "
           f"(fingerprint {written.fingerprint[:16]})")
@@ -133,13 +137,19 @@ def _generate_notes(params: dict[str, Any], max_context: int) -> None:
 
 
 _SESSION_FORMATS = ("tracelab", "weka")
+_MIN_CONTEXT = 16
+"""The smallest context a workload is fitted to (``traces generate`` refuses less too)."""
 
 
 def _import(args: argparse.Namespace) -> int:
+    from replay.cli._files import refuse_existing
     from replay.errors import ConfigError
     from traces import IMPORTERS, TraceError, token_scale_for, write_workload
 
     _positive(args.max_context, "--max-context")
+    if args.max_context is not None and args.max_context < _MIN_CONTEXT:
+        raise ConfigError(f"--max-context: must be >= {_MIN_CONTEXT} tokens (got "
+                          f"{args.max_context}), as for traces generate")
     scale = args.token_scale
     if scale is None:
         scale = 1.0 if args.max_context is None else token_scale_for(args.max_context)
@@ -156,6 +166,7 @@ def _import(args: argparse.Namespace) -> int:
         if exc.file is None and exc.field:  # a bad option, not a bad file
             raise ConfigError(f"--{exc.field.replace('_', '-')}: {exc.message}") from None
         raise
+    refuse_existing(args.output, "-o", args.force)  # after the options: their errors first
     written = write_workload(args.output, imported.header, imported.sessions)
     if scale < 1:
         print(f"note: token sizes scaled x{scale:.4g} (session shape kept: turns, think "

@@ -12,6 +12,13 @@ SIGINT handler (the run stops at the next phase boundary), ``asyncio.Runner``
 (the main task is cancelled) or Python's default (``KeyboardInterrupt``). It
 remembers which signal came, so the exit status can say so (128 + signal:
 143 for SIGTERM, 129 for SIGHUP).
+
+A process started with SIGINT ignored (``cmd &`` in a script: the shell ignores
+it for background jobs) would drop that SIGINT, so SIGTERM would do nothing:
+inside :func:`stop_signals`, SIGINT is Python's own handler whatever the
+inherited disposition, and the inherited one is put back on the way out.
+SIGTERM is handled whatever was inherited; an ignored SIGHUP stays ignored
+(``nohup`` asks for that on purpose).
 """
 
 from __future__ import annotations
@@ -36,7 +43,12 @@ def stop_signals() -> Iterator[list[int]]:
         signal.raise_signal(signal.SIGINT)
 
     previous = {}
+    for sig in (signal.SIGINT,) if signal.getsignal(signal.SIGINT) == signal.SIG_IGN else ():
+        with contextlib.suppress(ValueError, OSError):  # not the main thread
+            previous[sig] = signal.signal(sig, signal.default_int_handler)
     for sig in STOP_SIGNALS:
+        if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
+            continue  # nohup asked for exactly that: a closed terminal does not stop it
         with contextlib.suppress(ValueError, OSError):  # not the main thread
             previous[sig] = signal.signal(sig, as_interrupt)
     try:

@@ -22,20 +22,28 @@ A prompt of ``n`` workload ids then becomes ``prefix + words[ids[:n-P-S] % W] +
 suffix``: exactly ``n`` server tokens (when ``n >= P + S``), the same workload ids
 give the same text, and :meth:`ChatCodec.server_ids` is that exact sequence, which
 the prefix-cache model hashes so that predicted hits follow vLLM's real blocks.
+
+The preflight is bounded whatever the server answers: at most
+:data:`MAX_PREFLIGHT_REQUESTS` requests and :data:`MAX_PREFLIGHT_S` seconds in
+all, each answer read up to a size limit, and a chunk is bisected only when its
+text has *more* lines than ids (a token holding a newline), so a server answering
+``""`` costs one request per chunk, not a bisection down to single ids.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 
 import aiohttp
 import numpy as np
 import orjson
 
+from replay.client._limits import read_limited
 from replay.errors import TargetError
 
-__all__ = ["ChatCodec", "fetch_chat_codec"]
+__all__ = ["MAX_PREFLIGHT_REQUESTS", "MAX_PREFLIGHT_S", "ChatCodec", "fetch_chat_codec"]
 
 _WORD = re.compile(r" [A-Za-z]{2,24}")
 _DETOK_CHUNK = 512
@@ -44,6 +52,29 @@ _WANT_WORDS = 8192
 _MIN_WORDS = 16
 _MAX_SCAN = 1 << 18
 _VERIFY_CHUNK = 256
+MAX_PREFLIGHT_REQUESTS = 8192
+"""Requests the chat preflight may send in all (a well-behaved vLLM needs a few
+hundred)."""
+MAX_PREFLIGHT_S = 300.0
+"""Seconds the chat preflight may take in all."""
+
+
+class _Budget:
+    """What is left of the preflight's requests and time; the first request past
+    either ends it with one line naming the limit."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.left = MAX_PREFLIGHT_REQUESTS
+        self.until = time.monotonic() + MAX_PREFLIGHT_S
+
+    def spend(self) -> None:
+        self.left -= 1
+        if self.left < 0 or time.monotonic() > self.until:
+            raise TargetError(
+                f"{self.root}: the chat preflight (/tokenize, /detokenize) did not finish "
+                f"within {MAX_PREFLIGHT_REQUESTS} requests and {MAX_PREFLIGHT_S:g} s; "
+                "the server's tokenizer answers do not fit (use --api completions)")
 
 
 @dataclass(frozen=True)
@@ -88,13 +119,15 @@ class ChatCodec:
 
 
 async def _post(session: aiohttp.ClientSession, url: str, headers: dict[str, str],
-                body: dict[str, object]) -> dict[str, object]:
-    timeout = aiohttp.ClientTimeout(total=60, sock_connect=10)
+                body: dict[str, object], budget: _Budget) -> dict[str, object]:
+    budget.spend()
+    left = budget.until - time.monotonic()
+    timeout = aiohttp.ClientTimeout(total=max(1.0, min(60.0, left)), sock_connect=10)
     try:
         async with session.post(url, data=orjson.dumps(body), timeout=timeout,
                                 headers={**headers, "Content-Type": "application/json"}) as r:
-            raw = await r.read()
             status = r.status
+            raw = await read_limited(r, url)
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         raise TargetError(f"{url}: {type(exc).__name__}: {exc}") from None
     if status != 200:
@@ -110,8 +143,8 @@ async def _post(session: aiohttp.ClientSession, url: str, headers: dict[str, str
 
 
 async def _tokenize(session: aiohttp.ClientSession, root: str, headers: dict[str, str],
-                    body: dict[str, object]) -> list[int]:
-    data = await _post(session, f"{root}/tokenize", headers, body)
+                    body: dict[str, object], budget: _Budget) -> list[int]:
+    data = await _post(session, f"{root}/tokenize", headers, body, budget)
     tokens = data.get("tokens")
     if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
         raise TargetError(f"{root}/tokenize: no token list in the answer")
@@ -119,7 +152,8 @@ async def _tokenize(session: aiohttp.ClientSession, root: str, headers: dict[str
 
 
 async def _candidates(session: aiohttp.ClientSession, root: str, headers: dict[str, str],
-                      model: str, vocab_size: int, newline: int) -> dict[int, str]:
+                      model: str, vocab_size: int, newline: int,
+                      budget: _Budget) -> dict[int, str]:
     found: dict[int, str] = {}
     for start in range(0, min(vocab_size, _MAX_SCAN), _DETOK_CHUNK):
         pending = [list(range(start, min(start + _DETOK_CHUNK, vocab_size)))]
@@ -127,13 +161,15 @@ async def _candidates(session: aiohttp.ClientSession, root: str, headers: dict[s
             ids = pending.pop()
             seq = [x for i in ids for x in (i, newline)]
             data = await _post(session, f"{root}/detokenize", headers,
-                               {"model": model, "tokens": seq})
+                               {"model": model, "tokens": seq}, budget)
             text = data.get("prompt")
             parts = text.split("\n") if isinstance(text, str) else []
             if len(parts) == len(ids) + 1:
                 found.update((i, p) for i, p in zip(ids, parts, strict=False)
                              if _WORD.fullmatch(p))
-            elif len(ids) > _MIN_SPLIT:  # a token holds a newline: lines do not align
+            elif len(parts) > len(ids) + 1 and len(ids) > _MIN_SPLIT:
+                # a token holds a newline: lines do not align (fewer lines, or no
+                # text: the server dropped something, and halving would not help)
                 half = len(ids) // 2
                 pending += [ids[:half], ids[half:]]
         if len(found) >= _WANT_WORDS:
@@ -142,7 +178,7 @@ async def _candidates(session: aiohttp.ClientSession, root: str, headers: dict[s
 
 
 async def _verified(session: aiohttp.ClientSession, root: str, headers: dict[str, str],
-                    model: str, cands: dict[int, str]) -> list[int]:
+                    model: str, cands: dict[int, str], budget: _Budget) -> list[int]:
     """The candidates whose concatenation tokenizes back to exactly themselves."""
     keep: list[int] = []
     pending = [list(cands)[i:i + _VERIFY_CHUNK] for i in range(0, len(cands), _VERIFY_CHUNK)]
@@ -150,7 +186,7 @@ async def _verified(session: aiohttp.ClientSession, root: str, headers: dict[str
         group = pending.pop()
         got = await _tokenize(session, root, headers, {
             "model": model, "prompt": "".join(cands[i] for i in group),
-            "add_special_tokens": False})
+            "add_special_tokens": False}, budget)
         if got == group:
             keep += group
         elif len(group) > 1:
@@ -174,13 +210,15 @@ async def fetch_chat_codec(session: aiohttp.ClientSession, root: str,
                            headers: dict[str, str], model: str,
                            vocab_size: int) -> ChatCodec:
     """Build the codec from the server's tokenizer and chat template (see module doc)."""
+    budget = _Budget(root)
     newline = await _tokenize(session, root, headers,
-                              {"model": model, "prompt": "\n", "add_special_tokens": False})
+                              {"model": model, "prompt": "\n", "add_special_tokens": False},
+                              budget)
     if len(newline) != 1:
         raise TargetError(f"{root}: a newline is not one token; chat mode cannot build "
                           "exact prompts for this tokenizer (use --api completions)")
-    cands = await _candidates(session, root, headers, model, vocab_size, newline[0])
-    ids = await _verified(session, root, headers, model, cands)
+    cands = await _candidates(session, root, headers, model, vocab_size, newline[0], budget)
+    ids = await _verified(session, root, headers, model, cands, budget)
     if len(ids) < _MIN_WORDS:
         raise TargetError(f"{root}: only {len(ids)} single-token words in the vocabulary; "
                           "chat mode cannot build exact prompts (use --api completions)")
@@ -191,7 +229,7 @@ async def fetch_chat_codec(session: aiohttp.ClientSession, root: str,
         content = "".join(cands[i] for i in group)
         chats.append(await _tokenize(session, root, headers, {
             "model": model, "messages": [{"role": "user", "content": content}],
-            "add_generation_prompt": True}))
+            "add_generation_prompt": True}, budget))
     p, s = _split_template(*chats)
     for group, chat in zip(probes, chats, strict=True):
         if chat[p:len(chat) - s] != group:

@@ -16,6 +16,7 @@ one-output requests (about 2 log2(V) of them) finds the first id it rejects.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import aiohttp
 import orjson
 
+from analysis import public_url
+from replay.client._limits import read_limited
 from replay.errors import ConfigError, TargetError
 
 __all__ = ["ServerFacts", "base_url", "connect_url", "find_key", "probe_server",
@@ -71,13 +74,9 @@ def connect_url(target: str) -> tuple[str, str | None]:
 
 
 def public_target(target: str) -> str:
-    """The target as stored in results: user, password, query and fragment removed."""
-    parts = urlsplit(base_url(target))
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    """The target as stored in results: user, password, query and fragment removed
+    (:func:`analysis.public_url`, the one place that is decided)."""
+    return public_url(base_url(target))
 
 
 def find_key(tree: object, key: str) -> object | None:
@@ -102,7 +101,7 @@ async def _get_json(
 ) -> tuple[int, object | None]:
     timeout = aiohttp.ClientTimeout(total=30, sock_connect=10)
     async with session.get(url, headers=headers, timeout=timeout) as resp:
-        raw = await resp.read()
+        raw = await read_limited(resp, public_url(url))
         if resp.status != 200:
             return resp.status, None
         try:
@@ -149,6 +148,7 @@ def _vocab_from_files(model_config: object) -> int | None:
 
 
 _VOCAB_SEARCH_MAX = 1 << 24
+_VOCAB_SEARCH_S = 300.0
 
 
 async def _accepts_id(session: aiohttp.ClientSession, root: str, headers: dict[str, str],
@@ -159,7 +159,7 @@ async def _accepts_id(session: aiohttp.ClientSession, root: str, headers: dict[s
     try:
         async with session.post(f"{root}/v1/completions", data=body, timeout=timeout,
                                 headers={**headers, "Content-Type": "application/json"}) as r:
-            raw = await r.read()
+            raw = await read_limited(r, f"{shown}/v1/completions")
             status = r.status
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         raise TargetError(f"cannot reach {shown}: {type(exc).__name__}: {exc}") from None
@@ -191,7 +191,18 @@ def _reported_size(found: object, key: str, least: int, shown: str, flag: str, *
 
 async def search_vocab_size(session: aiohttp.ClientSession, root: str,
                             headers: dict[str, str], model: str, shown: str) -> int:
-    """The first token id the server rejects in a prompt (= its vocabulary size)."""
+    """The first token id the server rejects in a prompt (= its vocabulary size):
+    about 40 one-token requests, within :data:`_VOCAB_SEARCH_S` in all."""
+    try:
+        async with asyncio.timeout(_VOCAB_SEARCH_S):
+            return await _search_vocab(session, root, headers, model, shown)
+    except TimeoutError:
+        raise TargetError(f"{shown}: finding the vocabulary size took over "
+                          f"{_VOCAB_SEARCH_S:g} s; pass --vocab-size") from None
+
+
+async def _search_vocab(session: aiohttp.ClientSession, root: str,
+                        headers: dict[str, str], model: str, shown: str) -> int:
     if not await _accepts_id(session, root, headers, model, 0, shown):
         raise ConfigError(f"{shown} rejects token id 0; pass --vocab-size")
     good, bad = 0, 1024

@@ -78,20 +78,26 @@ def arm_log_path(log_dir: Path, index: int, spec: VllmArmSpec) -> Path:
     return log_dir / f"arm{index}-{safe}.log"
 
 
+_INFO_LIMIT = 16 << 20
+"""The largest /server_info answer read (bytes)."""
+
+
 def fetch_server_info(url: str, timeout: float = 10.0) -> dict[str, Any]:
     """``GET /server_info?config_format=json`` (needs ``VLLM_SERVER_DEV_MODE=1``)."""
     try:
         with urllib.request.urlopen(f"{url}/server_info?config_format=json", timeout=timeout) as r:
-            body = r.read()
+            body = r.read(_INFO_LIMIT + 1)
     except urllib.error.HTTPError as exc:
         raise TargetError(
             f"{url}/server_info answered HTTP {exc.code}; is VLLM_SERVER_DEV_MODE=1 set?"
         ) from None
     except (urllib.error.URLError, OSError) as exc:
         raise TargetError(f"{url}/server_info: {exc}") from None
+    if len(body) > _INFO_LIMIT:
+        raise TargetError(f"{url}/server_info: the answer went past {_INFO_LIMIT:,} bytes")
     try:
         info = json.loads(body)
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON, or not UTF-8
         raise TargetError(f"{url}/server_info: not JSON") from None
     if not isinstance(info, dict):
         raise TargetError(f"{url}/server_info: not a JSON object")

@@ -45,6 +45,7 @@ from replay.load._scenario import (
     scenario_values,
 )
 from replay.load._settings import FLAGS, RunConfig, RunSettings, flag_of, settings_error, validated
+from replay.load._stamps import rejudge_scenarios
 from replay.load._timeline import check_time_controls, retimed
 from replay.load._workers import ProcessExecutor, event_loop_factory
 from replay.load._writer import (
@@ -112,6 +113,7 @@ __all__ = [
     "render_lines",
     "resolve_drain",
     "retimed",
+    "rejudge_scenarios",
     "run_load",
     "run_load_sync",
     "run_plan",

@@ -20,10 +20,10 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import aiohttp
 
@@ -48,7 +48,7 @@ from replay.client import (
     make_session,
     public_target,
 )
-from replay.errors import ConfigError, TargetError
+from replay.errors import ConfigError, Stopped, TargetError
 from replay.load._drain import resolve_drain
 from replay.load._executor import ExecOutcome, Executor, Job, raise_crash
 from replay.load._fleet import FleetMetrics, describe_fleet, fleet_roots, probe_fleet
@@ -57,8 +57,8 @@ from replay.load._inprocess import InProcessExecutor
 from replay.load._lanes import PromptBuilder
 from replay.load._live import LiveStats, LiveView
 from replay.load._phases import Arrival, Target, connections_for, walk
-from replay.load._scenario import judge_scenario
 from replay.load._settings import RunSettings
+from replay.load._stamps import judge_run_scenario
 from replay.load._timeline import check_time_controls, empty_window_note, retimed
 from replay.load._workers import ProcessExecutor, event_loop_factory
 from replay.load._writer import RunWriter, close_manifest, iso_utc
@@ -70,6 +70,7 @@ Live = Literal["rich", "plain", "quiet"]
 _NS = 1_000_000_000
 _DRIVER_CONNECTIONS = 8
 """The driver's own connections when workers carry the load (probe, ``/metrics``)."""
+T = TypeVar("T")
 
 
 async def run_load(
@@ -116,7 +117,7 @@ async def run_load(
     else:
         connections = connections_for(settings.users, sessions) if arrival == "closed" else 0
     async with make_session(connections, connect_s=settings.connect_timeout_s) as session:
-        fleet = await probe_fleet(session, settings, headers)
+        fleet = await _unless_stopped(probe_fleet(session, settings, headers), stop)
         facts = fleet[0]
         _check_fits(sessions, path, facts, public_target(settings.target))
         if drain_note is not None:  # said once the server answered (a refusal is one line)
@@ -124,7 +125,8 @@ async def run_load(
         if before_load is not None:
             before_load()
         run_id = uuid.uuid4().hex[:12]
-        chat = await fetch_chat_codec(session, root, headers, facts.model, facts.vocab_size) \
+        chat = await _unless_stopped(fetch_chat_codec(
+            session, root, headers, facts.model, facts.vocab_size), stop) \
             if settings.api == "chat" else None  # exact chat prompts (replay.client._chat)
         target = Target(root=root, headers=headers, model=facts.model,
                         vocab_size=facts.vocab_size, block_size=header.block_size,
@@ -144,6 +146,25 @@ async def run_load(
         finally:
             writer.close()
     return out
+
+
+async def _unless_stopped(work: Coroutine[Any, Any, T], stop: asyncio.Event | None) -> T:
+    """``work`` (a preflight), abandoned with :class:`Stopped` when ``stop`` is set
+    first: a signal during the probes or the chat codec ends the command at once."""
+    if stop is None:
+        return await work
+    task = asyncio.ensure_future(work)
+    waiter = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait((task, waiter), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    if task.cancelled():
+        raise Stopped("stopped while preparing the run; nothing was measured")
+    return task.result()
 
 
 def _executor(job: Job, session: aiohttp.ClientSession,
@@ -201,7 +222,7 @@ async def _run(executor: Executor, settings: RunSettings, manifest: RunManifest,
         writer.write_manifest(manifest)
     raise_crash(outcome)
     manifest.validity = _assess(writer.dir, caveats)
-    _judge_scenario(manifest, writer.dir)
+    judge_run_scenario(manifest, writer.dir)
     writer.write_manifest(manifest)
 
 
@@ -247,36 +268,6 @@ def _assess(run_dir: Path, caveats: Sequence[ValidityReason] = ()) -> Validity:
     except ResultError as exc:
         return Validity(verdict="invalid", reasons=[ValidityReason(
             code="run_unreadable", severity="invalid", message=str(exc))])
-
-
-def _judge_scenario(manifest: RunManifest, run_dir: Path) -> None:
-    """Stamp whether the run satisfied its ``--scenario`` (``scenario_satisfied``,
-    with the reasons in ``scenario_notes``); nothing without a scenario."""
-    if manifest.scenario is None:
-        return
-    from analysis import measure, summarize
-
-    share: float | None = None
-    uncounted = 0
-    try:
-        run = read_run(run_dir)
-        share = summarize(measure(run), bootstrap=False, tiers=()).counts.failure_share
-        r = run.requests
-        done = (r.phase == "measure") & (r.status == "ok")
-        uncounted = int((done & (r.prompt_tokens_server < 0)).sum())
-    except ResultError:
-        pass
-    header = read_header(manifest.workload.path) if manifest.workload.path else None
-    window = manifest.window
-    verdict = judge_scenario(
-        manifest.scenario, manifest.load, source=manifest.workload.source,
-        header_params=header.params if header is not None else {},
-        max_context=header.max_context if header is not None else None,
-        window_s=(window.end_s - window.start_s) if window is not None else None,
-        failure_share=share, interrupted=manifest.interrupted,
-        workload=manifest.workload.path or "workload", uncounted=uncounted)
-    manifest.scenario_satisfied = verdict.satisfied
-    manifest.scenario_notes = list(verdict.notes)
 
 
 class _Sink:

@@ -18,7 +18,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from analysis import LoadSettings
 from replay.errors import ConfigError
 
-__all__ = ["FLAGS", "RunConfig", "RunSettings", "flag_of", "settings_error", "validated"]
+__all__ = ["FLAGS", "MAX_PLANNED_ARRIVALS", "MAX_SECONDS", "RunConfig", "RunSettings", "flag_of",
+           "settings_error", "validated"]
+
+MAX_SECONDS = 30 * 86_400.0
+"""The longest any duration, timeout or interval may be (30 days): past it a number
+is a typo, and an unbounded one overflows the nanosecond clocks the lanes plan with."""
+MAX_RATE = 10_000.0
+"""Open-loop session arrivals per second at most."""
+MAX_SCALE = 1e6
+"""``--think-scale`` and ``--time-scale`` at most (and ``--time-scale`` at least 1/this)."""
+MAX_PLANNED_ARRIVALS = 10_000_000
+"""Sessions an open-loop plan (``--rate`` x (``--warmup`` + ``--duration``)) may hold:
+the plan is built in memory before the run starts."""
 
 FLAGS: dict[str, str] = {
     "target": "--target",
@@ -109,9 +121,9 @@ class RunSettings(BaseModel):
     """How requests spread over ``targets``: every turn of a session on one replica
     (its prefix cache holds), or each request to the next replica in turn."""
     users: int = Field(default=1, ge=0, le=1_000_000)
-    duration_s: float = Field(gt=0)
-    warmup_s: float = Field(default=0.0, ge=0)
-    drain_s: float | None = Field(default=None, ge=0)
+    duration_s: float = Field(gt=0, le=MAX_SECONDS)
+    warmup_s: float = Field(default=0.0, ge=0, le=MAX_SECONDS)
+    drain_s: float | None = Field(default=None, ge=0, le=MAX_SECONDS)
     """None: decided from the workload when the run starts (``replay.load._drain``)."""
     api: Literal["completions", "chat"] = "completions"
     model: str | None = None
@@ -120,20 +132,20 @@ class RunSettings(BaseModel):
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
     vocab_size: int | None = Field(default=None, ge=2)
     server_block_size: int | None = Field(default=None, ge=1)
-    think_time_cap_s: float | None = Field(default=None, ge=0)
-    think_scale: float = Field(default=1.0, ge=0)
+    think_time_cap_s: float | None = Field(default=None, ge=0, le=MAX_SECONDS)
+    think_scale: float = Field(default=1.0, ge=0, le=MAX_SCALE)
     """Multiplies every think time of the workload (then ``think_time_cap_s`` caps it)."""
-    rate: float | None = Field(default=None, gt=0)
+    rate: float | None = Field(default=None, gt=0, le=MAX_RATE)
     """Open-loop session arrivals per second (Poisson, seeded); None = closed loop."""
     warmup_start: Literal["midway", "start"] = "midway"
     label: str = ""
     carry_output: bool = True
     """Ask for the generated token ids and resend them in the next turn."""
-    connect_timeout_s: float | None = Field(default=30.0, gt=0)
-    first_token_timeout_s: float | None = Field(default=600.0, gt=0)
-    itl_timeout_s: float | None = Field(default=120.0, gt=0)
-    total_timeout_s: float | None = Field(default=3600.0, gt=0)
-    metrics_interval_s: float | None = Field(default=2.0, gt=0)
+    connect_timeout_s: float | None = Field(default=30.0, gt=0, le=MAX_SECONDS)
+    first_token_timeout_s: float | None = Field(default=600.0, gt=0, le=MAX_SECONDS)
+    itl_timeout_s: float | None = Field(default=120.0, gt=0, le=MAX_SECONDS)
+    total_timeout_s: float | None = Field(default=3600.0, gt=0, le=MAX_SECONDS)
+    metrics_interval_s: float | None = Field(default=2.0, gt=0, le=MAX_SECONDS)
     """Seconds between ``/metrics`` scrapes; None turns polling off."""
     max_line_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     workers: int = Field(default=1, ge=1, le=1024)
@@ -145,12 +157,12 @@ class RunSettings(BaseModel):
     """Named replay rules (``replay.load._scenario``): set and locked by ``--scenario``."""
     scenario_unsafe: bool = False
     """``--scenario-unsafe``: rules the user overrode; the run is stamped not satisfied."""
-    time_scale: float = Field(default=1.0, gt=0)
+    time_scale: float = Field(default=1.0, ge=1 / MAX_SCALE, le=MAX_SCALE)
     """Timestamp replay: workload arrival offsets multiplied by this (0.5 = twice as
     fast); with ``start_s``/``slice_s`` see ``replay.load._timeline``."""
-    start_s: float | None = Field(default=None, ge=0)
+    start_s: float | None = Field(default=None, ge=0, le=1e12)
     """Timestamp replay: trace time that replay time 0 stands for (None: first arrival)."""
-    slice_s: float | None = Field(default=None, gt=0)
+    slice_s: float | None = Field(default=None, gt=0, le=1e12)
     """Timestamp replay: only sessions whose first arrival is within this many trace
     seconds of the start."""
 
@@ -185,6 +197,13 @@ class RunSettings(BaseModel):
         if (self.workers > 1 or self.ray is not None) and self.rate is not None:
             raise ValueError("--workers and --ray split closed-loop users; they do not combine "
                              "with an open-loop --rate")
+        if self.rate is not None:
+            planned = self.rate * (self.warmup_s + self.duration_s)
+            if planned > MAX_PLANNED_ARRIVALS:
+                raise ValueError(
+                    f"--rate {self.rate:g}/s over --warmup + --duration "
+                    f"{self.warmup_s + self.duration_s:g} s plans {planned:.3g} session "
+                    f"arrivals; at most {MAX_PLANNED_ARRIVALS:,} (lower --rate or --duration)")
         return self
 
     @property

@@ -159,6 +159,8 @@ def load_profile(name_or_path: str) -> SimProfile:
         return SimProfile.model_validate(json.loads(raw))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{where}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: not UTF-8 text (byte {exc.start})") from None
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "(profile)"

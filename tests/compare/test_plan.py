@@ -70,13 +70,18 @@ def test_run_completion_reads_the_manifest(tmp_path: Path) -> None:
 
 
 def test_runs_stamped_invalid_are_not_reused(tmp_path: Path) -> None:
-    run = tmp_path / "r"
-    run.mkdir()
-    done = {"complete": True, "interrupted": False}
-    (run / "run.json").write_bytes(orjson.dumps(done))
-    assert is_run_reusable(run) and run_verdict(run) is None
+    """The verdict is assessed again from the run (issue 25); the stamp in run.json
+    can only make it worse, and a run that cannot be read is invalid."""
+    from tests.analysis.builders import make_run, rec
+
+    run = make_run(tmp_path / "r", [rec(i) for i in range(20)])  # assessed valid
+    assert is_run_reusable(run) and run_verdict(run) == "valid"
+    manifest = orjson.loads((run / "run.json").read_bytes())
     for verdict, reusable in (("valid", True), ("caveats", True), ("invalid", False)):
-        (run / "run.json").write_bytes(orjson.dumps({**done, "validity": {
+        (run / "run.json").write_bytes(orjson.dumps({**manifest, "validity": {
             "verdict": verdict, "reasons": []}}))
         assert is_run_complete(run) and run_verdict(run) == verdict
         assert is_run_reusable(run) is reusable
+    (run / "run.json").write_bytes(orjson.dumps({"complete": True, "interrupted": False}))
+    assert is_run_complete(run) and run_verdict(run) == "invalid"
+    assert not is_run_reusable(run)
