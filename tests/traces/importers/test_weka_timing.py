@@ -128,11 +128,11 @@ def test_cli_import_reports_duplicates(sample_traces: Path, tmp_path: Path,
     assert main(["traces", "inspect", str(out)]) == 0
     assert "duplicate sessions" in capsys.readouterr().out
     assert main(["traces", "import", "--format", "weka", str(src), "-o", str(out),
-                 "--dedupe"]) == 0
+                 "--dedupe", "--force"]) == 0  # replacing the first import: --force
     assert "dropped" in capsys.readouterr().out
     assert read_header(out).sessions == 1
     assert main(["traces", "import", "--format", "azure", str(src / "a.json"), "-o",
-                 str(out), "--dedupe"]) == 2
+                 str(out), "--dedupe", "--force"]) == 2
 
 
 def test_tracelab_duplicate_sessions(sample_traces: Path, tmp_path: Path) -> None:
