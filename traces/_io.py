@@ -155,7 +155,8 @@ def write_workload(
     ``header`` may be a callable, for importers whose header params count what
     they saw (truncations...): it is called once before the sessions are read
     (for the block size every session is checked against) and once after.
-    Returns the header as written. The target is replaced atomically.
+    Returns the header as written. The target is replaced atomically (a device such
+    as /dev/null is written to instead).
     """
     try:
         return _write(Path(path), header, sessions)
@@ -176,9 +177,13 @@ def _write(
     header: WorkloadHeader | Callable[[], WorkloadHeader],
     sessions: Iterable[Session],
 ) -> WorkloadHeader:
+    # a device or a pipe (``-o /dev/null``) is written to, never replaced: an atomic
+    # rename over it would put a regular file where the device was
+    special = target.exists() and not target.is_file()
     directory = target.parent if str(target.parent) else Path(".")
     body = tempfile.NamedTemporaryFile(  # noqa: SIM115 - removed in finally
-        "w+b", dir=directory, prefix=f".{target.name}.", suffix=".body", delete=False
+        "w+b", dir=None if special else directory, prefix=f".{target.name}.",
+        suffix=".body", delete=False
     )
     final_tmp: str | None = None
     try:
@@ -202,6 +207,12 @@ def _write(
                 fp.update_raw(chunk)
             head = head.model_copy(update={"fingerprint": fp.hexdigest(), "sessions": count})
             body.seek(0)
+            if special:
+                with open(target, "wb") as dev:
+                    dev.write(orjson.dumps(head.model_dump(mode="json")))
+                    dev.write(b"\n")
+                    shutil.copyfileobj(body, dev, 1 << 20)
+                return head
             with tempfile.NamedTemporaryFile(
                 "wb", dir=directory, prefix=f".{target.name}.", suffix=".tmp", delete=False
             ) as out:

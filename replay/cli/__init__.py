@@ -160,6 +160,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     parser = build_parser()
     _Parser.argv = list(sys.argv[1:] if argv is None else argv)
+    for token in _Parser.argv:
+        if token == "--":
+            break
+        if token.startswith("--") and token.endswith("=--"):  # argparse would hand over []
+            parser.error(f"{token[:-3]}: '--' is not a value; give one after the flag")
     args = parser.parse_args(argv)
     args.typed = parser.typed_dests(_Parser.argv) if isinstance(parser, _Parser) else frozenset()
     func = getattr(args, "func", None)

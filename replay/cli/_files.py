@@ -15,14 +15,14 @@ __all__ = ["kept_unless_refused", "refuse_existing"]
 
 
 def refuse_existing(path: str | Path, flag: str, force: bool) -> None:
-    """Refuse to replace an existing file (a device such as /dev/null is written to,
+    """Refuse to replace an existing file (a device such as /dev/null, or a pipe, is written to,
     not replaced) unless ``force``; the message names the flag and the fix."""
     p = Path(path)
     try:
         mode = p.stat().st_mode
     except OSError:
         return
-    if force or stat.S_ISCHR(mode):
+    if force or stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):  # written to, not replaced
         return
     what = "a directory" if stat.S_ISDIR(mode) else "exists"
     if stat.S_ISDIR(mode):

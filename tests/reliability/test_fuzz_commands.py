@@ -12,8 +12,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import os
 import signal
 import socket
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -206,11 +208,13 @@ def _fuzz(name: str, examples: int = 40) -> Callable[..., None]:
     @settings(max_examples=examples, **_SETTINGS)
     @given(data=st.data())
     def test(data: st.DataObject, wl: Path, tmp_path: Path) -> None:
-        with _taken_port() as taken:
+        with _taken_port() as taken, contextlib.chdir(tmp_path):  # relative paths land here
             parser = commands()[name]
             argv = _argv(data, name, parser, _bases(tmp_path, wl, taken)[name], tmp_path)
             code, err = _call(argv)
         check_clean(code, err, argv)
+        # a device named as an output is written to, never replaced by a file
+        assert stat.S_ISCHR(os.stat("/dev/null").st_mode), argv
     return test
 
 
