@@ -66,7 +66,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--api-key-env", default=None,
                    help="environment variable holding the API key (sent as Bearer)")
     p.add_argument("--think-scale", type=float, default=1.0, help="multiply think times")
-    p.add_argument("--think-time-cap", type=float, default=None, help="cap on think time, s")
+    p.add_argument("--think-time-cap", type=float, default=None,
+                   help="cap on each think time (tool run, human reading), s: the "
+                        "workload's pauses average ~110 s, so a short run needs one to see "
+                        "enough requests (a run whose window would be thin says so first)")
     _stall_flags(p)
     p.add_argument("--launch", action="store_true", help="start a vLLM server per arm")
     p.add_argument("--vllm-python", default=None, help="python of the vLLM install (--launch)")

@@ -55,7 +55,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "or found by asking the server)")
     p.add_argument("--server-block-size", type=int, default=None,
                    help="KV block size when the server does not expose it (default 16)")
-    p.add_argument("--think-time-cap", type=float, default=None, help="cap on think time, s")
+    p.add_argument("--think-time-cap", type=float, default=None,
+                   help="cap on each think time (tool run, human reading), s: the "
+                        "workload's pauses average ~110 s, so a short run needs one to see "
+                        "enough requests (a run whose window would be thin says so first)")
     p.add_argument("--think-scale", type=float, default=1.0, help="multiply think times")
     p.add_argument("--rate", type=float, default=None,
                    help="open loop: sessions arriving per second (Poisson, seeded)")
