@@ -24,8 +24,8 @@ def twin_section(data: Mapping[str, Any]) -> dict[str, Any]:
     """The report section (title, intro, table) of a stored twin plan."""
     band = data.get("error_band")
     if isinstance(band, dict):
-        check = (f"Its held-out calibration error (up to {band.get('interactivity', 0):.0%} "
-                 f"in P90 interactivity, {band.get('ttft', 0):.0%} in P90 TTFT) widens each "
+        check = (f"Its held-out calibration miss (up to {band.get('interactivity', 1):.2f}x "
+                 f"in P90 interactivity, {band.get('ttft', 1):.2f}x in P90 TTFT) widens each "
                  "tier both ways into the prediction interval.")
     else:
         check = ("The twin was never checked on a held-out level (calibrate --holdout), so "

@@ -2,12 +2,14 @@
 point, and its place against the measured bracket.
 
 ``agentreplay calibrate --holdout`` measured how far the twin's P90 interactivity and
-P90 TTFT missed a level left out of the fit (``calibration.holdouts``). The largest
-miss of each widens every tier both ways: the twin's levels are judged against a
-stricter tier (floor raised by the interactivity error, TTFT ceiling lowered by the
-TTFT error) and a looser one. The interval runs from the strict tier's passing level
-to the loose tier's failing level: what the twin supports given how wrong it was
-where it could be checked. Without a held-out check there is no interval to give.
+P90 TTFT missed a level left out of the fit (``calibration.holdouts``, predicted /
+measured - 1). The largest miss of each, as a factor either way (+25% is 1.25x; -74%
+is 3.85x, the measurement 3.85 times the prediction), widens every tier both ways:
+the twin's levels are judged against a stricter tier (floor raised by the
+interactivity factor, TTFT ceiling lowered by the TTFT factor) and a looser one. The
+interval runs from the strict tier's passing level to the loose tier's failing level:
+what the twin supports given how wrong it was where it could be checked. Without a
+held-out check there is no interval to give.
 """
 
 from __future__ import annotations
@@ -29,12 +31,26 @@ class ErrorBand:
     """The largest held-out relative errors of a twin (None: no held-out check)."""
 
     interactivity: float
+    """The largest factor by which the twin missed P90 interactivity (>= 1)."""
     ttft: float
+    """The same for P90 TTFT."""
     holdouts: int
 
     def text(self) -> str:
-        return (f"held-out error up to {self.interactivity:.0%} in P90 interactivity, "
-                f"{self.ttft:.0%} in P90 TTFT ({self.holdouts} level(s))")
+        return (f"held-out miss up to {self.interactivity:.2f}x in P90 interactivity, "
+                f"{self.ttft:.2f}x in P90 TTFT ({self.holdouts} level(s))")
+
+
+_WORST = 100.0
+"""A prediction of (nearly) nothing misses by at most this factor: still an interval."""
+
+
+def _factor(relative_error: float) -> float:
+    """predicted / measured - 1 as the factor of the miss, either way (>= 1)."""
+    ratio = 1.0 + relative_error
+    if ratio <= 1.0 / _WORST:
+        return _WORST
+    return min(_WORST, max(ratio, 1.0 / ratio))
 
 
 def calibration_error(calibration: Mapping[str, Any] | None) -> ErrorBand | None:
@@ -50,21 +66,21 @@ def calibration_error(calibration: Mapping[str, Any] | None) -> ErrorBand | None
             continue
         for key, into in (("p90_interactivity", inter), ("p90_ttft_s", ttft)):
             v = err.get(key)
-            if isinstance(v, int | float):
-                into.append(abs(float(v)))
+            if isinstance(v, int | float) and v == v:  # not NaN
+                into.append(_factor(float(v)))
     if not inter:
         return None
-    return ErrorBand(interactivity=max(inter), ttft=max(ttft, default=0.0),
+    return ErrorBand(interactivity=max(inter), ttft=max(ttft, default=1.0),
                      holdouts=len(inter))
 
 
 def widened_tiers(tier: SloTier, band: ErrorBand) -> tuple[SloTier, SloTier]:
     """(strict, loose): the tier the twin must meet if it was optimistic by the band,
     and the one it need only meet if it was pessimistic."""
-    strict = SloTier(floor_tok_s=tier.floor_tok_s * (1 + band.interactivity),
-                     ttft_s=tier.ttft_s / (1 + band.ttft))
-    loose = SloTier(floor_tok_s=tier.floor_tok_s / (1 + band.interactivity),
-                    ttft_s=tier.ttft_s * (1 + band.ttft))
+    strict = SloTier(floor_tok_s=tier.floor_tok_s * band.interactivity,
+                     ttft_s=tier.ttft_s / band.ttft)
+    loose = SloTier(floor_tok_s=tier.floor_tok_s / band.interactivity,
+                    ttft_s=tier.ttft_s * band.ttft)
     return strict, loose
 
 

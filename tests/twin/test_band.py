@@ -28,7 +28,11 @@ def _holdouts(*errs: tuple[float, float]) -> dict[str, object]:
 def test_the_largest_held_out_miss_is_the_band() -> None:
     band = calibration_error(_holdouts((0.05, -0.3), (-0.12, 0.1)))
     assert band is not None and band.holdouts == 2
-    assert band.interactivity == pytest.approx(0.12) and band.ttft == pytest.approx(0.3)
+    # as factors either way: -12% is 1/0.88, -30% is 1/0.7 (the measurement was larger)
+    assert band.interactivity == pytest.approx(1 / 0.88) and band.ttft == pytest.approx(1 / 0.7)
+    under = calibration_error(_holdouts((-0.74, 0.26)))
+    assert under is not None and under.interactivity == pytest.approx(1 / 0.26)
+    assert under.ttft == pytest.approx(1.26)
     assert calibration_error({"runs": 3}) is None and calibration_error(None) is None
 
 
@@ -68,7 +72,7 @@ def test_plan_twin_shows_the_interval_and_the_measured_bracket(
     got = capsys.readouterr()
     out = got.out
     assert code == 0, got.err
-    assert "calibration: held-out error up to 10% in P90 interactivity, 20% in P90 TTFT" in out
+    assert "calibration: held-out miss up to 1.10x in P90 interactivity, 1.20x in P90 TTFT" in out
     assert "tier 10:5: capacity at least 6 users [modelled (twin)]" in out
     assert "tier 10:5: with the calibration error, from " in out
     assert "tier 10:5: measured auto: below 1 user (measured)" in out
