@@ -68,7 +68,7 @@ def test_search_report(sweep: Path, tmp_path: Path) -> None:
     out = root / "report.html"
     _check_first_screen(out, tmp_path, ["search"])
     html = out.read_text(encoding="utf-8")
-    assert "4 \u2013 16" in html and "16: fails" in html
+    assert "met at 4 \u2013 failed at 16" in html and "16: fails" in html
     assert html.index('<section id="search">') < html.index('<section id="metrics">')
 
 
