@@ -69,6 +69,12 @@ def twin_chart(arms: Sequence[ArmLevels], levels: Sequence[Mapping[str, Any]],
     for f in floors:
         ax.axhline(f, color="0.4", linestyle="--", linewidth=0.8)
     ax.set_xscale("log", base=2)
+    ticks = sorted({float(lv["users"]) for lv in levels} |
+                   {load.value for a in arms for load, _ in a.points() if load.kind == "users"})
+    if ticks:
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([f"{u:g}" for u in ticks])
+        ax.minorticks_off()
     ax.set_xlabel("users (concurrent agent lanes)")
     ax.set_ylabel("P90 interactivity (tok/s/user)")
     ax.set_title("Measured points and the twin's curve (dashed: SLO floors)")

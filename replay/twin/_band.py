@@ -97,6 +97,7 @@ def outside_measured(twin: Bracket, measured: Bracket) -> bool:
 def interval_text(strict: Bracket, loose: Bracket, unit: str = "users") -> str:
     """The prediction interval from the strict tier's passing level to the loose
     tier's failing level."""
-    lo = "below the lowest level" if strict.passed is None else f"{strict.passed:g}"
-    hi = "beyond the highest level" if loose.failed is None else f"below {loose.failed:g}"
-    return f"from {lo} to {hi} {unit}"
+    lo = "below the lowest level" if strict.passed is None else f"{strict.passed:g} {unit}"
+    hi = "beyond the highest level tried" if loose.failed is None else \
+        f"below {loose.failed:g} {unit}"
+    return f"from {lo} to {hi}"

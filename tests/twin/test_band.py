@@ -57,9 +57,9 @@ def test_outside_measured(twin: list[tuple[float, bool]], measured: list[tuple[f
 
 def test_interval_text_runs_from_strict_pass_to_loose_fail() -> None:
     strict, loose = bracket_of([(4, True), (8, False)]), bracket_of([(8, True), (16, False)])
-    assert interval_text(strict, loose) == "from 4 to below 16 users"
+    assert interval_text(strict, loose) == "from 4 users to below 16 users"
     assert interval_text(bracket_of([(1, False)]), bracket_of([(4, True)])) == \
-        "from below the lowest level to beyond the highest level users"
+        "from below the lowest level to beyond the highest level tried"
 
 
 def test_plan_twin_shows_the_interval_and_the_measured_bracket(
