@@ -20,7 +20,7 @@ from aiohttp import web
 from analysis import assess_run, compare_runs, measure, read_run, read_runs, summarize
 from replay.load import RunSettings, auto_drain, resolve_drain, run_load
 from replay.sim import SimConfig, SimServer, TruthRecord
-from tests.replay.conftest import make_workload
+from tests.replay.conftest import make_workload, serve_app
 from traces import iter_sessions
 
 _HOP = {"content-length", "transfer-encoding", "connection", "content-encoding"}
@@ -57,15 +57,10 @@ async def cutting_proxy(upstream: str, keep: float) -> AsyncIterator[str]:
 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     try:
-        yield f"http://127.0.0.1:{port}"
+        async with serve_app(app) as url:
+            yield url
     finally:
-        await runner.cleanup()
         await client.close()
 
 
