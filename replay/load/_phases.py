@@ -93,6 +93,17 @@ def walk(requests: Sequence[Request]) -> list[tuple[int, Request]]:
     return out
 
 
+def first_too_long(sessions: Sequence[Session],
+                   limit: int) -> tuple[Session, int, Request] | None:
+    """The first (session, turn, request) whose prompt plus output exceed ``limit``
+    tokens (a server's or a twin's max_model_len), nested subagents included."""
+    for sess in sessions:
+        for turn, req in walk(sess.requests):
+            if req.prompt_tokens + req.output_tokens > limit:
+                return sess, turn, req
+    return None
+
+
 def connections_for(users: int, sessions: Sequence[Session]) -> int:
     """Connections a share of ``users`` closed-loop users can hold at once: one per
     user, one per blocking subagent that may run beside it (nested ones included),

@@ -56,7 +56,7 @@ from replay.load._health import client_health
 from replay.load._inprocess import InProcessExecutor
 from replay.load._lanes import PromptBuilder
 from replay.load._live import LiveStats, LiveView
-from replay.load._phases import Arrival, Target, connections_for, walk
+from replay.load._phases import Arrival, Target, connections_for, first_too_long
 from replay.load._settings import RunSettings
 from replay.load._stamps import judge_run_scenario
 from replay.load._timeline import check_time_controls, empty_window_note, retimed
@@ -359,18 +359,17 @@ def _check_fits(sessions: Sequence[Session], path: str, facts: ServerFacts, show
     limit = facts.max_model_len
     if limit is None:
         return
-    for sess in sessions:
-        for turn, req in walk(sess.requests):
-            need = req.prompt_tokens + req.output_tokens
-            if need > limit:
-                raise TargetError(
-                    f"{path}: session {sess.id!r} request {turn} needs {need} tokens "
-                    f"({req.prompt_tokens} prompt + {req.output_tokens} output) but {shown} "
-                    f"serves {facts.model!r} with max_model_len {limit}; make one that fits "
-                    f"with `agentreplay traces generate --max-context {limit}` (or `traces "
-                    f"import --max-context {limit}` for a real trace): token sizes are "
-                    "scaled, the sessions' shape kept"
-                )
+    found = first_too_long(sessions, limit)
+    if found is not None:
+        sess, turn, req = found
+        need = req.prompt_tokens + req.output_tokens
+        raise TargetError(
+            f"{path}: session {sess.id!r} request {turn} needs {need} tokens "
+            f"({req.prompt_tokens} prompt + {req.output_tokens} output) but {shown} "
+            f"serves {facts.model!r} with max_model_len {limit}; make one that fits "
+            f"with `agentreplay traces generate --max-context {limit}` (or `traces "
+            f"import --max-context {limit}` for a real trace): token sizes are "
+            "scaled, the sessions' shape kept")
 
 
 def _auth_headers(settings: RunSettings) -> dict[str, str]:

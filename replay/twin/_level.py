@@ -48,10 +48,10 @@ from replay.load import (
     check_time_controls,
     close_manifest,
     drive_lanes,
+    first_too_long,
     iso_utc,
     make_context,
     retimed,
-    walk,
 )
 from replay.sim import Backend, SimProfile, server_info
 from replay.twin._clock import VirtualLoop, virtual_time
@@ -188,15 +188,15 @@ def _check_fits(workload: Workload, profile: SimProfile) -> None:
     from replay.errors import ConfigError
 
     limit = profile.max_model_len
-    for sess in workload.sessions:
-        for turn, req in walk(sess.requests):
-            need = req.prompt_tokens + req.output_tokens
-            if need > limit:
-                raise ConfigError(
-                    f"{workload.path}: session {sess.id!r} request {turn} needs {need} tokens "
-                    f"but the twin's profile {profile.name!r} has max_model_len {limit}; "
-                    f"make one that fits with `agentreplay traces generate --max-context "
-                    f"{limit}` (or `traces import --max-context {limit}`)")
+    found = first_too_long(workload.sessions, limit)
+    if found is not None:
+        sess, turn, req = found
+        need = req.prompt_tokens + req.output_tokens
+        raise ConfigError(
+            f"{workload.path}: session {sess.id!r} request {turn} needs {need} tokens "
+            f"but the twin's profile {profile.name!r} has max_model_len {limit}; "
+            f"make one that fits with `agentreplay traces generate --max-context "
+            f"{limit}` (or `traces import --max-context {limit}`)")
 
 
 def _summarise(run_dir: Path, manifest: RunManifest, records: Sequence[RecordDict],
