@@ -113,10 +113,11 @@ def test_formulas_never_reach_a_spreadsheet_live(a_run: Path, tmp_path: Path) ->
     with open(run / "requests.csv", newline="", encoding="utf-8") as fh:
         cells = [c for row in csv.reader(fh) for c in row]
     assert any("HYPERLINK" in c for c in cells)  # the label is there ...
-    assert not any(c[:1] in ("=", "+", "-", "@") for c in cells if c and not _number(c))
+    assert not any(c[:1] in ("=", "+", "-", "@") for c in cells if c and not is_number(c))
 
 
-def _number(cell: str) -> bool:
+def is_number(cell: str) -> bool:
+    """A CSV cell that is a plain number (a leading sign is then not a formula)."""
     try:
         float(cell)
     except ValueError:

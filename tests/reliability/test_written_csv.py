@@ -11,6 +11,7 @@ import pytest
 
 from tests.analysis.builders import make_run, rec
 from tests.reliability.test_fuzz_commands import _call
+from tests.reliability.test_inputs_bounded import is_number
 
 
 @pytest.mark.parametrize("label", ["@SUM(1+1)", "-2+3", "=HYPERLINK(\"x\")", "+A1"])
@@ -26,12 +27,4 @@ def test_a_formula_label_is_text_in_every_csv(tmp_path: Path, label: str) -> Non
         for row in rows:
             for cell in filter(None, row.values()):
                 assert cell[0] not in "=@\t\r" and not (
-                    cell[0] in "+-" and not _number(cell)), (name, cell)
-
-
-def _number(cell: str) -> bool:
-    try:
-        float(cell)
-    except ValueError:
-        return False
-    return True
+                    cell[0] in "+-" and not is_number(cell)), (name, cell)
