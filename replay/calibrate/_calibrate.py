@@ -174,7 +174,7 @@ def _shape(run: RunData, scale: float) -> LoadShape:
 
 
 def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str | None = None,
-              time_scale: float = 1.0, arm: str | None = None,
+              arm: str | None = None,
               keep_dir: str | os.PathLike[str] | None = None) -> Calibration:
     """Fit a twin to the runs in ``dirs`` (without the ``holdout`` levels), then predict
     each held-out level with it and measure the real run of that level."""
@@ -215,8 +215,7 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
         load = run.manifest.load
         kept = None if keep_dir is None else Path(keep_dir) / f"predict-u{u}"
         pred = predict_level(profile, _workload_of(run, workload), u, load.duration_s * scale,
-                             shape=_shape(run, scale), time_scale=time_scale,
-                             backend=backend, keep_dir=kept)
+                             shape=_shape(run, scale), backend=backend, keep_dir=kept)
         cal.holdouts.append(Holdout(u, run.path, pred.scaled(scale), measured_metrics(run.path)))
     profile["calibration"] = _block(cal, fitted, holdout, assumed, scale, backend)
     return cal

@@ -1,22 +1,15 @@
 """Predicting a load level from a profile: one small interface, ``predict_level``.
 
-Today it replays the workload against a loopback ``serve-sim`` running the profile
-(real time, optionally sped up by ``time_scale``) and measures the run with the normal
-analysis. A simulated-clock twin can replace the body later; callers only see
-``predict_level(profile, workload, users, duration_s, ...) -> LevelMetrics``.
-
-Speeding up: a sim at ``time_scale`` x runs every step x times faster, so the think
-times and the run's phases are shortened by x too (the same load in model time) and
-the measured metrics are converted back (rates / x, latencies * x).
+It runs the twin (``replay.twin``: the lanes and the simulator's engine on a
+simulated clock) and summarises the level with the normal analysis, so a held-out
+prediction takes seconds, not the level's duration, and its error is the error of
+the instrument ``plan --twin`` uses.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 __all__ = ["LevelMetrics", "LoadShape", "measured_metrics", "predict_level"]
@@ -66,28 +59,20 @@ def measured_metrics(run_dir: str | os.PathLike[str]) -> LevelMetrics:
 
 def predict_level(profile: dict[str, Any], workload: str | os.PathLike[str], users: int,
                   duration_s: float, *, shape: LoadShape | None = None,
-                  time_scale: float = 1.0, backend: str = "auto",
+                  backend: str = "auto",
                   keep_dir: str | os.PathLike[str] | None = None) -> LevelMetrics:
-    """What the profile says ``users`` users of ``workload`` get (real-clock metrics)."""
-    from replay.load import RunSettings, run_load_sync
-    from replay.sim import SimServerProcess
+    """What the twin of ``profile`` says ``users`` users of ``workload`` get (the
+    profile's clock). The twin that ``plan --twin`` sweeps makes the prediction, so the
+    held-out error a calibration shows is that instrument's own error."""
+    from replay.sim import SimProfile
+    from replay.twin import load_workload, simulate_level
 
     shape = shape or LoadShape()
-    slow = 1.0 / time_scale  # wall seconds of the sped-up sim per second of the model
-    with tempfile.TemporaryDirectory(prefix="agentreplay-predict-") as tmp:
-        prof = Path(tmp) / "twin.json"
-        prof.write_text(json.dumps(profile))
-        out = Path(keep_dir) if keep_dir is not None else Path(tmp) / "run"
-        with SimServerProcess(str(prof), backend, time_scale=time_scale) as srv:
-            settings = RunSettings(
-                target=srv.url, users=users, duration_s=duration_s * slow,
-                warmup_s=shape.warmup_s * slow, drain_s=shape.drain_s * slow,
-                seed=shape.seed, api=shape.api,  # type: ignore[arg-type]
-                think_scale=shape.think_scale * slow,
-                think_time_cap_s=None if shape.think_time_cap_s is None
-                else shape.think_time_cap_s * slow,
-                warmup_start=shape.warmup_start,  # type: ignore[arg-type]
-                metrics_interval_s=shape.metrics_interval_s, label="twin",
-            )
-            run_load_sync(settings, workload, out)
-        return measured_metrics(out).scaled(slow)
+    result = simulate_level(
+        SimProfile.model_validate(profile), load_workload(workload), users, duration_s,
+        shape.warmup_s, think_scale=shape.think_scale, think_cap_s=shape.think_time_cap_s,
+        drain_s=shape.drain_s, seed=shape.seed,
+        backend="latency_specialized" if backend == "latency_specialized" else "auto",
+        tiers=(), out_dir=keep_dir)
+    s = result.summary
+    return LevelMetrics(s.interactivity.p90, s.ttft.p90, s.output_tok_s)

@@ -111,6 +111,7 @@ def twin_profile(fit: StepFit, manifest: RunManifest, scale: float) -> tuple[dic
         "max_num_seqs": seqs,
         "max_num_batched_tokens": batched,
         "prefill_tokens_per_s": fit.prefill_tokens_per_s / scale,
+        "request_overhead_s": fit.ttft_overhead_s * scale,
         "ctx_ref_tokens": int(round(fit.ctx_ref_tokens)),
         "backends": {"auto": dict(timing), "latency_specialized": dict(timing)},
     }

@@ -32,16 +32,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("-o", "--output", required=True, metavar="TWIN.json",
                    help="profile file to write")
     p.add_argument("--holdout", type=int, action="append", default=[], metavar="LEVEL",
-                   help="fit without this level (users), then predict it on a loopback "
-                        "serve-sim running the twin and compare with its run; repeatable")
+                   help="fit without this level (users), then predict it with the twin "
+                        "(simulated time, seconds) and compare with its run; repeatable")
     p.add_argument("--arm", metavar="LABEL",
                    help="use only the runs of this arm (a comparison's directory holds "
                         "several)")
     p.add_argument("--workload", metavar="FILE",
                    help="workload of the held-out runs (default: the path in their run.json)")
-    p.add_argument("--time-scale", type=float, default=1.0, metavar="F",
-                   help="run the prediction's serve-sim F times faster than real time "
-                        "(think times and phases shortened to match)")
     p.add_argument("--keep-predictions", metavar="DIR",
                    help="keep the prediction runs' directories here")
     p.add_argument("--force", action="store_true", help="replace an existing TWIN.json")
@@ -57,10 +54,8 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(f"-o {out}: the file exists; pass --force to replace it")
     if not out.parent.is_dir():
         raise ConfigError(f"-o {out}: no such directory {out.parent}")
-    if args.time_scale <= 0:
-        raise ConfigError(f"--time-scale {args.time_scale}: must be above 0")
     cal = calibrate(list(args.dirs), holdout=tuple(args.holdout), workload=args.workload,
-                    time_scale=args.time_scale, arm=args.arm,
+                    arm=args.arm,
                     keep_dir=args.keep_predictions)
     out.write_text(json.dumps(cal.document(), indent=2) + "\n")
     _print(cal, out)

@@ -96,6 +96,10 @@ class SimProfile(_Model):
     max_num_batched_tokens: int = Field(gt=0)
     prefill_tokens_per_s: float = Field(ge=0)
     """0 means prefill takes no time."""
+    request_overhead_s: float = Field(default=0.0, ge=0, le=3600)
+    """Time from a request's arrival to its entry into the engine (HTTP, tokenizing,
+    scheduling on a real server): it delays the first token and holds no engine
+    capacity. ``calibrate`` fits it from idle-engine TTFTs; bundled profiles leave it 0."""
     ctx_ref_tokens: int = Field(ge=0)
     """Total decode context that doubles the step time; 0 disables the context term."""
     gpu: str = "sim"

@@ -270,6 +270,13 @@ class SimServer:
                          prompt_tokens=len(prompt))
             return json_response(error_body("Internal server error (simulated)", 500),
                                  status=500)
+        if self.profile.request_overhead_s:
+            try:
+                await asyncio.sleep(self.profile.request_overhead_s / self.config.time_scale)
+            except asyncio.CancelledError:
+                self._record(rid, endpoint, stream, "disconnected", 200, fault, arrival,
+                             prompt_tokens=len(prompt))
+                raise
         req = self.engine.add(rid, prompt, max_tokens)
         live = Live(req, arrival)
         self._live[req] = live

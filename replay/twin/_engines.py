@@ -273,13 +273,19 @@ class TwinEngines:
         prompt, hashes = self._prompt(body)
         rid = headers.get("X-Request-Id", f"twin-{self.requests}")
         self.requests += 1
+        loop = asyncio.get_running_loop()
+        out.sent_ns = time.monotonic_ns()
+        out.http_status = 200
+        if self.profile.request_overhead_s:  # before the engine, as serve-sim's
+            try:
+                await asyncio.sleep(self.profile.request_overhead_s)
+            except asyncio.CancelledError:
+                out.fail("cancelled", "cancelled", "request cancelled")
+                raise
         k = self._route(hashes)
         rep = self.replicas[k]
         if hashes:
             self._owner[hashes[-1]] = k
-        loop = asyncio.get_running_loop()
-        out.sent_ns = time.monotonic_ns()
-        out.http_status = 200
         asked = max_tokens if max_tokens is not None else int(orjson.loads(body)["max_tokens"])
         req = rep.engine.add(rid, prompt, asked)
         req.hashes = hashes  # the engine would hash the same chain on admission

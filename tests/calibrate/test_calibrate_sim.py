@@ -74,6 +74,8 @@ def test_calibrate_recovers_the_profile_and_predicts_a_held_out_level(
     assert twin_profile.max_num_batched_tokens == truth.max_num_batched_tokens
     assert twin_profile.block_size == truth.block_size
     assert twin_profile.num_gpu_blocks == truth.num_gpu_blocks
+    # the fixed TTFT overhead the fit measured is what the twin plays back
+    assert twin_profile.request_overhead_s == pytest.approx(cal["fit"]["ttft_overhead_s"])
     fitted_t, true_t = twin_profile.backends["auto"], truth.backends["auto"]
     print(f"fitted vs profile: batch 1 {fitted_t.step_s_batch1:.5f}/{true_t.step_s_batch1} s, "
           f"batch 64 {fitted_t.step_s_batch64:.5f}/{true_t.step_s_batch64} s, ctx_ref "

@@ -230,6 +230,24 @@ def test_prefix_cache_reported_in_usage_and_reset() -> None:
     assert run(go()) == [0, 96, 0]
 
 
+def test_request_overhead_is_spent_before_the_engine() -> None:
+    """``request_overhead_s`` (scaled like every modelled time) passes between arrival
+    and the engine queue: the truth log shows it, and the first token comes after it."""
+    from replay.sim import load_profile
+
+    profile = load_profile("small").model_copy(update={"request_overhead_s": 2.0})
+
+    async def go():
+        async with _sim(profile=profile) as srv, aiohttp.ClientSession() as s:
+            got = await stream(s, srv.url + "/v1/completions", body([20, 21, 22], 3),
+                               headers={"X-Request-Id": "o"})
+            return got, srv.truth_for("o")
+    got, (rec,) = run(go())
+    assert got.done and rec.status == "ok" and rec.output_tokens == 3
+    assert rec.queued_ns - rec.arrival_ns >= 2.0 / 20.0 * 1e9  # 0.1 s at time_scale 20
+    assert rec.first_token_ns - rec.arrival_ns >= 2.0 / 20.0 * 1e9
+
+
 def test_truth_file_is_jsonl_flushed_per_request(tmp_path) -> None:
     path = tmp_path / "truth.jsonl"
 

@@ -41,6 +41,20 @@ def test_one_user_decodes_at_the_profile_step_time(tmp_path: Path, wl: Path) -> 
             assert b["due_s"] == pytest.approx(a["end_s"] + b["think_applied_s"], abs=1e-6)
 
 
+def test_request_overhead_delays_each_first_token_by_exactly_that(wl: Path) -> None:
+    """``request_overhead_s`` is time before the engine: alone, every TTFT grows by it and
+    decoding (interactivity) is untouched, because it holds no engine capacity."""
+    profile = load_profile("small")
+    slow = profile.model_copy(update={"request_overhead_s": 0.25})
+    w = load_workload(wl)
+    base = simulate_level(profile, w, 1, 60.0, 0.0).summary
+    late = simulate_level(slow, w, 1, 60.0, 0.0).summary
+    assert base.ttft.p50 is not None and late.ttft.p50 is not None
+    assert late.ttft.p50 - base.ttft.p50 == pytest.approx(0.25, abs=1e-6)
+    assert late.ttft.p90 - base.ttft.p90 == pytest.approx(0.25, abs=1e-6)
+    assert late.interactivity.p50 == pytest.approx(base.interactivity.p50, rel=1e-9)
+
+
 def test_levels_are_deterministic_and_load_shows(wl: Path) -> None:
     profile = load_profile("small")
     w = load_workload(wl)
