@@ -49,16 +49,17 @@ def make_workload(path: Path) -> Path:
     return path
 
 
-def run_levels(url: str, workload: Path, runs: Path) -> list[Path]:
+def run_levels(url: str, workload: Path, runs: Path, duration_s: float = 30,
+               levels: tuple[int, ...] = LEVELS, suffix: str = "") -> list[Path]:
     """One cold-cache run per level (every level starts cold, as the twin's sim does)."""
     from replay.cli import main
 
     dirs = []
-    for users in LEVELS:
+    for users in levels:
         _reset_cache(url)
-        out = runs / f"u{users}"
+        out = runs / f"u{users}{suffix}"
         code = main(["run", "--target", url, "--workload", str(workload), "--users",
-                     str(users), "--warmup", "3", "--duration", "10", "--drain", "20",
+                     str(users), "--warmup", "3", "--duration", str(duration_s), "--drain", "20",
                      "--out", str(out), "--quiet", "--metrics-interval", "1"])
         if code not in (0, 3):
             raise SystemExit(f"run at {users} users failed (exit {code})")
@@ -94,29 +95,53 @@ def _server(url: str | None) -> Iterator[str]:
         vllm_python,
     )
 
+    # the engine's compute threads on the last core, this client on the others: left
+    # to float, vLLM's CPU threads and the client starve each other and the runs are
+    # stamped invalid for the client's own late sends
+    cores = sorted(os.sched_getaffinity(0))
+    env = dict(CPU_ENV)
+    if len(cores) > 1:
+        env["VLLM_CPU_OMP_THREADS_BIND"] = str(cores[-1])
     (spec,) = plan_arms(str(DEFAULT_MODEL), ["auto"],
                         launcher=resolve_vllm_launcher(str(vllm_python())), port=free_port(),
-                        served_model_name=SERVED_NAME, extra_args=CPU_ARGS, env=CPU_ENV)
+                        served_model_name=SERVED_NAME, extra_args=CPU_ARGS, env=env)
     log = Path(tempfile.mkdtemp()) / "server.log"
     with launch_arm(spec, log, startup_timeout=STARTUP_TIMEOUT_S) as arm:
+        if len(cores) > 1:
+            os.sched_setaffinity(0, cores[:-1])
         yield arm.url
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--url", help="a running vLLM server (else the tiny model is launched)")
+    p.add_argument("--keep", metavar="DIR", help="keep the workload, runs and twin here")
+    p.add_argument("--duration", type=float, default=30,
+                   help="seconds measured per level (default 30: a P90 of fewer requests "
+                   "is mostly noise)")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp, _server(args.url) as url:
-        root = Path(tmp)
+        root = Path(args.keep or tmp)
+        root.mkdir(parents=True, exist_ok=True)
         wl = make_workload(root / "wl.jsonl")
-        cal = calibrate(run_levels(url, wl, root / "runs"), wl, root / "twin.json")
+        cal = calibrate(run_levels(url, wl, root / "runs", args.duration), wl, root / "twin.json")
+        # the held-out level once more: how far the measurement itself repeats is the
+        # floor under any prediction error
+        (again,) = run_levels(url, wl, root / "runs", args.duration, LEVELS[-1:], "-repeat")
     (hold,) = cal["holdouts"]
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    from replay.calibrate import measured_metrics
+
+    repeat = measured_metrics(again).as_dict()
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
+          f"({args.duration:g} s per level)")
     for key, err in hold["relative_error"].items():
         mark = "" if err is None else (" (within 15%)" if abs(err) <= TARGET else " (over 15%)")
         shown = "n/a" if err is None else f"{err:+.1%}"
+        first, second = hold["measured"][key], repeat[key]
+        rerun = "n/a" if not first or second is None else f"{second / first - 1:+.1%}"
         print(f"held out {LEVELS[-1]} users, {key}: predicted {hold['predicted'][key]}, "
-              f"measured {hold['measured'][key]}, error {shown}{mark}")
+              f"measured {first}, error {shown}{mark}; the same level rerun: {second} "
+              f"({rerun})")
 
 
 if __name__ == "__main__":

@@ -4,17 +4,27 @@ The model is serve-sim's (``replay.sim`` profiles)::
 
     step(b, ctx, p) = (s1 + slope * (b - 1)) * (1 + ctx / ctx_ref) + p / prefill_rate
 
-A gap spanning ``k`` steps (coalesced reads) counts ``k`` decode steps. TTFT of a
-request sent to an idle engine (nothing else in flight) is ``overhead + p / prefill_rate``:
-its prefill steps have no decode part, and the overhead (HTTP, tokenizing) is fitted
-with it. Busy-engine TTFTs wait for a step in flight and are not used. The loss is
-plain least squares, so the fit follows the MEAN gap: the interactivity and throughput
-a twin must reproduce are means over gaps, slow ones included (a robust loss fitted
-the typical step and missed a noisy CPU server's tail by a third).
+times a per-step noise factor. A gap spanning ``k`` steps (coalesced reads) counts
+``k`` decode steps. TTFT of a request sent to an idle engine (nothing else in flight) is
+``overhead + p / prefill_rate``: its prefill steps have no decode part, and the overhead
+(HTTP, tokenizing, opening a connection) is fitted with it. Busy-engine TTFTs wait for a
+step in flight and are not used.
+
+The decode structure is fitted on the gaps without a prefill, then the prefill rate and
+overhead on the rest with it held (``fit_steps`` says why). Typical and tail apart,
+because a real server's steps are heavy-tailed (on a CPU server a few steps
+take ten times the typical one). The structure is fitted to the TYPICAL step: relative
+(log) residuals under a robust loss, so stalls neither bend the batch and context terms
+nor inflate them (a plain mean fit made a stall-ridden level look like a steep context
+term and over-predicted long contexts). The stalls are then kept as what they are: the
+distribution of measured/modelled single steps (``StepFit.noise``), whose mean is the
+empirical one, so a twin replaying it reproduces the mean gap (throughput,
+interactivity) and the spread (the slow tail of per-request interactivity).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -25,6 +35,10 @@ from analysis.fit._samples import StepSamples, TtftSamples
 __all__ = ["GroupResidual", "StepFit", "fit_steps", "predict_gap"]
 
 _MAX_CTX_REF = 1e9
+_ROBUST_SCALE = 0.1
+"""Relative residual (about 10%) beyond which a gap counts as an outlier of the fit."""
+_NOISE_QUANTILES = 101
+_MIN_NOISE_STEPS = 50
 
 
 @dataclass(frozen=True)
@@ -42,9 +56,20 @@ class StepFit:
     ttfts: int
     cost: float
     groups: tuple[GroupResidual, ...]
+    noise: tuple[float, ...] | None = None
+    """Quantiles (at evenly spaced probabilities) of measured / modelled single steps;
+    None: too few clean steps to tell (``SimProfile.step_noise``)."""
+
+    @property
+    def noise_mean(self) -> float:
+        """Mean of the noise factor: the mean step over the typical (modelled) one."""
+        if self.noise is None:
+            return 1.0
+        q = np.asarray(self.noise)
+        return float((q[:-1] + q[1:]).mean() / 2)
 
     def step_s(self, batch: float, ctx_tokens: float = 0.0) -> float:
-        """Modelled decode step at ``batch`` decoding requests and ``ctx_tokens`` context."""
+        """Modelled typical decode step at ``batch`` decoding requests and ``ctx_tokens``."""
         factor = 1.0 + (ctx_tokens / self.ctx_ref_tokens if self.ctx_ref_tokens else 0.0)
         return (self.step_s_batch1 + self.slope_s_per_seq * (batch - 1)) * factor
 
@@ -74,51 +99,129 @@ def _gap_model(x: np.ndarray, s: StepSamples) -> np.ndarray:
     return np.asarray(s.steps * decode + s.prefill_tokens * inv_rate, dtype=np.float64)
 
 
-def predict_gap(fit: StepFit, s: StepSamples) -> np.ndarray:
-    """The fitted model's gap for every row of ``s``."""
+def _typical_gap(fit: StepFit, s: StepSamples) -> np.ndarray:
     inv_ref = 1.0 / fit.ctx_ref_tokens if fit.ctx_ref_tokens else 0.0
     inv_rate = 1.0 / fit.prefill_tokens_per_s if fit.prefill_tokens_per_s else 0.0
     return _gap_model(np.array([fit.step_s_batch1, fit.slope_s_per_seq, inv_ref, inv_rate]), s)
 
 
-def fit_steps(steps: StepSamples, ttfts: TtftSamples | None = None) -> StepFit:
-    """Least-squares fit of the step model to gaps (and idle-engine TTFTs)."""
-    use = steps.batch >= 1
-    s = StepSamples(**{k: getattr(steps, k)[use] for k in steps.__dataclass_fields__})
-    if len(s) < 8:
-        raise ValueError("too few inter-token gaps to fit (need 8 with a decode batch)")
-    idle = ttfts.alone if ttfts is not None else None
-    t_obs = ttfts.ttft_s[idle] if ttfts is not None and idle is not None else np.zeros(0)
-    t_unc = ttfts.uncached_tokens[idle] if ttfts is not None and idle is not None else t_obs
-    med = float(np.median(s.gap_s / s.steps))
-    # each level's gaps weigh as one block (the busiest level must not drown the others),
-    # and the idle TTFTs as one more, so a few of them still inform the prefill rate
-    groups, inverse, counts = np.unique(s.group, return_inverse=True, return_counts=True)
-    w_gap = 1.0 / (med * np.sqrt(len(groups) * counts[inverse]))
-    w_ttft = 1.0 / (max(float(np.median(t_obs)), med) * np.sqrt(len(t_obs))) if len(t_obs) else 0
+def predict_gap(fit: StepFit, s: StepSamples) -> np.ndarray:
+    """The fitted model's mean gap (typical step times the noise mean) for every row."""
+    return _typical_gap(fit, s) * fit.noise_mean
+
+
+_Fn = Callable[[np.ndarray], np.ndarray]
+
+
+def _weighted_soft_l1(weights: np.ndarray, scale: float) -> _Fn:
+    """scipy's soft-L1 loss with a weight per residual (``least_squares`` takes a loss
+    callable of ``z = f**2``; its own ``f_scale`` cannot differ between residuals)."""
+    c2 = scale * scale
+
+    def loss(z: np.ndarray) -> np.ndarray:
+        t = np.sqrt(1.0 + z / c2)
+        return np.vstack([2.0 * c2 * (t - 1.0) * weights, weights / t,
+                          -0.5 * weights / (c2 * t ** 3)])
+    return loss
+
+
+def _block_weights(group: np.ndarray) -> np.ndarray:
+    """Each group's rows sum to one: the busiest level must not drown the others."""
+    _, inverse, counts = np.unique(group, return_inverse=True, return_counts=True)
+    return np.asarray(1.0 / counts[inverse], dtype=np.float64)
+
+
+def _subset(s: StepSamples, m: np.ndarray) -> StepSamples:
+    return StepSamples(**{k: getattr(s, k)[m] for k in s.__dataclass_fields__})
+
+
+def _robust(residuals: _Fn, x0: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+            scale: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, float]:
+    weights = weights * len(weights) / weights.sum()
+    res = least_squares(residuals, x0, bounds=(lower, upper), x_scale=scale, method="trf",
+                        loss=_weighted_soft_l1(weights, _ROBUST_SCALE))  # type: ignore[arg-type]
+    return res.x, float(res.cost)
+
+
+def _fit_decode(s: StepSamples) -> tuple[np.ndarray, float]:
+    """s1, slope, 1/ctx_ref on the decode-only gaps, each level's gaps one block."""
+    log_gap = np.log(s.gap_s)
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        r_gap = (_gap_model(x, s) - s.gap_s) * w_gap
-        if not len(t_obs):
-            return np.asarray(r_gap, dtype=np.float64)
-        r_ttft = (x[4] + t_unc * x[3] - t_obs) * w_ttft
-        return np.concatenate([r_gap, r_ttft])
+        return np.asarray(np.log(_gap_model(np.array([x[0], x[1], x[2], 0.0]), s)) - log_gap,
+                          dtype=np.float64)
 
-    b1 = s.gap_s[(s.batch == 1) & (s.steps == 1) & (s.prefill_tokens == 0)]
-    s1_0 = float(np.median(b1)) if len(b1) else med
-    x0 = np.array([s1_0, 0.0, 0.0, 0.0, 0.0])
-    lower = np.zeros(5)
-    lower[0] = 1e-9
-    upper = np.array([np.inf, np.inf, 1e-3, np.inf, np.inf])
-    scale = np.array([s1_0, s1_0 / 10, 1e-5, 1e-5, s1_0])
-    res = least_squares(residuals, x0, bounds=(lower, upper), loss="linear", x_scale=scale,
-                        method="trf")
-    x = res.x
-    ctx_ref = 1.0 / x[2] if x[2] > 1.0 / _MAX_CTX_REF else 0.0
-    rate = 1.0 / x[3] if x[3] > 0 else 0.0
-    fit = StepFit(float(x[0]), float(x[1]), float(ctx_ref), float(rate),
-                  float(x[4]) if len(t_obs) else 0.0, len(s), len(t_obs), float(res.cost), ())
+    b1 = s.gap_s[(s.batch == 1) & (s.steps == 1)]
+    s1_0 = float(np.median(b1)) if len(b1) else float(np.median(s.gap_s / s.steps))
+    return _robust(residuals, np.array([s1_0, 0.0, 0.0]), np.array([1e-9, 0.0, 0.0]),
+                   np.array([np.inf, np.inf, 1e-3]), np.array([s1_0, s1_0 / 10, 1e-5]),
+                   _block_weights(s.group))
+
+
+def _fit_prefill(decode: np.ndarray, s: StepSamples, t_obs: np.ndarray,
+                 t_unc: np.ndarray) -> tuple[float, float, float]:
+    """1/prefill_rate and the TTFT overhead, the decode part held: the gaps with a
+    prefill in them (each level's one block) and the idle TTFTs (one more block)."""
+    if not len(s) and not len(t_obs):
+        return 0.0, 0.0, 0.0
+    log_gap, log_ttft = np.log(s.gap_s), np.log(t_obs)
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        gap = _gap_model(np.array([decode[0], decode[1], decode[2], x[0]]), s)
+        return np.concatenate([np.log(gap) - log_gap, np.log(x[1] + t_unc * x[0]) - log_ttft])
+
+    weights = np.concatenate([_block_weights(s.group),
+                              np.full(len(t_obs), 1.0 / max(len(t_obs), 1))])
+    t0 = float(np.median(t_obs)) if len(t_obs) else 1e-3
+    x, cost = _robust(residuals, np.array([1e-5, t0]), np.array([0.0, 1e-6]),
+                      np.array([np.inf, np.inf]), np.array([1e-5, t0]), weights)
+    return float(x[0]), float(x[1]) if len(t_obs) else 0.0, cost
+
+
+def fit_steps(steps: StepSamples, ttfts: TtftSamples | None = None) -> StepFit:
+    """Robust fit of the step model: the decode structure on decode-only gaps, then the
+    prefill rate and overhead on the gaps with a prefill and the idle TTFTs, then the
+    noise. Apart, because the prefill attribution is the rebuild's least certain part
+    (chunking, the step a first token belongs to): fitted jointly, its misfit leaks
+    into the batch and context terms (-20% at batch 64 on serve-sim)."""
+    s = _subset(steps, (steps.batch >= 1) & ~steps.buffered)
+    plain = s.prefill_tokens == 0
+    if plain.sum() < 8:
+        raise ValueError("too few inter-token gaps to fit (need 8 with a decode batch "
+                         "and no prefill)")
+    idle = ttfts.alone & (ttfts.ttft_s > 0) if ttfts is not None else None
+    t_obs = ttfts.ttft_s[idle] if ttfts is not None and idle is not None else np.zeros(0)
+    t_unc = ttfts.uncached_tokens[idle] if ttfts is not None and idle is not None else t_obs
+    decode, cost = _fit_decode(_subset(s, plain))
+    inv_rate, overhead, cost_p = _fit_prefill(decode, _subset(s, ~plain), t_obs, t_unc)
+    ctx_ref = 1.0 / decode[2] if decode[2] > 1.0 / _MAX_CTX_REF else 0.0
+    rate = 1.0 / inv_rate if inv_rate > 0 else 0.0
+    fit = StepFit(float(decode[0]), float(decode[1]), float(ctx_ref), float(rate), overhead,
+                  len(s), len(t_obs), cost + cost_p, ())
+    fit = replace(fit, noise=_noise(fit, s))
     return replace(fit, groups=_groups(fit, s, ttfts))
+
+
+def _noise(fit: StepFit, s: StepSamples) -> tuple[float, ...] | None:
+    """Quantiles of measured / modelled over single decode steps (one token read, no
+    prefill), each step counted once (a step of batch ``b`` is seen by ``b`` requests)
+    and each level alike; the top quantile set so the distribution's mean is the
+    measured mean ratio (a piecewise-linear quantile function would miss the rarest
+    stalls' weight)."""
+    m = (s.steps == 1) & (s.prefill_tokens == 0) & ~s.buffered
+    if m.sum() < _MIN_NOISE_STEPS:
+        return None
+    ratio = s.gap_s[m] / _typical_gap(fit, s)[m]
+    w = _block_weights(s.group[m]) / s.batch[m]
+    order = np.argsort(ratio)
+    r, cw = ratio[order], np.cumsum(w[order])
+    cdf = (cw - 0.5 * w[order]) / cw[-1]
+    q = np.interp(np.linspace(0.0, 1.0, _NOISE_QUANTILES), cdf, r)
+    q[0], q[-1] = r[0], r[-1]
+    mean = float(np.average(ratio, weights=w))
+    top = 2.0 * (_NOISE_QUANTILES - 1) * mean - q[0] - 2.0 * q[1:-1].sum()
+    q[-1] = max(top, q[-2])
+    return tuple(float(v) for v in q)
 
 
 def _groups(fit: StepFit, s: StepSamples, ttfts: TtftSamples | None) -> tuple[GroupResidual, ...]:

@@ -21,6 +21,7 @@ from analysis.schema import RequestColumns
 __all__ = ["StepSamples", "TtftSamples", "running_at", "step_samples", "ttft_samples"]
 
 _MAX_TOLERANCE_S = 0.003
+_BURST_SHARE = 0.2
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,10 @@ class StepSamples:
     prefill_tokens: np.ndarray
     group: np.ndarray
     """Caller's label of the run the row came from (a load level)."""
+    buffered: np.ndarray
+    """The gap ends a hold-up or starts a catch-up (it, or the request's next gap, is
+    under a fifth of the typical gap): tokens made during the hold-up were read late,
+    all at once (a client's or a server frontend's stall, not the engine's steps)."""
 
     def __len__(self) -> int:
         return len(self.gap_s)
@@ -55,7 +60,7 @@ class TtftSamples:
     uncached_tokens: np.ndarray
     batch_at_send: np.ndarray
     alone: np.ndarray
-    """Sent to an idle server (nothing else in flight), not a lane's first request."""
+    """Sent to an idle server (nothing else in flight)."""
     group: np.ndarray
 
     def __len__(self) -> int:
@@ -158,7 +163,12 @@ def _prefill_by_step(cols: RequestColumns, tl: _Timeline, ends: np.ndarray, eps:
                      chunk_tokens: int | None) -> np.ndarray:
     """Prompt tokens computed in each step of ``ends``: a request's uncached prompt in
     chunks of the step budget (``chunk_tokens`` minus the decode batch), the last chunk
-    in the step that gave its first token, the earlier ones in the steps before it."""
+    in the step that gave its first token, the earlier ones in the steps before it.
+
+    A first token is read later than the same step's other tokens (a new stream's first
+    chunk takes the server longer; vLLM's CPU server: up to about 0.7 ms), so ``eps``
+    here is wider than the merge tolerance: the step is the last end within ``eps``
+    before the first token."""
     out = np.zeros(len(ends))
     has = np.isfinite(cols.first_token_s)
     first = cols.first_token_s[has]
@@ -197,38 +207,47 @@ def step_samples(cols: RequestColumns, *, group: int = 0, tolerance_s: float | N
     ok = np.isfinite(gaps) & (gaps > 0)
     t_next, t_prev, gaps = t_next[ok], t_prev[ok], gaps[ok]
     steps = cols.chunk_tokens[keep][ok].astype(np.float64)
+    owner = np.repeat(np.arange(len(cols)), n)[keep][ok]
     eps = _tolerance(gaps, tolerance_s)
+    eps_first = eps if tolerance_s is not None or not len(gaps) else max(
+        eps, min(_MAX_TOLERANCE_S, 0.5 * float(np.median(gaps))))
     tl = _timeline(cols)
     step_end = _step_ends(cols.chunk_times_s, eps)
-    cum = _cum(_prefill_by_step(cols, tl, step_end, eps, chunk_tokens))
+    cum = _cum(_prefill_by_step(cols, tl, step_end, eps_first, chunk_tokens))
     prefill = (cum[np.searchsorted(step_end, t_next + eps, side="right")]
                - cum[np.searchsorted(step_end, t_prev + eps, side="right")])
     at = t_next - eps
     return StepSamples(
         gap_s=gaps, steps=steps, batch=tl.batch(at).astype(np.float64),
         ctx_tokens=tl.ctx(at), prefill_tokens=prefill,
-        group=np.full(len(gaps), group, dtype=np.int64),
+        group=np.full(len(gaps), group, dtype=np.int64), buffered=_buffered(gaps, owner),
     )
+
+
+def _buffered(gaps: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """Gaps of a read burst, and the gap before it (see ``StepSamples.buffered``)."""
+    if not len(gaps):
+        return np.zeros(0, dtype=bool)
+    short = gaps < _BURST_SHARE * float(np.median(gaps))
+    before = np.zeros(len(gaps), dtype=bool)
+    before[:-1] = short[1:] & (owner[1:] == owner[:-1])
+    return np.asarray(short | before, dtype=bool)
 
 
 def ttft_samples(cols: RequestColumns, *, group: int = 0) -> TtftSamples:
     """TTFT of every request that got a first token, and what it had to prefill.
 
-    ``alone`` marks the requests sent when no other was in flight, except each lane's
-    first (it opens the lane's connection): their TTFT is the prefill alone."""
+    ``alone`` marks the requests sent when no other was in flight: their TTFT is the
+    prefill alone (plus the fixed overhead). Lanes' first requests count too: they carry
+    the long uncached prompts that pin the prefill rate (opening a loopback connection
+    costs well under a millisecond, and the robust fit shrugs off a cold first one)."""
     has = np.isfinite(cols.first_token_s) & np.isfinite(cols.sent_s)
     tl = _timeline(cols)
     sent = cols.sent_s[has]
     others = running_at(cols, sent) - 1
-    lanes = cols.lane[has]
-    order = np.lexsort((sent, lanes))
-    first_of_lane = np.zeros(len(sent), dtype=bool)
-    if len(sent):
-        first_of_lane[order[np.concatenate([[True], lanes[order][1:] != lanes[order][:-1]])]] = True
     return TtftSamples(
         ttft_s=cols.first_token_s[has] - sent, uncached_tokens=_uncached(cols)[has],
-        batch_at_send=tl.batch(sent).astype(np.float64),
-        alone=(others <= 0) & ~first_of_lane,
+        batch_at_send=tl.batch(sent).astype(np.float64), alone=others <= 0,
         group=np.full(int(has.sum()), group, dtype=np.int64),
     )
 

@@ -14,7 +14,19 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from analysis import DEFAULT_MAX_FAILURE_SHARE, Rules
 from replay.errors import ConfigError
-from replay.load import RunSettings, split_targets, validated
+from replay.load import (
+    Interval,
+    RunSettings,
+    Seconds,
+    Seed,
+    ThinkScale,
+    TimeScale,
+    TraceSlice,
+    TraceStart,
+    VocabSize,
+    split_targets,
+    validated,
+)
 
 __all__ = ["CompareOptions", "parse_levels", "parse_rates"]
 
@@ -29,32 +41,32 @@ class CompareOptions(BaseModel):
     rates: tuple[float, ...] | None = Field(default=None, min_length=1)
     """Session arrival rates (per second), each run at every arm: open-loop levels
     (``levels`` is then unused)."""
-    duration_s: float = Field(gt=0)
+    duration_s: Interval
     repeats: int = Field(default=1, ge=1, le=1000)
-    warmup_s: float = Field(default=0.0, ge=0)
-    drain_s: float | None = Field(default=None, ge=0)
+    warmup_s: Seconds = 0.0
+    drain_s: Seconds | None = None
     """None: each run decides it from the workload (``replay.load`` ``resolve_drain``)."""
-    seed: int = Field(default=0, ge=0, le=2**63 - 1)
+    seed: Seed = 0
     api: Literal["completions", "chat"] = "completions"
     model: str | None = None
     api_key_env: str | None = None
-    vocab_size: int | None = Field(default=None, ge=2)
-    think_scale: float = Field(default=1.0, ge=0)
-    think_time_cap_s: float | None = Field(default=None, ge=0)
-    metrics_interval_s: float | None = Field(default=2.0, gt=0)
-    first_token_timeout_s: float | None = Field(default=600.0, gt=0)
-    itl_timeout_s: float | None = Field(default=120.0, gt=0)
+    vocab_size: VocabSize | None = None
+    think_scale: ThinkScale = 1.0
+    think_time_cap_s: Seconds | None = None
+    metrics_interval_s: Interval | None = 2.0
+    first_token_timeout_s: Interval | None = 600.0
+    itl_timeout_s: Interval | None = 120.0
     allow_unfair: bool = False
     max_failure_share: float = Field(default=DEFAULT_MAX_FAILURE_SHARE, ge=0, le=1)
     """A level whose failure share exceeds this fails every SLO tier (``Rules``)."""
     scenario: Literal["agentx"] | None = None
     """``--scenario``: named replay rules every run of the comparison follows."""
     scenario_unsafe: bool = False
-    time_scale: float = Field(default=1.0, gt=0)
+    time_scale: TimeScale = 1.0
     """Timestamp workloads: arrival offsets multiplied by this (``--time-scale``)."""
-    start_s: float | None = Field(default=None, ge=0)
+    start_s: TraceStart | None = None
     """Timestamp workloads: trace time replayed from (``--start``)."""
-    slice_s: float | None = Field(default=None, gt=0)
+    slice_s: TraceSlice | None = None
     """Timestamp workloads: only sessions starting this soon after the start (``--slice``)."""
     routing: Literal["affinity", "round-robin"] = "affinity"
     """How an arm of several replicas (``LABEL=URL1,URL2``) spreads its requests."""

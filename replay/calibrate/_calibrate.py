@@ -218,7 +218,21 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
                              shape=_shape(run, scale), backend=backend, keep_dir=kept)
         cal.holdouts.append(Holdout(u, run.path, pred.scaled(scale), measured_metrics(run.path)))
     profile["calibration"] = _block(cal, fitted, holdout, assumed, scale, backend)
+    profile["calibration"]["notes"] += _invalid_notes(runs)
     return cal
+
+
+def _invalid_notes(runs: list[RunData]) -> list[str]:
+    """Runs stamped invalid: what they measured is partly the client's (late sends, a
+    stalled loop), so a twin fitted on them, or checked against them, inherits it."""
+    out = []
+    for r in runs:
+        v = r.manifest.validity
+        if v is not None and v.verdict == "invalid":
+            codes = ", ".join(sorted({x.code for x in v.reasons if x.severity == "invalid"}))
+            out.append(f"{r.path}: stamped invalid ({codes}): the fit and any held-out error "
+                       "there measure the client's trouble too; rerun on a quieter machine")
+    return out
 
 
 def _notes(levels: list[LevelFacts]) -> list[str]:
@@ -250,6 +264,9 @@ def _block(cal: Calibration, fitted: list[int], holdout: tuple[int, ...], assume
                 "ctx_ref_tokens": f.ctx_ref_tokens,
                 "prefill_tokens_per_s": f.prefill_tokens_per_s / scale,
                 "ttft_overhead_s": f.ttft_overhead_s * scale,
+                "step_noise_mean": f.noise_mean,
+                "step_noise_p50": f.noise[len(f.noise) // 2] if f.noise else None,
+                "step_noise_p90": f.noise[len(f.noise) * 9 // 10] if f.noise else None,
                 "gaps": f.gaps, "idle_ttfts": f.ttfts, "cost": f.cost},
         "levels": [{**lv.__dict__, "gap_error": lv.gap_error} for lv in cal.levels],
         "holdouts": [{"users": h.users, "run": h.run, "predicted": h.predicted.as_dict(),

@@ -113,6 +113,7 @@ def twin_profile(fit: StepFit, manifest: RunManifest, scale: float) -> tuple[dic
         "prefill_tokens_per_s": fit.prefill_tokens_per_s / scale,
         "request_overhead_s": fit.ttft_overhead_s * scale,
         "ctx_ref_tokens": int(round(fit.ctx_ref_tokens)),
+        "step_noise": list(fit.noise) if fit.noise is not None else None,
         "backends": {"auto": dict(timing), "latency_specialized": dict(timing)},
     }
     return profile, assumed

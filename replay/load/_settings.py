@@ -10,7 +10,7 @@ ever surfaces as a traceback.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -18,7 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from analysis import LoadSettings
 from replay.errors import ConfigError
 
-__all__ = ["FLAGS", "MAX_PLANNED_ARRIVALS", "MAX_SECONDS", "RunConfig", "RunSettings", "flag_of",
+__all__ = ["FLAGS", "MAX_PLANNED_ARRIVALS", "MAX_SECONDS", "Interval", "RunConfig", "RunSettings",
+           "Seconds", "Seed", "ThinkScale", "TimeScale", "TraceSlice", "TraceStart", "VocabSize",
+           "flag_of",
            "settings_error", "validated"]
 
 MAX_SECONDS = 30 * 86_400.0
@@ -31,6 +33,19 @@ MAX_SCALE = 1e6
 MAX_PLANNED_ARRIVALS = 10_000_000
 """Sessions an open-loop plan (``--rate`` x (``--warmup`` + ``--duration``)) may hold:
 the plan is built in memory before the run starts."""
+
+# The bounds of the knobs ``run`` and ``compare`` share, written once: both settings
+# models use these types, so a value one command refuses the other refuses too, at once.
+Seconds = Annotated[float, Field(ge=0, le=MAX_SECONDS)]
+"""A duration that may be 0 (warmup, drain, a think-time cap)."""
+Interval = Annotated[float, Field(gt=0, le=MAX_SECONDS)]
+"""A duration above 0 (the measured window, a timeout, a scrape interval)."""
+ThinkScale = Annotated[float, Field(ge=0, le=MAX_SCALE)]
+TimeScale = Annotated[float, Field(ge=1 / MAX_SCALE, le=MAX_SCALE)]
+Seed = Annotated[int, Field(ge=0, le=2**63 - 1)]
+VocabSize = Annotated[int, Field(ge=2)]
+TraceStart = Annotated[float, Field(ge=0, le=1e12)]
+TraceSlice = Annotated[float, Field(gt=0, le=1e12)]
 
 FLAGS: dict[str, str] = {
     "target": "--target",
@@ -121,19 +136,19 @@ class RunSettings(BaseModel):
     """How requests spread over ``targets``: every turn of a session on one replica
     (its prefix cache holds), or each request to the next replica in turn."""
     users: int = Field(default=1, ge=0, le=1_000_000)
-    duration_s: float = Field(gt=0, le=MAX_SECONDS)
-    warmup_s: float = Field(default=0.0, ge=0, le=MAX_SECONDS)
-    drain_s: float | None = Field(default=None, ge=0, le=MAX_SECONDS)
+    duration_s: Interval
+    warmup_s: Seconds = 0.0
+    drain_s: Seconds | None = None
     """None: decided from the workload when the run starts (``replay.load._drain``)."""
     api: Literal["completions", "chat"] = "completions"
     model: str | None = None
     api_key_env: str | None = None
     """Name of the environment variable holding the API key (never the key)."""
-    seed: int = Field(default=0, ge=0, le=2**63 - 1)
-    vocab_size: int | None = Field(default=None, ge=2)
+    seed: Seed = 0
+    vocab_size: VocabSize | None = None
     server_block_size: int | None = Field(default=None, ge=1)
-    think_time_cap_s: float | None = Field(default=None, ge=0, le=MAX_SECONDS)
-    think_scale: float = Field(default=1.0, ge=0, le=MAX_SCALE)
+    think_time_cap_s: Seconds | None = None
+    think_scale: ThinkScale = 1.0
     """Multiplies every think time of the workload (then ``think_time_cap_s`` caps it)."""
     rate: float | None = Field(default=None, gt=0, le=MAX_RATE)
     """Open-loop session arrivals per second (Poisson, seeded); None = closed loop."""
@@ -142,10 +157,10 @@ class RunSettings(BaseModel):
     carry_output: bool = True
     """Ask for the generated token ids and resend them in the next turn."""
     connect_timeout_s: float | None = Field(default=30.0, gt=0, le=MAX_SECONDS)
-    first_token_timeout_s: float | None = Field(default=600.0, gt=0, le=MAX_SECONDS)
-    itl_timeout_s: float | None = Field(default=120.0, gt=0, le=MAX_SECONDS)
+    first_token_timeout_s: Interval | None = 600.0
+    itl_timeout_s: Interval | None = 120.0
     total_timeout_s: float | None = Field(default=3600.0, gt=0, le=MAX_SECONDS)
-    metrics_interval_s: float | None = Field(default=2.0, gt=0, le=MAX_SECONDS)
+    metrics_interval_s: Interval | None = 2.0
     """Seconds between ``/metrics`` scrapes; None turns polling off."""
     max_line_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     workers: int = Field(default=1, ge=1, le=1024)
@@ -157,12 +172,12 @@ class RunSettings(BaseModel):
     """Named replay rules (``replay.load._scenario``): set and locked by ``--scenario``."""
     scenario_unsafe: bool = False
     """``--scenario-unsafe``: rules the user overrode; the run is stamped not satisfied."""
-    time_scale: float = Field(default=1.0, ge=1 / MAX_SCALE, le=MAX_SCALE)
+    time_scale: TimeScale = 1.0
     """Timestamp replay: workload arrival offsets multiplied by this (0.5 = twice as
     fast); with ``start_s``/``slice_s`` see ``replay.load._timeline``."""
-    start_s: float | None = Field(default=None, ge=0, le=1e12)
+    start_s: TraceStart | None = None
     """Timestamp replay: trace time that replay time 0 stands for (None: first arrival)."""
-    slice_s: float | None = Field(default=None, gt=0, le=1e12)
+    slice_s: TraceSlice | None = None
     """Timestamp replay: only sessions whose first arrival is within this many trace
     seconds of the start."""
 

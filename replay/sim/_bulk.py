@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from replay.sim._engine import Engine, SimRequest
+from replay.sim._noise import noise_factors
 
 __all__ = ["DecodeRun"]
 
@@ -52,7 +53,8 @@ class DecodeRun:
                 k = left
             ctx += n_tok
         if horizon_s is not None:
-            first = p.step_s(engine.backend, b, ctx, 0)
+            first = p.step_s(engine.backend, b, ctx, 0) * (p.step_noise[0] if p.step_noise
+                                                            else 1.0)
             if first > 0:
                 k = min(k, int(horizon_s / first) + 2)
         if k < 2:
@@ -67,12 +69,16 @@ class DecodeRun:
 
     def durations(self) -> np.ndarray:
         """Modelled seconds of each planned step (as ``SimProfile.step_s`` computes them)."""
-        p = self.engine.profile
-        t = p.backends[self.engine.backend].batch_step_s(self.batch)
+        eng = self.engine
+        p = eng.profile
+        t = p.backends[eng.backend].batch_step_s(self.batch)
         if not p.ctx_ref_tokens:
-            return np.full(self.steps, t)
-        ctx = self.ctx0 + self.batch * np.arange(self.steps, dtype=np.float64)
-        out: np.ndarray = t * (1.0 + ctx / p.ctx_ref_tokens)
+            out: np.ndarray = np.full(self.steps, t)
+        else:
+            ctx = self.ctx0 + self.batch * np.arange(self.steps, dtype=np.float64)
+            out = t * (1.0 + ctx / p.ctx_ref_tokens)
+        if p.step_noise is not None:
+            out = out * noise_factors(p.step_noise, eng.seed, eng.counters.steps, self.steps)
         return out
 
     def apply(self, k: int) -> list[SimRequest]:

@@ -24,6 +24,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from replay.sim._cache import PrefixCache, block_hashes
+from replay.sim._noise import noise_factor
 from replay.sim._profile import Backend, SimProfile
 
 __all__ = ["Engine", "EngineCounters", "SimRequest", "StepResult"]
@@ -119,6 +120,8 @@ class Engine:
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
         self.counters = EngineCounters()
+        self.seed = seed
+        """Also the key of each step's noise factor (``replay.sim._noise``)."""
         self._rng = random.Random(seed)
         table_rng = random.Random(f"sim-output-{seed}")
         self.output_table = [
@@ -316,6 +319,8 @@ class Engine:
                 req.blocks = []
                 finished.append(req)
         duration = p.step_s(self.backend, decode_batch, ctx, prefill)
+        if p.step_noise is not None:
+            duration *= noise_factor(p.step_noise, self.seed, index)
         return StepResult(
             index, duration, decode_batch, ctx, prefill, emissions, finished,
             [req for req, _n in scheduled],

@@ -109,6 +109,10 @@ class SimProfile(_Model):
     """Tokens one decode step emits per request without speculation (>1 only for
     the instant profile, where tokens are ready as fast as they can be written)."""
     backends: dict[Backend, BackendTiming]
+    step_noise: tuple[float, ...] | None = None
+    """Each step's time multiplied by a factor drawn from this distribution, given as its
+    quantiles at evenly spaced probabilities (``replay.sim._noise``); None: every step
+    takes its modelled time. Fitted by ``calibrate`` where a server's steps vary."""
     calibration: dict[str, Any] | None = None
     """What a fitted twin was fitted on and how well (``agentreplay calibrate``); the
     simulator does not read it."""
@@ -119,6 +123,11 @@ class SimProfile(_Model):
             raise ValueError("backends must define exactly 'auto' and 'latency_specialized'")
         if self.num_gpu_blocks * self.block_size < self.max_model_len:
             raise ValueError("num_gpu_blocks * block_size must hold max_model_len tokens")
+        q = self.step_noise
+        if q is not None and (len(q) < 2 or q[0] <= 0
+                              or any(b < a for a, b in zip(q, q[1:], strict=False))):
+            raise ValueError("step_noise must be at least 2 quantiles, above 0 and "
+                             "non-decreasing")
         return self
 
     @property

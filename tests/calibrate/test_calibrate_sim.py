@@ -25,17 +25,15 @@ LEVELS = (1, 2, 4, 8)
 _TIMING = {"step_s_batch1": 0.02, "step_s_batch64": 0.12}
 
 
-@pytest.fixture(scope="module")
-def sim_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+def _sim_runs(root: Path, **changes: object) -> tuple[Path, Path, Path]:
     """Workload, profile file, and a folder of one run per level (each on a fresh sim)."""
-    root = tmp_path_factory.mktemp("calibrate")
     wl = root / "wl.jsonl"
     header, sessions = generate("coding-agent", sessions=8, seed=1, block_size=16,
                                 max_context=4096, prompt_scale=0.05, think_scale=0.01,
                                 output_scale=0.3)
     write_workload(wl, header, sessions)
     profile = profile_variant(root, backends={"auto": _TIMING, "latency_specialized": _TIMING},
-                              ctx_ref_tokens=100000, prefill_tokens_per_s=100000.0)
+                              ctx_ref_tokens=100000, prefill_tokens_per_s=100000.0, **changes)
     runs = root / "runs"
     for users in LEVELS:
         truth = root / f"truth-u{users}.jsonl"
@@ -46,6 +44,11 @@ def sim_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path
                          "--metrics-interval", "0.5"])
         assert code in (0, 3)
     return wl, profile, runs
+
+
+@pytest.fixture(scope="module")
+def sim_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    return _sim_runs(tmp_path_factory.mktemp("calibrate"))
 
 
 def _step_truth(root: Path, users: int) -> list[tuple[int, float, float]]:
@@ -130,3 +133,66 @@ def test_calibrate_refuses_to_overwrite_without_force(
     out.write_text("{}")
     assert main(["calibrate", str(runs / "u1"), "-o", str(out)]) == 2
     assert "--force" in capsys.readouterr().err
+
+
+def test_calibrate_names_the_runs_stamped_invalid(
+    sim_runs: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A controlled trap: one copied run is stamped invalid for late sends; the twin's
+    notes (file and printout) name it and its reason, and only it."""
+    import shutil
+
+    _wl, _profile, runs = sim_runs
+    for users in (1, 2):
+        shutil.copytree(runs / f"u{users}", tmp_path / f"u{users}")
+    manifest_path = tmp_path / "u2" / "run.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["validity"] = {"verdict": "invalid", "reasons": [
+        {"code": "client_schedule_lag", "severity": "invalid", "message": "late"}]}
+    manifest_path.write_text(json.dumps(manifest))
+    out = tmp_path / "twin.json"
+    assert main(["calibrate", str(tmp_path / "u1"), str(tmp_path / "u2"), "-o", str(out)]) == 0
+    notes = json.loads(out.read_text())["calibration"]["notes"]
+    flagged = [n for n in notes if "stamped invalid" in n]
+    assert len(flagged) == 1 and str(tmp_path / "u2") in flagged[0]
+    assert "client_schedule_lag" in flagged[0]
+    assert "stamped invalid (client_schedule_lag)" in capsys.readouterr().out
+
+
+_NOISE = (0.8, 0.9, 1.0, 1.1, 1.2, 3.0)
+"""Step factor quantiles at 0, 20 .. 100%: mean 1.2, a heavy top fifth."""
+
+
+def test_calibrate_recovers_heavy_tailed_steps_and_predicts_with_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """serve-sim's steps times a heavy-tailed factor (``step_noise``): the twin's mean
+    step (typical step x its noise mean) is the step log's real mean at every batch, and
+    the held-out level is predicted within 5% with the noise played back."""
+    wl, _profile, runs = _sim_runs(tmp_path, step_noise=list(_NOISE))
+    twin = tmp_path / "twin.json"
+    assert main(["calibrate", *(str(runs / f"u{u}") for u in LEVELS), "-o", str(twin),
+                 "--holdout", "8", "--workload", str(wl)]) == 0
+    print(capsys.readouterr().out)
+    fitted = load_profile(str(twin))
+    q = np.asarray(fitted.step_noise)
+    noise_mean = float((q[:-1] + q[1:]).mean() / 2)
+    assert q[-1] / q[len(q) // 2] > 2  # the tail is kept, not averaged away
+    for users in (1, 2, 4):
+        full = [s for s in read_step_log(step_log_path(str(tmp_path / f"truth-u{users}.jsonl")))
+                if s.decode_batch and not s.prefill_tokens]
+        for b in sorted({s.decode_batch for s in full}):
+            at = [s for s in full if s.decode_batch == b]
+            if len(at) < 100:
+                continue
+            real = float(np.mean([s.actual_s for s in at]))
+            ctx = float(np.mean([s.ctx_tokens for s in at]))
+            mean_step = (fitted.backends["auto"].batch_step_s(b) * noise_mean
+                         * (1 + ctx / fitted.ctx_ref_tokens if fitted.ctx_ref_tokens else 1))
+            print(f"users {users} batch {b}: twin mean step {mean_step * 1e3:.2f} ms, "
+                  f"real {real * 1e3:.2f} ms over {len(at)} steps")
+            assert mean_step == pytest.approx(real, rel=0.05)
+    (hold,) = json.loads(twin.read_text())["calibration"]["holdouts"]
+    print(f"held out 8: {hold['relative_error']}")
+    assert abs(hold["relative_error"]["p90_interactivity"]) <= 0.05
+    assert abs(hold["relative_error"]["output_tok_s"]) <= 0.05

@@ -342,6 +342,32 @@ def test_max_failure_share_outside_0_1_is_refused(
     assert not (tmp_path / "c").exists()
 
 
+@pytest.mark.parametrize(("flag", "bad", "shown"), [
+    ("--duration", "1e12", "--duration: must be <= 2592000"),
+    ("--warmup", "1e9", "--warmup: must be <= 2592000"),
+    ("--think-scale", "1e9", "--think-scale: must be <= 1000000"),
+    ("--time-scale", "1e-9", "--time-scale: must be >= 0.000001"),
+    ("--itl-timeout", "1e9", "--itl-timeout: must be <= 2592000"),
+])
+def test_run_and_compare_refuse_the_same_out_of_range_value(
+    flag: str, bad: str, shown: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """One bound per shared knob (``replay.load`` types): a value ``run`` refuses,
+    ``compare`` refuses at once with the same words, before any server is asked."""
+    run = _failing_run(tmp_path / "r")
+    wl = str(run / "requests.jsonl")
+    base = {"--workload": wl, "--duration": "1", flag: bad}
+    tail = [x for kv in base.items() for x in kv]
+    for argv in (["run", "--target", "http://127.0.0.1:9", "--out", str(tmp_path / "o"),
+                  *tail],
+                 ["compare", "--arm", "a=http://127.0.0.1:9", "--arm", "b=http://127.0.0.1:9",
+                  "--out", str(tmp_path / "c"), *tail]):
+        assert main(argv) == 2, argv[0]
+        err = capsys.readouterr().err
+        assert shown in err and len(err.strip().splitlines()) == 1, (argv[0], err)
+    assert not (tmp_path / "c").exists() and not (tmp_path / "o").exists()
+
+
 def test_compare_carries_max_failure_share_into_the_rules() -> None:
     from replay.ab import CompareOptions
 

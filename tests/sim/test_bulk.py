@@ -32,11 +32,15 @@ def _state(e: Engine) -> tuple[object, ...]:
     )
 
 
-@pytest.mark.parametrize(("seed", "blocks"), [(0, 4000), (1, 4000), (2, 90)])
-def test_decode_run_matches_step_by_step(seed: int, blocks: int) -> None:
-    profile = load_profile("small").model_copy(update={"num_gpu_blocks": blocks})
+@pytest.mark.parametrize(("seed", "blocks", "noise"), [
+    (0, 4000, None), (1, 4000, None), (2, 90, None), (3, 4000, (0.5, 1.0, 1.2, 8.0))])
+def test_decode_run_matches_step_by_step(seed: int, blocks: int,
+                                         noise: tuple[float, ...] | None) -> None:
+    """With ``step_noise`` too: each step's factor is its index's, drawn alike both ways."""
+    profile = load_profile("small").model_copy(update={"num_gpu_blocks": blocks,
+                                                       "step_noise": noise})
     plan = _arrivals(seed)
-    slow, fast = Engine(profile, "auto"), Engine(profile, "auto")
+    slow, fast = Engine(profile, "auto", seed=seed), Engine(profile, "auto", seed=seed)
     t_slow: list[float] = []
     t_fast: list[float] = []
     done_slow: dict[str, int] = {}
@@ -75,6 +79,17 @@ def test_decode_run_matches_step_by_step(seed: int, blocks: int) -> None:
             i += 1
     assert bulk_steps > 100  # the fast path really ran
     assert t_fast == t_slow
+    if noise is not None:  # the factors really vary, within the quantiles given
+        plain = Engine(profile.model_copy(update={"step_noise": None}), "auto", seed=seed)
+        base = []
+        for i in range(4000):
+            for rid, prompt, n in plan.get(i, []):
+                plain.add(rid, prompt, n)
+            if plain.has_work():
+                base.append(plain.step().duration_s)
+        ratios = [a / b for a, b in zip(t_slow, base, strict=True) if b > 0]
+        assert min(ratios) >= 0.5 - 1e-9 and max(ratios) <= 8.0 + 1e-9
+        assert max(ratios) > 4 and min(ratios) < 0.8
     assert done_fast == done_slow
     assert _state(fast) == _state(slow)
 

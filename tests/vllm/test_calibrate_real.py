@@ -27,7 +27,7 @@ def test_calibrate_fits_a_real_server_by_its_own_account(
     vllm_server: LaunchedArm, tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     wl = make_workload(tmp_path / "wl.jsonl")
-    dirs = run_levels(vllm_server.url, wl, tmp_path / "runs")
+    dirs = run_levels(vllm_server.url, wl, tmp_path / "runs", duration_s=10)
     twin = tmp_path / "twin.json"
     cal = calibrate(dirs, wl, twin)
     printed = capsys.readouterr().out

@@ -64,12 +64,14 @@ def engine_records(profile: SimProfile, users: int, *, per_user: int = 6, seed: 
     return out
 
 
-def _fit_levels(tmp_path: Path, levels: tuple[int, ...]) -> Any:
+def _fit_levels(tmp_path: Path, levels: tuple[int, ...], profile: SimProfile = PROFILE,
+                per_user: int = 6) -> Any:
     from analysis.fit import StepSamples, TtftSamples
 
     steps, ttfts = [], []
     for users in levels:
-        run = make_run(tmp_path / f"u{users}", engine_records(PROFILE, users, seed=users),
+        run = make_run(tmp_path / f"u{users}", engine_records(profile, users, seed=users,
+                                                             per_user=per_user),
                        load={"users": users, "duration_s": 10, "warmup_s": 0, "drain_s": 5})
         cols = read_run(run).requests
         steps.append(step_samples(cols, group=users, chunk_tokens=PROFILE.max_num_batched_tokens))
@@ -88,6 +90,33 @@ def test_fit_recovers_the_profile_from_engine_records(tmp_path: Path) -> None:
     assert fit.ttft_overhead_s == pytest.approx(0.0, abs=1e-3)
     for g in fit.groups:
         assert abs(g.gap_error) < 0.01
+    assert fit.noise is not None and fit.noise[0] == pytest.approx(fit.noise[-1], rel=1e-4)
+
+
+_NOISE = (0.7, 0.9, 1.0, 1.1, 1.3, 4.0)
+"""Quantiles at 0, 20 .. 100%: mean 1.33, median 1.05, p90 2.65 (a heavy top fifth)."""
+
+
+def test_fit_keeps_the_typical_step_and_the_stalls_apart(tmp_path: Path) -> None:
+    """Steps times a heavy-tailed factor: the structure is still the profile's (up to
+    one constant factor, the typical step), and the noise fitted carries the rest, so
+    mean and tail of the steps are the engine's own."""
+    noisy = PROFILE.model_copy(update={"step_noise": _NOISE})
+    fit = _fit_levels(tmp_path, (1, 2, 4, 8), noisy, per_user=80)  # noise needs samples
+    timing = noisy.backends["auto"]
+    assert fit.noise is not None
+    q = np.asarray(fit.noise)
+    typical = fit.step_s_batch1 / timing.step_s_batch1  # the factor the fit calls 1
+    slope = (timing.step_s_batch64 - timing.step_s_batch1) / 63
+    assert fit.slope_s_per_seq / slope == pytest.approx(typical, rel=0.05)
+    assert fit.ctx_ref_tokens == pytest.approx(noisy.ctx_ref_tokens, rel=0.1)
+    assert fit.prefill_tokens_per_s == pytest.approx(noisy.prefill_tokens_per_s, rel=0.1)
+    # the step distribution itself: fitted typical step x noise = profile step x factor
+    assert typical * fit.noise_mean == pytest.approx(1.33, rel=0.03)
+    assert typical * np.interp(0.5, np.linspace(0, 1, len(q)), q) == pytest.approx(1.05, rel=0.03)
+    assert typical * np.interp(0.9, np.linspace(0, 1, len(q)), q) == pytest.approx(2.65, rel=0.05)
+    for g in fit.groups:  # so each level's mean gap is the mean step
+        assert abs(g.gap_error) < 0.03
 
 
 def test_reconstructed_batch_counts_the_requests_in_decode(tmp_path: Path) -> None:
