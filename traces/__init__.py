@@ -1,7 +1,7 @@
 """The workload: what coding agents do, as pure data (no network, no clock)."""
 
 from traces._checks import check_session, expected_blocks
-from traces._errors import TraceError
+from traces._errors import LocatedError, TraceError
 from traces._fingerprint import Fingerprinter, canonical_session_json
 from traces._import_common import MAX_REQUEST_TOKENS, Counters, ImportedTrace
 from traces._inspect import (
@@ -64,6 +64,7 @@ __all__ = [
     "Fingerprinter",
     "IMPORTERS",
     "ImportedTrace",
+    "LocatedError",
     "LogNormal",
     "MAX_LINE_BYTES",
     "MAX_REQUEST_TOKENS",

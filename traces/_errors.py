@@ -1,18 +1,24 @@
 """Errors a user can cause with a workload or trace file.
 
-    TraceError                 a bad input file; carries file, line and field
-    └── (raised by the reader, the validators and every importer)
+    LocatedError               the base of every located user error (file, line, field)
+    └── TraceError             a bad input file (the reader, validators, importers)
 
 The CLI prints ``str(error)`` and exits with code 2; no traceback reaches the user.
 """
 
 from __future__ import annotations
 
-__all__ = ["TraceError"]
+__all__ = ["LocatedError", "TraceError"]
 
 
-class TraceError(Exception):
-    """A workload or trace file that cannot be used, located precisely."""
+class LocatedError(Exception):
+    """A user's input that cannot be used, located precisely: the one base of the
+    located errors (``TraceError`` here, ``analysis.ResultError`` for result files), so
+    every one of them reads ``FILE:LINE: field 'NAME': message`` and the CLI catches one
+    class."""
+
+    where_unknown: str | None = None
+    """What stands for the file when none is known (None: nothing)."""
 
     def __init__(
         self, message: str, *, file: str | None = None, line: int | None = None,
@@ -25,9 +31,17 @@ class TraceError(Exception):
         super().__init__(self.__str__())
 
     def __str__(self) -> str:
-        where = self.file or "<input>"
-        if self.line is not None:
-            where += f":{self.line}"
+        parts = []
+        where = self.file or self.where_unknown
+        if where:
+            parts.append(where + (f":{self.line}" if self.line is not None else ""))
         if self.field:
-            where += f": field '{self.field}'"
-        return f"{where}: {self.message}"
+            parts.append(f"field '{self.field}'")
+        parts.append(self.message)
+        return ": ".join(parts)
+
+
+class TraceError(LocatedError):
+    """A workload or trace file that cannot be used, located precisely."""
+
+    where_unknown = "<input>"

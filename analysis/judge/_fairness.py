@@ -285,6 +285,77 @@ def _show(v: object) -> str:
     return orjson.dumps(v, option=orjson.OPT_SORT_KEYS, default=str).decode()
 
 
+def _diff(field: str, run: RunManifest, a: object, b: object, verdict: str) -> ConfigDiff:
+    return ConfigDiff(field=field, run=run.run_id, baseline=_show(a), other=_show(b),
+                      verdict=verdict)
+
+
+def _config_diffs(base_cfg: dict[str, object], cfg: dict[str, object],
+                  m: RunManifest) -> list[ConfigDiff]:
+    out = []
+    for path, a, b in diff_configs(base_cfg, cfg):
+        verdict = ("allowed" if path in ALLOWED_FIELDS else "ignored" if _is_volatile(path)
+                   else "noted" if _is_noted(path) else "refused")
+        out.append(_diff(f"vllm_config.{path}", m, a, b, verdict))
+    return out
+
+
+def _env_diffs(base_env: dict[str, object] | None, env: dict[str, object] | None,
+               m: RunManifest) -> list[ConfigDiff]:
+    out = []
+    for name in sorted(set(env or {}) | set(base_env or {}), key=str):
+        a, b = (base_env or {}).get(name, _MISSING), (env or {}).get(name, _MISSING)
+        if a != b:
+            out.append(_diff(f"vllm_env.{name}", m, a, b, env_verdict(str(name))))
+    return out
+
+
+def _command_diffs(base_cmd: dict[str, object], argv: Sequence[str],
+                   m: RunManifest) -> list[ConfigDiff]:
+    opts = command_options(argv)
+    out = []
+    for name in sorted(set(opts) | set(base_cmd)):
+        a, b = base_cmd.get(name, _MISSING), opts.get(name, _MISSING)
+        if a != b:
+            out.append(_diff(f"command.{name}", m, a, b, _command_verdict(name)))
+    return out
+
+
+def _setup_diffs(base: RunManifest, m: RunManifest) -> list[ConfigDiff]:
+    """Model, GPUs, workload, load settings (but the level), API, simulated: all refused."""
+    out = []
+    same: tuple[tuple[str, object, object], ...] = (
+        ("model", base.model, m.model),
+        ("gpu_count", gpu_count_of(base), gpu_count_of(m)),
+        ("workload.fingerprint", base.workload.fingerprint, m.workload.fingerprint))
+    for field, a, b in same:
+        if a != b:
+            out.append(_diff(field, m, a, b, "refused"))
+    level = {"users", "rate", "time_scale"}
+    for path, x, y in diff_configs(base.load.model_dump(exclude=level),
+                                   m.load.model_dump(exclude=level)):
+        out.append(_diff(f"load.{path}", m, x, y, "refused"))
+    tail: tuple[tuple[str, object, object], ...] = (
+        ("api", base.api, m.api), ("simulated", base.simulated, m.simulated))
+    for field, a, b in tail:
+        if a != b:
+            out.append(_diff(field, m, a, b, "refused"))
+    return out
+
+
+def _unfair(refused: list[ConfigDiff], verified: bool) -> FairnessError:
+    fields = sorted({d.field for d in refused})
+    reasons = ["differ in: " + ", ".join(fields)] if fields else []
+    if not verified:
+        reasons.append("cannot be verified: some run has no server_info vllm_config "
+                       f"({DEV_MODE_HINT})")
+    return FairnessError(
+        f"the runs are not comparable; they {'; '.join(reasons)} "
+        "(pass --allow-unfair to report anyway, with a warning on every section)",
+        [(d.field, d.baseline, d.other) for d in refused],
+    )
+
+
 def judge_fairness(
     manifests: Sequence[RunManifest], *, allow_unfair: bool = False,
     require_config: bool = True,
@@ -299,84 +370,40 @@ def judge_fairness(
     """
     if not manifests:
         raise FairnessError("no runs to compare", [])
-    base = manifests[0]
-    base_cfg = _vllm_config(base)
-    diffs: list[ConfigDiff] = []
-    verified = True
-    gpus = [gpu_count_of(m) for m in manifests]
-
-    def add(field: str, run: RunManifest, a: object, b: object, verdict: str) -> None:
-        diffs.append(ConfigDiff(field=field, run=run.run_id, baseline=_show(a),
-                                other=_show(b), verdict=verdict))
-
-    for m in manifests:  # a fleet's replicas must be alike, backend included
-        diffs.extend(replica_diffs(m.replicas, m.run_id))
-        verified = verified and all(_config_of(r.server_info) is not None for r in m.replicas)
-    base_env = _vllm_env(base)
     commands = list(launch_commands) if launch_commands is not None else [None] * len(manifests)
     if len(commands) != len(manifests):
         raise ValueError("launch_commands needs one entry per manifest")
+    base = manifests[0]
+    base_cfg, base_env = _vllm_config(base), _vllm_env(base)
     base_cmd = command_options(commands[0]) if commands[0] is not None else None
+    diffs: list[ConfigDiff] = []
+    verified = True
+    for m in manifests:  # a fleet's replicas must be alike, backend included
+        diffs.extend(replica_diffs(m.replicas, m.run_id))
+        verified = verified and all(_config_of(r.server_info) is not None for r in m.replicas)
     for m, argv in zip(manifests, commands, strict=True):
         cfg = _vllm_config(m)
-        if cfg is None:
-            verified = False
+        verified = verified and cfg is not None
         if m is base:
             continue
         if cfg is not None and base_cfg is not None:
-            for path, a, b in diff_configs(base_cfg, cfg):
-                verdict = ("allowed" if path in ALLOWED_FIELDS else "ignored" if _is_volatile(path)
-                           else "noted" if _is_noted(path) else "refused")
-                add(f"vllm_config.{path}", m, a, b, verdict)
-        env = _vllm_env(m)
-        if cfg is not None and base_cfg is not None and (env is not None or base_env is not None):
-            for name in sorted(set(env or {}) | set(base_env or {}), key=str):
-                a = (base_env or {}).get(name, _MISSING)
-                b = (env or {}).get(name, _MISSING)
-                if a != b:
-                    add(f"vllm_env.{name}", m, a, b, env_verdict(str(name)))
+            diffs += _config_diffs(base_cfg, cfg, m)
+            env = _vllm_env(m)
+            if env is not None or base_env is not None:
+                diffs += _env_diffs(base_env, env, m)
         if base_cmd is not None and argv is not None:
-            opts = command_options(argv)
-            for name in sorted(set(opts) | set(base_cmd)):
-                a, b = base_cmd.get(name, _MISSING), opts.get(name, _MISSING)
-                if a != b:
-                    add(f"command.{name}", m, a, b, _command_verdict(name))
-        if m.model != base.model:
-            add("model", m, base.model, m.model, "refused")
-        if gpu_count_of(m) != gpu_count_of(base):
-            add("gpu_count", m, gpu_count_of(base), gpu_count_of(m), "refused")
-        if m.workload.fingerprint != base.workload.fingerprint:
-            add("workload.fingerprint", m, base.workload.fingerprint, m.workload.fingerprint,
-                "refused")
-        la = base.load.model_dump(exclude={"users", "rate", "time_scale"})
-        lb = m.load.model_dump(exclude={"users", "rate", "time_scale"})
-        for path, a, b in diff_configs(la, lb):
-            add(f"load.{path}", m, a, b, "refused")
-        if m.api != base.api:
-            add("api", m, base.api, m.api, "refused")
-        if m.simulated != base.simulated:
-            add("simulated", m, base.simulated, m.simulated, "refused")
-
+            diffs += _command_diffs(base_cmd, argv, m)
+        diffs += _setup_diffs(base, m)
     refused = [d for d in diffs if d.verdict == "refused"]
+    gpus = [gpu_count_of(m) for m in manifests]
     same_gpu = len(set(gpus)) == 1 and gpus[0] is not None
     fair = not refused and (verified or not require_config)
-    sentence = _sentence(fair, verified, same_gpu, gpus, refused)
     if not fair and not allow_unfair:
-        problems = [(d.field, d.baseline, d.other) for d in refused]
-        fields = sorted({d.field for d in refused})
-        reasons = ["differ in: " + ", ".join(fields)] if fields else []
-        if not verified:
-            reasons.append("cannot be verified: some run has no server_info vllm_config "
-                           f"({DEV_MODE_HINT})")
-        reason = "; ".join(reasons)
-        raise FairnessError(
-            f"the runs are not comparable; they {reason} "
-            "(pass --allow-unfair to report anyway, with a warning on every section)",
-            problems,
-        )
+        raise _unfair(refused, verified)
     return FairnessVerdict(
         fair=fair, overridden=not fair, same_gpu_count=same_gpu, gpu_counts=gpus,
-        verified=verified, differences=diffs, sentence=sentence,
+        verified=verified, differences=diffs,
+        sentence=_sentence(fair, verified, same_gpu, gpus, refused),
     )
 
 

@@ -81,18 +81,8 @@ def _settings(arms: Sequence[str], workload: str, opts: CompareOptions) -> dict[
                           f"{header.arrival!r}), so users do not set its load; drop --users "
                           "(or give --rate for open-loop levels)")
     check_time_controls(opts, header.arrival, workload, rated=opts.rates is not None)
-    timing = {"time_scale": opts.time_scale, "start_s": opts.start_s, "slice_s": opts.slice_s,
-              "routing": opts.routing}
-    return {
-        **{k: v for k, v in timing.items() if v != CompareOptions.model_fields[k].default},
-        "arms": list(arms), "levels": list(opts.levels), "repeats": opts.repeats,
-        "rates": None if opts.rates is None else list(opts.rates),
-        "duration_s": opts.duration_s, "warmup_s": opts.warmup_s, "drain_s": opts.drain_s,
-        "seed": opts.seed, "api": opts.api, "model": opts.model,
-        "vocab_size": opts.vocab_size, "think_scale": opts.think_scale,
-        "think_time_cap_s": opts.think_time_cap_s,
-        "workload_fingerprint": header.fingerprint,
-    }
+    return {**opts.resume_settings(), "arms": list(arms),
+            "workload_fingerprint": header.fingerprint}
 
 
 def _say(live: Live, text: str) -> None:

@@ -8,7 +8,7 @@ user typed (``replay.load.FLAGS``), exit 2.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -29,6 +29,13 @@ from replay.load import (
 )
 
 __all__ = ["CompareOptions", "parse_levels", "parse_rates"]
+
+_NOT_RESUMED = frozenset({"allow_unfair", "api_key_env", "max_failure_share"})
+"""Fields that change no run: a guard override, where the key is read from, and a
+judging rule applied when the report is made."""
+_ALWAYS_STORED = frozenset({
+    "levels", "repeats", "rates", "duration_s", "warmup_s", "drain_s", "seed", "api",
+    "model", "vocab_size", "think_scale", "think_time_cap_s"})
 
 
 class CompareOptions(BaseModel):
@@ -70,6 +77,19 @@ class CompareOptions(BaseModel):
     """Timestamp workloads: only sessions starting this soon after the start (``--slice``)."""
     routing: Literal["affinity", "round-robin"] = "affinity"
     """How an arm of several replicas (``LABEL=URL1,URL2``) spreads its requests."""
+
+    def resume_settings(self) -> dict[str, Any]:
+        """What a resumed comparison must share with the one it continues: every field
+        but those that change no run (``_NOT_RESUMED``). Fields added after comparisons
+        were first stored (``_ALWAYS_STORED`` lists the first ones) appear only when not
+        at their default, so a state written before them still resumes."""
+        out = {}
+        for name, value in self.model_dump(mode="json").items():
+            if name in _NOT_RESUMED:
+                continue
+            if name in _ALWAYS_STORED or value != CompareOptions.model_fields[name].default:
+                out[name] = value
+        return out
 
     def rules(self) -> Rules:
         """The analysis thresholds this comparison is judged by."""

@@ -149,11 +149,10 @@ def unknown_flag(argv: Sequence[str], known: Sequence[str]) -> str | None:
 
 
 def _user_error_types() -> tuple[type[BaseException], ...]:
-    from analysis import ResultError
     from replay.errors import UserError
-    from traces import TraceError
+    from traces import LocatedError  # TraceError and analysis.ResultError
 
-    return (UserError, TraceError, ResultError)
+    return (UserError, LocatedError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -28,7 +28,7 @@ from typing import Any, cast
 import aiohttp
 import numpy as np
 
-from analysis import Phase, RecordDict, RequestStatus
+from analysis import ErrorKind, Phase, RecordDict, RequestStatus
 from replay.client import (
     BodySpec,
     CacheMark,
@@ -234,7 +234,7 @@ def _record(
     prompt_server = usage.get("prompt_tokens")
     sent_ns = out.sent_ns or end_ns
     status, kind = out.status, out.error_kind
-    if status == "cancelled" and kind != "cancelled_interrupt":
+    if status == "cancelled" and kind != ErrorKind.CANCELLED_INTERRUPT:
         status, kind = "incomplete", None
     return {
         "id": rid,

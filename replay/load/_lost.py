@@ -19,6 +19,7 @@ import numpy as np
 import orjson
 
 from analysis import RecordDict
+from analysis.schema import ErrorKind
 from replay.client import CacheMark, StreamOutcome
 from replay.load._lanes import LaneContext, _record
 
@@ -34,7 +35,7 @@ def planned_record(ctx: LaneContext, rid: str, chain: Any, turn: int, req: Any, 
     mark = CacheMark(expected=0, blocks=0, carry=0, tail=np.empty(0, np.int32), scope=None)
     rec = _record(ctx, rid, chain, turn, req, prompt, mark, due_ns, think_s, StreamOutcome())
     rec["status"] = "lost"
-    rec["error_kind"] = "worker_lost"
+    rec["error_kind"] = ErrorKind.WORKER_LOST
     rec["phase"] = ctx.phase(due_ns)  # type: ignore[typeddict-item]
     rec["sent_s"] = rec["due_s"]
     rec["end_s"] = None

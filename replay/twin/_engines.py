@@ -29,6 +29,7 @@ from typing import Any, Literal
 import numpy as np
 import orjson
 
+from analysis import ErrorKind
 from replay.client import CacheMark, Hashed, PrefixCacheModel, StreamOutcome, Timeouts, ids_text
 from replay.sim import Backend, DecodeRun, Engine, SimProfile, SimRequest, block_hashes
 from replay.twin._clock import Deadlock
@@ -321,9 +322,9 @@ async def _wait(fut: asyncio.Future[None], rep: _Replica, req: SimRequest, sent_
         got_first = bool(ids) and ids[0] != rep.pending_index
         limits = []
         if first_s is not None and not got_first:
-            limits.append((sent_ns + int(first_s * 1e9), "timeout_first_token"))
+            limits.append((sent_ns + int(first_s * 1e9), ErrorKind.TIMEOUT_FIRST_TOKEN))
         if total_s is not None:
-            limits.append((sent_ns + int(total_s * 1e9), "timeout_total"))
+            limits.append((sent_ns + int(total_s * 1e9), ErrorKind.TIMEOUT_TOTAL))
         if not limits:
             await fut
             return None
