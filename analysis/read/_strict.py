@@ -118,43 +118,50 @@ def _split_layouts(
     return out
 
 
-def _columns_from_batch(batch: list[_Rec], path: str, first_line: int) -> RequestColumns:
-    """Columns of one batch of parsed records; raises ResultError naming line and field."""
+class _Batch:
+    """One batch of parsed records as the column checks read it: its key layouts
+    (records written by one writer share a few: each is checked once) and the
+    error that names a record's line and field."""
 
-    def fail(i: int, name: str, message: str) -> ResultError:
-        return ResultError(message, file=path, line=first_line + i, field=name)
+    def __init__(self, records: list[_Rec], path: str, first_line: int) -> None:
+        self.records, self.path, self.first_line = records, path, first_line
+        self.n = len(records)
+        if set(map(type, records)) - {dict}:
+            i = next(i for i, rec in enumerate(records) if type(rec) is not dict)
+            raise self.fail(i, "", "expected a JSON object")
+        keys_of = list(map(tuple, records))
+        layouts = set(keys_of)
+        self.present: set[str] = set().union(*layouts) if layouts else set()
+        self.everywhere: set[str] = set.intersection(*map(set, layouts)) if layouts else set()
+        self._check_keys(layouts)
+        self.by_layout = _split_layouts(records, keys_of, layouts) if len(layouts) > 1 \
+            else None
 
-    if set(map(type, batch)) - {dict}:
-        i = next(i for i, rec in enumerate(batch) if type(rec) is not dict)
-        raise fail(i, "", "expected a JSON object")
-    # records written by one writer share a few key layouts: check each layout once
-    keys_of = list(map(tuple, batch))
-    layouts = set(keys_of)
-    present: set[str] = set()
-    everywhere: set[str] | None = None
-    for keys in layouts:
-        ks = set(keys)
-        present |= ks
-        everywhere = ks if everywhere is None else everywhere & ks
-        if not (REQUIRED <= ks and ks <= KNOWN):
-            for i, rec in enumerate(batch):
+    def fail(self, i: int, name: str, message: str) -> ResultError:
+        return ResultError(message, file=self.path, line=self.first_line + i, field=name)
+
+    def _check_keys(self, layouts: set[tuple[str, ...]]) -> None:
+        """Every required key present and no unknown one, named at its first record."""
+        for keys in layouts:
+            ks = set(keys)
+            if REQUIRED <= ks <= KNOWN:
+                continue
+            for i, rec in enumerate(self.records):
                 missing = sorted(REQUIRED - rec.keys())
                 if missing:
-                    raise fail(i, missing[0], "required field missing")
+                    raise self.fail(i, missing[0], "required field missing")
                 extra = sorted(rec.keys() - KNOWN)
                 if extra:
-                    raise fail(i, extra[0], "unknown field")
-    n = len(batch)
-    by_layout = _split_layouts(batch, keys_of, layouts) if len(layouts) > 1 else None
+                    raise self.fail(i, extra[0], "unknown field")
 
-    def gather(name: str, default: object) -> list[Any]:
+    def gather(self, name: str, default: object) -> list[Any]:
         """The field of every record, ``default`` where absent (per layout, no .get)."""
-        if by_layout is None:
-            if name in present:
-                return list(map(itemgetter(name), batch))
-            return [default] * n
-        out = np.empty(n, dtype=object)
-        for ks, idx, sub in by_layout:
+        if name in self.everywhere:
+            return list(map(itemgetter(name), self.records))
+        if self.by_layout is None:
+            return [default] * self.n
+        out = np.empty(self.n, dtype=object)
+        for ks, idx, sub in self.by_layout:
             if name in ks:
                 out[idx] = np.fromiter(map(itemgetter(name), sub), dtype=object, count=len(idx))
             else:
@@ -162,63 +169,89 @@ def _columns_from_batch(batch: list[_Rec], path: str, first_line: int) -> Reques
                                        count=len(idx))
         return out.tolist()
 
+
+def _columns_from_batch(batch: list[_Rec], path: str, first_line: int) -> RequestColumns:
+    """Columns of one batch of parsed records; raises ResultError naming line and field."""
+    b = _Batch(batch, path, first_line)
+    cols = _scalar_columns(b)
+    _check_values(b, cols)
+    times, toks = _chunk_lists(b)
+    return _to_columns(cols, times, toks, b.n)
+
+
+def _scalar_columns(b: _Batch) -> dict[str, list[Any]]:
+    """Every scalar field as a list, type-checked (``type()`` rejects bools) and
+    64-bit-range-checked; absent or null optional fields take their default."""
     cols: dict[str, list[Any]] = {}
     for name, (allowed, required, nullable) in FIELDS.items():
-        if name not in present:
-            cols[name] = [DEFAULTS.get(name)] * n  # n == 0 for required fields
+        if name not in b.present:
+            cols[name] = [DEFAULTS.get(name)] * b.n  # n == 0 for required fields
             continue
-        if required or name in (everywhere or ()):
-            col = list(map(itemgetter(name), batch))  # a KeyError is impossible here
-        else:
-            col = gather(name, DEFAULTS[name])
+        col = b.gather(name, None if required else DEFAULTS[name])
         if not (required or nullable) and None in col:  # null means absent: the default
             col = [DEFAULTS[name] if v is None else v for v in col]
-        bad = _check_types(col, name, allowed, nullable)  # type() rejects bools
+        bad = _check_types(col, name, allowed, nullable)
         if bad is not None:
-            raise fail(bad, name, f"expected {_type_name(allowed, nullable)}, got {col[bad]!r}")
+            raise b.fail(bad, name, f"expected {_type_name(allowed, nullable)}, got {col[bad]!r}")
         if allowed is INT and col:
             ints = [v for v in col if v is not None] if nullable else col
             if ints and (min(ints) < _INT64[0] or max(ints) > _INT64[1]):
                 i = next(i for i, v in enumerate(col) if v is not None and v not in _RANGE)
-                raise fail(i, name, f"out of range (64-bit integer), got {col[i]!r}")
+                raise b.fail(i, name, f"out of range (64-bit integer), got {col[i]!r}")
         cols[name] = col
+    return cols
+
+
+def _check_values(b: _Batch, cols: dict[str, list[Any]]) -> None:
+    """Coded fields hold one of their codes; counts and times are not negative."""
     for name, allowed_set in CODED.items():
         if not set(cols[name]) <= set(allowed_set):
             i = next(i for i, v in enumerate(cols[name]) if v not in allowed_set)
-            raise fail(i, name, f"expected one of {', '.join(allowed_set)}, got {cols[name][i]!r}")
+            raise b.fail(i, name,
+                         f"expected one of {', '.join(allowed_set)}, got {cols[name][i]!r}")
     for name in NONNEGATIVE:
-        if batch and min(cols[name]) < 0:
+        if b.n and min(cols[name]) < 0:
             i = next(i for i, v in enumerate(cols[name]) if v < 0)
-            raise fail(i, name, "must be >= 0")
+            raise b.fail(i, name, "must be >= 0")
 
+
+def _chunk_lists(b: _Batch) -> tuple[list[list[Any]], list[list[Any]]]:
+    """Each record's chunk times and tokens (lists of numbers and integers, as many of
+    one as of the other; null or absent is no chunk)."""
     empty: list[Any] = []
-    times = gather("chunk_times_s", empty) if "chunk_times_s" in present else [empty] * n
-    toks = gather("chunk_tokens", empty) if "chunk_tokens" in present else [empty] * n
-    if set(map(type, times)) - {list}:
-        times = [[] if v is None else v for v in times]
-    if set(map(type, toks)) - {list}:
-        toks = [[] if v is None else v for v in toks]
-    flats: dict[str, list[Any]] = {}
-    for name, lists, allowed in (("chunk_times_s", times, NUM), ("chunk_tokens", toks, INT)):
-        if set(map(type, lists)) - {list}:
-            i = next(i for i, v in enumerate(lists) if type(v) is not list)
-            raise fail(i, name, "expected a list")
-        flat = list(itertools.chain.from_iterable(lists))
-        if _check_types(flat, name, allowed, False) is not None:
-            for i, lst in enumerate(lists):
-                if _check_types(lst, name, allowed, False) is not None:
-                    raise fail(i, name, f"expected a list of {_type_name(allowed, False)}s")
-        if allowed is INT and flat and (min(flat) < _INT64[0] or max(flat) > _INT64[1]):
-            i = next(i for i, lst in enumerate(lists) if any(v not in _RANGE for v in lst))
-            raise fail(i, name, "out of range (64-bit integer)")
-        flats[name] = flat
-    n_times = np.fromiter(map(len, times), dtype=np.int64, count=len(batch))
-    n_toks = np.fromiter(map(len, toks), dtype=np.int64, count=len(batch))
-    if not np.array_equal(n_times, n_toks):
-        i = int(np.flatnonzero(n_times != n_toks)[0])
-        raise fail(i, "chunk_tokens", "must have as many entries as chunk_times_s")
-    total = int(n_times.sum())
+    lists: dict[str, list[Any]] = {}
+    for name, allowed in (("chunk_times_s", NUM), ("chunk_tokens", INT)):
+        col = b.gather(name, empty) if name in b.present else [empty] * b.n
+        if set(map(type, col)) - {list}:
+            col = [[] if v is None else v for v in col]
+        if set(map(type, col)) - {list}:
+            i = next(i for i, v in enumerate(col) if type(v) is not list)
+            raise b.fail(i, name, "expected a list")
+        _check_list_values(b, name, col, allowed)
+        lists[name] = col
+    times, toks = lists["chunk_times_s"], lists["chunk_tokens"]
+    if list(map(len, times)) != list(map(len, toks)):
+        i = next(i for i, (t, k) in enumerate(zip(times, toks, strict=True)) if len(t) != len(k))
+        raise b.fail(i, "chunk_tokens", "must have as many entries as chunk_times_s")
+    return times, toks
 
+
+def _check_list_values(b: _Batch, name: str, lists: list[list[Any]],
+                       allowed: tuple[type, ...]) -> None:
+    flat = list(itertools.chain.from_iterable(lists))
+    if _check_types(flat, name, allowed, False) is not None:
+        for i, lst in enumerate(lists):
+            if _check_types(lst, name, allowed, False) is not None:
+                raise b.fail(i, name, f"expected a list of {_type_name(allowed, False)}s")
+    if allowed is INT and flat and (min(flat) < _INT64[0] or max(flat) > _INT64[1]):
+        i = next(i for i, lst in enumerate(lists) if any(v not in _RANGE for v in lst))
+        raise b.fail(i, name, "out of range (64-bit integer)")
+
+
+def _to_columns(cols: dict[str, list[Any]], times: list[list[Any]], toks: list[list[Any]],
+                n: int) -> RequestColumns:
+    """The checked lists as ``RequestColumns`` arrays (codes, text, counts with -1 for
+    none, times with NaN for none; chunks flattened with offsets)."""
     out: dict[str, np.ndarray] = {}
     for name, kind in COLUMN_KIND.items():
         if kind == "coded":
@@ -234,12 +267,16 @@ def _columns_from_batch(batch: list[_Rec], path: str, first_line: int) -> Reques
             out[name] = np.where(np.isnan(a), -1, a).astype(np.int64)
         else:  # time: None -> NaN
             out[name] = np.array(cols[name], dtype=np.float64)
+    n_times = np.fromiter(map(len, times), dtype=np.int64, count=n)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(n_times, out=offsets[1:])
+    total = int(offsets[-1])
     return RequestColumns(
         **out, chunk_offsets=offsets,
-        chunk_times_s=np.fromiter(flats["chunk_times_s"], dtype=np.float64, count=total),
-        chunk_tokens=np.fromiter(flats["chunk_tokens"], dtype=np.int64, count=total),
+        chunk_times_s=np.fromiter(itertools.chain.from_iterable(times), dtype=np.float64,
+                                  count=total),
+        chunk_tokens=np.fromiter(itertools.chain.from_iterable(toks), dtype=np.int64,
+                                 count=total),
     )
 
 

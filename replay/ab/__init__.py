@@ -8,7 +8,6 @@ from replay.ab._driver import (
     CompareResult,
     Live,
     compare_arms,
-    compare_launched,
     write_report,
 )
 from replay.ab._experiment import (
@@ -17,6 +16,7 @@ from replay.ab._experiment import (
     experiment_toml,
     load_experiment,
 )
+from replay.ab._launched import LaunchOptions, compare_launched
 from replay.ab._options import CompareOptions, parse_levels, parse_rates
 from replay.ab._order import (
     PlannedRun,
@@ -40,6 +40,7 @@ from replay.ab._state import missing_runs
 __all__ = [
     "DEMO_PROFILE",
     "EXPERIMENT_KEYS",
+    "LaunchOptions",
     "CompareOptions",
     "CompareResult",
     "DemoSettings",

@@ -1,9 +1,8 @@
 """An A/B comparison end to end: fairness preflight, interleaved runs, resume, report.
 
 :func:`compare_arms` drives servers that are already up (one URL per arm);
-:func:`compare_launched` starts vLLM arms itself with :mod:`replay.launch._launcher`
-(sequential or side by side) and always stops them. Both write into one
-directory::
+``replay.ab._launched`` starts vLLM arms itself (sequential or side by side) and
+always stops them. Both write into one directory::
 
     DIR/comparison.json     settings, plan, arms, each run's status, fairness
     DIR/runs/<name>/        one run directory per planned run (PlannedRun.name)
@@ -17,13 +16,12 @@ than mixed into the same results.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import shutil
 import signal
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -32,32 +30,27 @@ from analysis import (
     Comparison,
     Rules,
     Validity,
-    judge_fairness,
 )
 from replay.ab._options import CompareOptions
 from replay.ab._order import (
     PlannedRun,
     is_run_complete,
     is_run_reusable,
-    launch_groups,
     plan_runs,
     run_verdict,
 )
 from replay.ab._preflight import (
     preflight,
-    probe_facts,
     public_arms,
     reset_prefix_cache,
-    stand_in,
 )
 from replay.ab._state import State, check_resume, missing_runs
-from replay.client import ServerFacts
 from replay.errors import ConfigError, TargetError
 from replay.load import ServerWatchHook, check_time_controls, rejudge_scenarios, run_load_sync
 from traces import read_header
 
-__all__ = ["CompareResult", "Live", "compare_arms", "compare_launched",
-           "preflight", "reset_prefix_cache", "write_report"]
+__all__ = ["CompareResult", "Live", "compare_arms", "preflight", "reset_prefix_cache",
+           "write_report"]
 
 Live = Literal["rich", "plain", "quiet"]
 _MAX_LABEL_BYTES = 100
@@ -226,109 +219,4 @@ def compare_arms(arms: Sequence[tuple[str, str]], workload: str | os.PathLike[st
         before_load()
     urls = dict(arms)
     _execute(plan, urls.__getitem__, path, out_p, opts, state, live, len(plan), 0)
-    return _finish(out_p, state, opts, live)
-
-
-def compare_launched(model: str, arms: Sequence[str], workload: str | os.PathLike[str],
-                     out: str | os.PathLike[str], opts: CompareOptions, *,
-                     vllm_python: str | None = None,
-                     mode: Literal["sequential", "side-by-side"] = "sequential",
-                     extra_args: Sequence[str] = (), port: int = 8000,
-                     gpus_per_arm: int | None = None,
-                     startup_timeout_s: float | None = None,
-                     base_env: Mapping[str, str] | None = None,
-                     live: Live = "quiet",
-                     before_load: Callable[[], None] | None = None) -> CompareResult:
-    """Start vLLM for each arm (``decode_backend`` = the label), compare, always stop them.
-
-    Both modes keep the run-level A B B A order of :func:`plan_runs`. Sequential: one
-    server at a time on the same GPUs, restarted whenever the arm changes
-    (:func:`launch_groups`; the printed plan says how many starts that costs); each
-    arm is checked against the first one launched before its load (fairness
-    preflight). Side by side: all at once on disjoint GPUs. Every launched server is
-    watched during its runs; a run during which it died is stamped invalid.
-    """
-    from replay.launch import (
-        DEFAULT_STARTUP_TIMEOUT_S,
-        LaunchMode,
-        ServerWatcher,
-        arm_log_path,
-        build_command,
-        launch_arm,
-        launch_arms,
-        launch_facts,
-        plan_arms,
-        resolve_vllm_launcher,
-    )
-
-    _check_arms(arms)
-    path = os.fspath(workload)
-    out_p = Path(out)
-    launch_mode = LaunchMode(mode)
-    launcher = resolve_vllm_launcher(vllm_python)
-    specs = plan_arms(model, arms, launcher=launcher, port=port, mode=launch_mode,
-                      gpus_per_arm=gpus_per_arm, extra_args=extra_args, env=None)
-    # Before any server starts: model files, vLLM version, context length, vocabulary;
-    # all of it is stored so that resume refuses a changed model, install or argument.
-    known = launch_facts(model, launcher, extra_args, path, opts.vocab_size)
-    if opts.vocab_size is None and known.vocab_size is not None:
-        opts = opts.model_copy(update={"vocab_size": known.vocab_size})
-    settings = {**_settings(arms, path, opts), **known.settings(extra_args),
-                "launch_mode": mode, "launch_gpus_per_arm": gpus_per_arm}
-    check_resume(out_p, settings)
-    if before_load is not None:  # before the servers start: their start takes minutes
-        before_load()
-    logs = out_p / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    by_label = {s.label: s for s in specs}
-    timeout = startup_timeout_s or DEFAULT_STARTUP_TIMEOUT_S
-    plan = plan_runs(arms, opts.levels, opts.repeats, rates=opts.rates)
-    state = State(out_p, settings, plan, {a: by_label[a].url for a in arms}, mode)
-    watching: list[ServerWatchHook] = []  # every server watched so far (_server_deaths)
-    if launch_mode is LaunchMode.SIDE_BY_SIDE:
-        with _server_deaths(watching), \
-                launch_arms(specs, logs, startup_timeout=timeout, base_env=base_env) as up, \
-                contextlib.ExitStack() as stack:
-            watches = {a.spec.label: stack.enter_context(
-                ServerWatcher(a.pid, a.url, a.spec.label, on_death=_interrupt_self))
-                for a in up}
-            watching += watches.values()
-            verdict = preflight([(a.spec.label, a.url) for a in up], opts,
-                                launch_commands=[build_command(a.spec) for a in up])
-            state.data["preflight"] = verdict.model_dump(mode="json")
-            state.save()
-            _execute(plan, lambda arm: by_label[arm].url, path, out_p, opts, state, live,
-                     len(plan), 0, watches.__getitem__)
-        return _finish(out_p, state, opts, live)
-    groups = launch_groups(plan)
-    _say(live, f"plan: {len(plan)} runs in A B B A order; launched one at a time that is "
-               f"{len(groups)} server starts ({len(groups) - len(arms)} restart(s) beyond one "
-               "per arm, the price of keeping drift between runs off the arms' difference)")
-    first: tuple[str, str, ServerFacts] | None = None
-    seen = 0
-    for index, (arm, runs) in enumerate(groups):
-        if all(is_run_reusable(out_p / "runs" / r.name) for r in runs):
-            seen = _execute(runs, lambda a: by_label[a].url, path, out_p, opts, state, live,
-                            len(plan), seen)
-            continue
-        spec = by_label[arm]
-        _say(live, f"starting vLLM for arm {arm} (log {arm_log_path(logs, index, spec)})")
-        with _server_deaths(watching), \
-                launch_arm(spec, arm_log_path(logs, index, spec), startup_timeout=timeout,
-                           base_env=base_env) as one, \
-                ServerWatcher(one.pid, one.url, arm, on_death=_interrupt_self) as watch:
-            watching.append(watch)
-            facts = asyncio.run(probe_facts([one.url], opts))[0]
-            if first is None:
-                first = (arm, one.url, facts)
-            elif first[0] != arm:
-                verdict = judge_fairness(
-                    [stand_in(first[0], first[1], [first[2]], opts),
-                     stand_in(arm, one.url, [facts], opts)],
-                    allow_unfair=opts.allow_unfair,
-                    launch_commands=[build_command(by_label[first[0]]), build_command(spec)])
-                state.data["preflight"] = verdict.model_dump(mode="json")
-                state.save()
-            seen = _execute(runs, lambda a: one.url, path, out_p, opts, state, live,
-                            len(plan), seen, lambda a: watch)
     return _finish(out_p, state, opts, live)

@@ -20,27 +20,28 @@ from pathlib import Path
 from typing import Any
 
 from analysis import public_url
+from replay.ab._options import CompareOptions
 from replay.errors import ConfigError
+from replay.load import experiment_types
 
 __all__ = ["EXPERIMENT_KEYS", "apply_experiment", "experiment_toml", "load_experiment"]
 
 FORMAT_VERSION = 1
 _LIST = (list,)
-EXPERIMENT_KEYS: dict[str, tuple[type, ...]] = {
+_OWN_KEYS: dict[str, tuple[type, ...]] = {
     "arm": _LIST, "workload": (str,), "out": (str,), "users": (str, int), "rate": (str,),
-    "duration": (int, float), "warmup": (int, float), "drain": (int, float),
-    "repeats": (int,), "seed": (int,), "allow_unfair": (bool,), "vocab_size": (int,),
-    "api": (str,), "model": (str,), "api_key_env": (str,), "think_scale": (int, float),
-    "think_time_cap": (int, float), "launch": (bool,), "vllm_python": (str,),
-    "mode": (str,), "port": (int,), "gpus_per_arm": (int,), "vllm_args": _LIST,
-    "search": _LIST, "search_max_users": (int,), "search_max_probes": (int,),
-    "search_precision": (int, float), "slo": _LIST,
-    "scenario": (str,), "scenario_unsafe": (bool,), "time_scale": (int, float),
-    "start": (int, float), "slice": (int, float), "max_failure_share": (int, float),
-    "routing": (str,),
 }
+_LAUNCH_KEYS: dict[str, tuple[type, ...]] = {
+    "launch": (bool,), "vllm_python": (str,), "mode": (str,), "port": (int,),
+    "gpus_per_arm": (int,), "vllm_args": _LIST, "search": _LIST, "search_max_users": (int,),
+    "search_max_probes": (int,), "search_precision": (int, float), "slo": _LIST,
+}
+EXPERIMENT_KEYS: dict[str, tuple[type, ...]] = {
+    **_OWN_KEYS, **experiment_types(CompareOptions), **_LAUNCH_KEYS}
 """Key -> accepted TOML types (every key optional; required flags must come from
-the file or the command line)."""
+the file or the command line): the comparison's arms, workload and levels, every
+knob of ``CompareOptions`` (derived from its declarations), then launch, search and
+SLO settings."""
 _PATHS = ("workload", "out")
 
 

@@ -7,9 +7,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from replay.cli._cmd_report import add_failure_share_flag
-from replay.cli._cmd_run import DRAIN_HELP, add_scenario_flags, add_time_flags
-
 if TYPE_CHECKING:
     from analysis import Validity
     from replay.ab import CompareOptions, CompareResult, Live
@@ -24,6 +21,9 @@ def _live_flags(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from replay.ab import CompareOptions
+    from replay.load import SharedSettings, add_knob_flags
+
     p = subparsers.add_parser(
         "compare", help="A/B compare server configurations (fairness-checked, resumable)",
         description="Check that the arms differ only in the decode backend, replay the same "
@@ -35,9 +35,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "of replicas measured as one, routed by session affinity), or just "
                         "the decode_backend with --launch; repeat for each arm (required, "
                         "here or in --config)")
-    p.add_argument("--routing", choices=("affinity", "round-robin"), default="affinity",
-                   help="arms of several replicas: every turn of a session on one replica "
-                        "(affinity), or each request to the next (default: %(default)s)")
     p.add_argument("--workload", help="workload file (.jsonl) (required, here or in "
                    "--config)")
     p.add_argument("--users", default=None,
@@ -45,32 +42,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--rate", default=None, metavar="RATES",
                    help="comma-separated session arrival rates per second, e.g. 0.5,1,2: "
                         "open-loop levels instead of user counts")
-    p.add_argument("--duration", type=float,
-                   help="measured window, seconds (required, here or in --config)")
-    p.add_argument("--warmup", type=float, default=0.0, help="warmup seconds before it")
-    p.add_argument("--drain", type=float, default=None, help=DRAIN_HELP)
-    p.add_argument("--repeats", type=int, default=1, help="repeats of every (arm, users)")
     p.add_argument("--out", help="comparison directory (required, here or in --config)")
-    p.add_argument("--allow-unfair", action="store_true",
-                   help="proceed when the arms differ beyond the decode backend (warned)")
-    add_failure_share_flag(p)
-    p.add_argument("--seed", type=int, default=0,
-                   help="seed of the lanes' random draws and per-session salts")
-    p.add_argument("--vocab-size", type=int, default=None,
-                   help="override the vocabulary size (by default read from the model's files "
-                        "or found by asking the server)")
-    p.add_argument("--api", choices=("completions", "chat"), default="completions",
-                   help="OpenAI endpoint to send to: /v1/completions or /v1/chat/completions")
-    p.add_argument("--model", default=None,
-                   help="served model name; with --launch the model directory")
-    p.add_argument("--api-key-env", default=None,
-                   help="environment variable holding the API key (sent as Bearer)")
-    p.add_argument("--think-scale", type=float, default=1.0, help="multiply think times")
-    p.add_argument("--think-time-cap", type=float, default=None,
-                   help="cap on each think time (tool run, human reading), s: the "
-                        "workload's pauses average ~110 s, so a short run needs one to see "
-                        "enough requests (a run whose window would be thin says so first)")
-    _stall_flags(p)
     p.add_argument("--launch", action="store_true", help="start a vLLM server per arm")
     p.add_argument("--vllm-python", default=None, help="python of the vLLM install (--launch)")
     p.add_argument("--mode", choices=("sequential", "side-by-side"), default="sequential",
@@ -103,9 +75,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="with --save-config: replace the file if it exists")
     p.add_argument("vllm_args", nargs=argparse.REMAINDER,
                    help="after --: extra vLLM arguments for launched arms")
-    add_scenario_flags(p)
-    add_time_flags(p)
     _live_flags(p)
+    add_knob_flags(p.add_argument_group("load settings (the same flags in run)"),
+                   SharedSettings, required=False)
+    add_knob_flags(p.add_argument_group("the comparison"), CompareOptions,
+                   CompareOptions.model_fields.keys() - SharedSettings.model_fields.keys())
     p.set_defaults(func=_compare)
     p.set_defaults(compare_defaults={a.dest: a.default for a in p._actions})
 
@@ -119,12 +93,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="replace a previous demo in --out (without it, one is refused)")
     _live_flags(d)
     d.set_defaults(func=_demo)
-
-
-def _stall_flags(p: argparse.ArgumentParser) -> None:
-    from replay.cli._cmd_run import add_stall_flags
-
-    add_stall_flags(p)
 
 
 def _live(args: argparse.Namespace) -> Live:
@@ -142,7 +110,7 @@ def _compare(args: argparse.Namespace) -> int:
 
     from replay.ab import CompareOptions, parse_levels, parse_rates
     from replay.errors import ConfigError
-    from replay.load import check_writable_dir, validated
+    from replay.load import check_writable_dir, knob_values, validated
 
     done = _experiment(args)
     if done is not None:
@@ -151,17 +119,10 @@ def _compare(args: argparse.Namespace) -> int:
         raise ConfigError("--users and --rate: give one (user counts for closed-loop levels, "
                           "or session rates for open-loop levels)")
     opts = validated(CompareOptions, _scenario(args, dict(
+        knob_values(args, CompareOptions),
         levels=parse_levels(args.users or "1"),
         rates=None if args.rate is None else parse_rates(args.rate),
-        duration_s=args.duration, repeats=args.repeats,
-        warmup_s=args.warmup, drain_s=args.drain, seed=args.seed, api=args.api,
-        model=None if args.launch else args.model, api_key_env=args.api_key_env,
-        vocab_size=args.vocab_size, think_scale=args.think_scale,
-        think_time_cap_s=args.think_time_cap, allow_unfair=args.allow_unfair,
-        max_failure_share=args.max_failure_share,
-        first_token_timeout_s=args.ttft_timeout, itl_timeout_s=args.itl_timeout,
-        time_scale=args.time_scale, start_s=args.start, slice_s=args.slice,
-        routing=args.routing,
+        model=None if args.launch else args.model,
     ), args.rate))
     if args.search:
         from replay.ab import check_search_limits
@@ -183,7 +144,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _run_compare(args: argparse.Namespace, opts: CompareOptions) -> int:
     """The comparison itself, once its settings are valid and its experiment stored."""
-    from replay.ab import compare_arms, compare_launched
+    from replay.ab import LaunchOptions, compare_arms, compare_launched
     from replay.errors import ConfigError
 
     extra = list(args.vllm_args)
@@ -198,10 +159,10 @@ def _run_compare(args: argparse.Namespace, opts: CompareOptions) -> int:
         bad = [a for a in args.arm if "=" in a]
         if bad:
             raise ConfigError(f"--launch takes arm labels without URLs, got {bad[0]!r}")
-        result = compare_launched(args.model, args.arm, args.workload, args.out, opts,
-                                  vllm_python=args.vllm_python, mode=args.mode,
-                                  extra_args=extra, port=args.port,
-                                  gpus_per_arm=args.gpus_per_arm, live=live,
+        launch = LaunchOptions(args.model, vllm_python=args.vllm_python, mode=args.mode,
+                               extra_args=tuple(extra), port=args.port,
+                               gpus_per_arm=args.gpus_per_arm)
+        result = compare_launched(launch, args.arm, args.workload, args.out, opts, live=live,
                                   before_load=lambda: _advise(args.workload, opts))
     else:
         if extra:
@@ -226,13 +187,12 @@ def _scenario(args: argparse.Namespace, values: dict[str, object],
               rate: str | None) -> dict[str, object]:
     """The options with ``--scenario``'s rules filled in (as ``run`` does); refused
     before any server is probed when a flag or the workload contradicts them."""
-    from replay.cli._cmd_run import _SCENARIO_DEFAULTS
     from replay.load import scenario_values
     from traces import read_header
 
     header = read_header(args.workload) if args.scenario else None
     out = scenario_values(args.scenario, args.scenario_unsafe, {**values, "rate": rate},
-                          _SCENARIO_DEFAULTS, header, args.workload)
+                          header, args.workload)
     out.pop("rate")
     return out
 

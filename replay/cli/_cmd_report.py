@@ -43,14 +43,11 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def add_failure_share_flag(p: argparse.ArgumentParser) -> None:
-    """``--max-failure-share`` (``report``, ``plan``, ``compare``): analysis' ``Rules``."""
-    from analysis import DEFAULT_MAX_FAILURE_SHARE
+    """``--max-failure-share`` (``report``, ``plan``), as ``compare`` declares it."""
+    from replay.ab import CompareOptions
+    from replay.load import add_knob_flags
 
-    p.add_argument("--max-failure-share", type=float, default=DEFAULT_MAX_FAILURE_SHARE,
-                   metavar="X",
-                   help="a level whose failure share (errors + timeouts + incomplete over "
-                        "requests sent in the window) exceeds X, 0..1, fails every SLO tier "
-                        "(default: %(default)s)")
+    add_knob_flags(p, CompareOptions, ("max_failure_share",))
 
 
 def _rules(args: argparse.Namespace, directory: str) -> Rules:

@@ -17,6 +17,15 @@ from replay.load._drain import (
 from replay.load._executor import ExecOutcome, Executor, Job, RecordSink, raise_crash
 from replay.load._fleet import check_fleet, describe_fleet, split_targets
 from replay.load._inprocess import InProcessExecutor
+from replay.load._knobs import (
+    Knob,
+    add_knob_flags,
+    experiment_types,
+    knob_flags,
+    knob_values,
+    knobs,
+    not_resumed,
+)
 from replay.load._lanes import LaneContext, PromptBuilder, salt_for, sleep_until
 from replay.load._live import LiveStats, LiveView, render_lines
 from replay.load._phases import (
@@ -52,12 +61,14 @@ from replay.load._settings import (
     RunSettings,
     Seconds,
     Seed,
+    SharedSettings,
     ThinkScale,
     TimeScale,
     TraceSlice,
     TraceStart,
     VocabSize,
     flag_of,
+    scenario_defaults,
     settings_error,
     validated,
 )
@@ -86,6 +97,7 @@ __all__ = [
     "InProcessExecutor",
     "Interval",
     "Job",
+    "Knob",
     "LaneContext",
     "LaneOutcome",
     "LiveStats",
@@ -105,6 +117,7 @@ __all__ = [
     "Seconds",
     "Seed",
     "ServerWatchHook",
+    "SharedSettings",
     "Target",
     "ThinkScale",
     "TimeScale",
@@ -113,6 +126,7 @@ __all__ = [
     "VocabSize",
     "WorkerExecutor",
     "WorkerPlan",
+    "add_knob_flags",
     "apply_scenario",
     "auto_drain",
     "check_fleet",
@@ -126,13 +140,18 @@ __all__ = [
     "drive_lanes",
     "entry_turn",
     "event_loop_factory",
+    "experiment_types",
     "first_too_long",
     "flag_of",
     "iso_utc",
     "judge_scenario",
+    "knob_flags",
+    "knob_values",
+    "knobs",
     "load_kind",
     "longest_output",
     "make_context",
+    "not_resumed",
     "open_plan",
     "raise_crash",
     "rejudge_scenarios",
@@ -143,6 +162,7 @@ __all__ = [
     "run_load_sync",
     "run_plan",
     "salt_for",
+    "scenario_defaults",
     "scenario_rules",
     "scenario_values",
     "settings_error",

@@ -13,17 +13,11 @@ import math
 from collections.abc import Sequence
 
 from replay.load._phases import walk
-from replay.load._settings import RunSettings
+from replay.load._settings import DRAIN_MARGIN_S, DRAIN_MIN_S, DRAIN_RATE_TOK_S, RunSettings
 from traces import Session
 
 __all__ = ["DRAIN_MARGIN_S", "DRAIN_MIN_S", "DRAIN_RATE_TOK_S", "auto_drain", "longest_output",
            "resolve_drain"]
-
-DRAIN_RATE_TOK_S = 20.0
-"""A conservative decode rate per user (slower than any server worth measuring)."""
-DRAIN_MARGIN_S = 10.0
-"""Added for the queueing and prefill before the first token."""
-DRAIN_MIN_S = 30.0
 
 
 def longest_output(sessions: Sequence[Session]) -> int:

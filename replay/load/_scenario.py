@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict
 
 from analysis import LoadSettings
 from replay.errors import ConfigError
+from replay.load._settings import scenario_defaults
 from traces import WorkloadHeader
 
 __all__ = [
@@ -188,14 +189,17 @@ def apply_scenario(
 
 
 def scenario_values(
-    name: str | None, unsafe: bool, values: Mapping[str, Any], defaults: Mapping[str, Any],
+    name: str | None, unsafe: bool, values: Mapping[str, Any],
     header: WorkloadHeader | None, workload: str,
+    defaults: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A command's settings values after ``--scenario`` (the CLI's one entry point).
 
-    ``defaults`` are the command's defaults of the fields a scenario locks: a value
-    that differs from its default was typed by the user.
+    ``defaults`` are the defaults of the fields a scenario locks (by default the
+    shared knobs', ``scenario_defaults``): a value that differs was typed by the user.
     """
+    if defaults is None:
+        defaults = scenario_defaults()
     if name is None:
         if unsafe:
             raise ConfigError("--scenario-unsafe: give the --scenario it overrides")

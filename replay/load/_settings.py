@@ -17,11 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from analysis import LoadSettings
 from replay.errors import ConfigError
+from replay.load._knobs import Knob, knob_flags
 
-__all__ = ["FLAGS", "MAX_PLANNED_ARRIVALS", "MAX_SECONDS", "Interval", "RunConfig", "RunSettings",
-           "Seconds", "Seed", "ThinkScale", "TimeScale", "TraceSlice", "TraceStart", "VocabSize",
-           "flag_of",
-           "settings_error", "validated"]
+__all__ = ["DRAIN_MARGIN_S", "DRAIN_MIN_S", "DRAIN_RATE_TOK_S", "FLAGS", "MAX_PLANNED_ARRIVALS",
+           "MAX_SECONDS", "SCENARIO_LOCKED", "Interval", "RunConfig", "RunSettings", "Seconds",
+           "Seed", "SharedSettings", "ThinkScale", "TimeScale", "TraceSlice", "TraceStart",
+           "VocabSize", "flag_of", "scenario_defaults", "settings_error", "validated"]
 
 MAX_SECONDS = 30 * 86_400.0
 """The longest any duration, timeout or interval may be (30 days): past it a number
@@ -47,42 +48,7 @@ VocabSize = Annotated[int, Field(ge=2)]
 TraceStart = Annotated[float, Field(ge=0, le=1e12)]
 TraceSlice = Annotated[float, Field(gt=0, le=1e12)]
 
-FLAGS: dict[str, str] = {
-    "target": "--target",
-    "targets": "--target",
-    "routing": "--routing",
-    "users": "--users",
-    "levels": "--users",
-    "duration_s": "--duration",
-    "warmup_s": "--warmup",
-    "drain_s": "--drain",
-    "api": "--api",
-    "model": "--model",
-    "api_key_env": "--api-key-env",
-    "seed": "--seed",
-    "vocab_size": "--vocab-size",
-    "server_block_size": "--server-block-size",
-    "think_time_cap_s": "--think-time-cap",
-    "think_scale": "--think-scale",
-    "rate": "--rate",
-    "rates": "--rate",
-    "label": "--label",
-    "carry_output": "--no-carry-output",
-    "metrics_interval_s": "--metrics-interval",
-    "workers": "--workers",
-    "ray": "--ray",
-    "first_token_timeout_s": "--ttft-timeout",
-    "itl_timeout_s": "--itl-timeout",
-    "repeats": "--repeats",
-    "allow_unfair": "--allow-unfair",
-    "max_failure_share": "--max-failure-share",
-    "scenario": "--scenario",
-    "scenario_unsafe": "--scenario-unsafe",
-    "time_scale": "--time-scale",
-    "start_s": "--start",
-    "slice_s": "--slice",
-}
-"""Settings field -> the command-line flag that sets it (the one place they are paired)."""
+
 
 
 def flag_of(field: str) -> str:
@@ -117,7 +83,126 @@ def validated(model: type[M], values: Mapping[str, Any]) -> M:
         raise settings_error(exc) from None
 
 
-class RunSettings(BaseModel):
+DRAIN_RATE_TOK_S = 20.0
+"""The default drain's decode rate per user (slower than any server worth measuring);
+with the two below, ``replay.load._drain`` decides it and ``--drain``'s help states it."""
+DRAIN_MARGIN_S = 10.0
+"""Added for the queueing and prefill before the first token."""
+DRAIN_MIN_S = 30.0
+_DRAIN_HELP = (f"at most this many seconds for in-flight requests after the window (default: "
+               f"long enough for the workload's longest answer: its output tokens at "
+               f"{DRAIN_RATE_TOK_S:g} tok/s + {DRAIN_MARGIN_S:g} s, at least {DRAIN_MIN_S:g} s, "
+               "said when the run starts; requests still running then are cut, reported "
+               "incomplete with the tokens they got)")
+_THINK_CAP_HELP = ("cap on each think time (tool run, human reading), s: the workload's pauses "
+                   "average ~110 s, so a short run needs one to see enough requests (a run "
+                   "whose window would be thin says so first)")
+_SCENARIO_HELP = ("replay by a benchmark's fixed rules and lock them: agentx = InferenceX AgentX "
+                  "(WEKA sessions, entry at 25-75%% of each lane's first session, per-run cache "
+                  "busting, idle gaps capped at 10 s, seed 42, >= 900 s window, <= 5%% "
+                  "failures); contradicting flags are refused")
+
+
+class SharedSettings(BaseModel):
+    """The knobs ``run`` and ``compare`` share, each declared once with its flag.
+
+    :class:`RunSettings` (one run) and ``replay.ab.CompareOptions`` (every run of a
+    comparison) both extend it, so a knob has one name, bound, default, flag, help
+    and experiment key (``replay.load._knobs`` derives them); a comparison hands
+    :meth:`shared` to each planned run.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    duration_s: Annotated[Interval, Knob("--duration", "measured window, seconds", metavar="S")]
+    warmup_s: Annotated[Seconds, Knob("--warmup", "warmup seconds before it", metavar="S")] = 0.0
+    drain_s: Annotated[Seconds | None, Knob("--drain", _DRAIN_HELP, metavar="S")] = None
+    """None: decided from the workload when the run starts (``replay.load._drain``)."""
+    api: Annotated[Literal["completions", "chat"], Knob(
+        "--api", "OpenAI endpoint to send to: /v1/completions or /v1/chat/completions",
+    )] = "completions"
+    model: Annotated[str | None, Knob(
+        "--model", "served model name (default: the first; compare --launch: the model "
+        "directory to serve)", metavar="NAME")] = None
+    api_key_env: Annotated[str | None, Knob(
+        "--api-key-env", "environment variable holding the API key (sent as Bearer)",
+        metavar="VAR", resumed=False)] = None
+    """Name of the environment variable holding the API key (never the key)."""
+    seed: Annotated[Seed, Knob(
+        "--seed", "seed of the lanes' random draws and per-session salts", metavar="N")] = 0
+    vocab_size: Annotated[VocabSize | None, Knob(
+        "--vocab-size", "override the vocabulary size (by default read from the model's "
+        "files or found by asking the server)", metavar="N")] = None
+    think_time_cap_s: Annotated[Seconds | None, Knob(
+        "--think-time-cap", _THINK_CAP_HELP, metavar="S")] = None
+    think_scale: Annotated[ThinkScale, Knob(
+        "--think-scale", "multiply every think time of the workload (then --think-time-cap "
+        "caps it)", metavar="X")] = 1.0
+    metrics_interval_s: Annotated[Interval | None, Knob(
+        "--metrics-interval", "seconds between /metrics scrapes (0 = off)", metavar="S")] = 2.0
+    """None (``--metrics-interval 0``) turns polling off."""
+    first_token_timeout_s: Annotated[Interval | None, Knob(
+        "--ttft-timeout", "a request with no output token this many seconds after it was "
+        "sent is a timeout", metavar="S")] = 600.0
+    itl_timeout_s: Annotated[Interval | None, Knob(
+        "--itl-timeout", "a request whose next output token takes longer than this many "
+        "seconds is a timeout", metavar="S")] = 120.0
+    routing: Annotated[Literal["affinity", "round-robin"], Knob(
+        "--routing", "with several replicas (--target repeated, or an arm LABEL=URL1,URL2): "
+        "affinity = every turn of a session on one replica (the one with the fewest sessions "
+        "when it starts), so its prefix cache holds; round-robin = each request to the next "
+        "replica")] = "affinity"
+    scenario: Annotated[Literal["agentx"] | None, Knob("--scenario", _SCENARIO_HELP)] = None
+    """Named replay rules (``replay.load._scenario``): set and locked by ``--scenario``."""
+    scenario_unsafe: Annotated[bool, Knob(
+        "--scenario-unsafe", "run a --scenario with contradicting flags anyway; the run is "
+        "stamped as not satisfying it, with the reasons")] = False
+    time_scale: Annotated[TimeScale, Knob(
+        "--time-scale", "timestamp workloads: multiply arrival offsets by F (0.5 = twice as "
+        "fast)", metavar="F")] = 1.0
+    """Timestamp replay: workload arrival offsets multiplied by this; with
+    ``start_s``/``slice_s`` see ``replay.load._timeline``."""
+    start_s: Annotated[TraceStart | None, Knob(
+        "--start", "timestamp workloads: replay from trace time S seconds (default: the "
+        "first arrival)", metavar="S")] = None
+    slice_s: Annotated[TraceSlice | None, Knob(
+        "--slice", "timestamp workloads: only sessions whose first arrival is within S trace "
+        "seconds of the start", metavar="S")] = None
+
+    @field_validator("metrics_interval_s", mode="before")
+    @classmethod
+    def _zero_is_off(cls, value: object) -> object:
+        return None if value == 0 else value
+
+    def shared(self) -> dict[str, Any]:
+        """The values of the shared knobs (what a comparison hands each run)."""
+        return {name: getattr(self, name) for name in SharedSettings.model_fields}
+
+
+_OWN_FLAGS = {
+    "target": "--target", "targets": "--target", "users": "--users", "levels": "--users",
+    "server_block_size": "--server-block-size", "rate": "--rate", "rates": "--rate",
+    "label": "--label", "carry_output": "--no-carry-output", "workers": "--workers",
+    "ray": "--ray", "repeats": "--repeats", "allow_unfair": "--allow-unfair",
+    "max_failure_share": "--max-failure-share",
+}
+"""The flags of the fields one command has alone (``run``'s or ``compare``'s)."""
+FLAGS: dict[str, str] = {**knob_flags(SharedSettings), **_OWN_FLAGS}
+"""Settings field -> the command-line flag that sets it (the shared knobs' from their
+declarations)."""
+
+
+SCENARIO_LOCKED = ("think_scale", "think_time_cap_s", "seed")
+"""The shared knobs a ``--scenario`` fills in and locks (``replay.load._scenario``)."""
+
+
+def scenario_defaults() -> dict[str, Any]:
+    """The defaults of the fields a scenario locks: a value that differs was typed."""
+    fields = SharedSettings.model_fields
+    return {**{name: fields[name].default for name in SCENARIO_LOCKED}, "rate": None}
+
+
+class RunSettings(SharedSettings):
     """Everything that decides how a run loads the server.
 
     Load shape (users, duration, warmup, drain, seed, arrival, think time) goes
@@ -125,31 +210,13 @@ class RunSettings(BaseModel):
     carrying) only affects how the client behaves.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
     target: str
     """The server, or the first replica of a fleet (``targets``)."""
     targets: tuple[str, ...] = ()
     """A fleet measured as one target: every replica's URL, ``target`` first (empty:
     ``target`` alone). See ``replay.load._routing``."""
-    routing: Literal["affinity", "round-robin"] = "affinity"
-    """How requests spread over ``targets``: every turn of a session on one replica
-    (its prefix cache holds), or each request to the next replica in turn."""
     users: int = Field(default=1, ge=0, le=1_000_000)
-    duration_s: Interval
-    warmup_s: Seconds = 0.0
-    drain_s: Seconds | None = None
-    """None: decided from the workload when the run starts (``replay.load._drain``)."""
-    api: Literal["completions", "chat"] = "completions"
-    model: str | None = None
-    api_key_env: str | None = None
-    """Name of the environment variable holding the API key (never the key)."""
-    seed: Seed = 0
-    vocab_size: VocabSize | None = None
     server_block_size: int | None = Field(default=None, ge=1)
-    think_time_cap_s: Seconds | None = None
-    think_scale: ThinkScale = 1.0
-    """Multiplies every think time of the workload (then ``think_time_cap_s`` caps it)."""
     rate: float | None = Field(default=None, gt=0, le=MAX_RATE)
     """Open-loop session arrivals per second (Poisson, seeded); None = closed loop."""
     warmup_start: Literal["midway", "start"] = "midway"
@@ -157,29 +224,13 @@ class RunSettings(BaseModel):
     carry_output: bool = True
     """Ask for the generated token ids and resend them in the next turn."""
     connect_timeout_s: float | None = Field(default=30.0, gt=0, le=MAX_SECONDS)
-    first_token_timeout_s: Interval | None = 600.0
-    itl_timeout_s: Interval | None = 120.0
     total_timeout_s: float | None = Field(default=3600.0, gt=0, le=MAX_SECONDS)
-    metrics_interval_s: Interval | None = 2.0
-    """Seconds between ``/metrics`` scrapes; None turns polling off."""
     max_line_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     workers: int = Field(default=1, ge=1, le=1024)
     """Processes (or Ray actors) the users are split across, each with its own loop."""
     ray: str | None = None
     """Ray cluster address (``auto``, ``host:port`` or ``local``); None runs workers as
     local processes."""
-    scenario: Literal["agentx"] | None = None
-    """Named replay rules (``replay.load._scenario``): set and locked by ``--scenario``."""
-    scenario_unsafe: bool = False
-    """``--scenario-unsafe``: rules the user overrode; the run is stamped not satisfied."""
-    time_scale: TimeScale = 1.0
-    """Timestamp replay: workload arrival offsets multiplied by this (0.5 = twice as
-    fast); with ``start_s``/``slice_s`` see ``replay.load._timeline``."""
-    start_s: TraceStart | None = None
-    """Timestamp replay: trace time that replay time 0 stands for (None: first arrival)."""
-    slice_s: TraceSlice | None = None
-    """Timestamp replay: only sessions whose first arrival is within this many trace
-    seconds of the start."""
 
     @field_validator("target")
     @classmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -67,7 +68,7 @@ def test_run_help_shows_the_defaults(
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     options = " ".join(capsys.readouterr().out.split("options:", 1)[1].split())
-    after = options.split(f"{flag} {flag.lstrip('-').replace('-', '_').upper()}", 1)[1]
+    after = re.split(rf"(?:^| ){flag} [A-Z_]+ ", options, maxsplit=1)[1]
     shown = shown if shown.endswith(";") else shown + ")"
     assert f"(default: {shown}" in after.split(" --", 1)[0]
 

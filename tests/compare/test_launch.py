@@ -18,6 +18,7 @@ import pytest
 
 from replay.ab import (
     CompareOptions,
+    LaunchOptions,
     compare_launched,
     is_run_complete,
     launch_groups,
@@ -62,10 +63,10 @@ def test_launched_arms_run_in_order_and_are_stopped(
     out = tmp_path / "cmp"
     arms = ["auto", "latency_specialized"]
     port = free_port()
-    result = compare_launched(
-        str(tmp_path), arms, tiny_workload, out, _opts(), vllm_python=str(fake_python),
-        mode=mode, port=port, gpus_per_arm=1 if mode == "side-by-side" else None,
-        startup_timeout_s=30)  # type: ignore[arg-type]
+    launch = LaunchOptions(str(tmp_path), vllm_python=str(fake_python), mode=mode,
+                           port=port, gpus_per_arm=1 if mode == "side-by-side" else None,
+                           startup_timeout_s=30)  # type: ignore[arg-type]
+    result = compare_launched(launch, arms, tiny_workload, out, _opts())
     plan = plan_runs(arms, [1, 2], 1)
     names = [r.name for r in plan]
     if mode == "sequential":  # A | B B | A: one server start per group

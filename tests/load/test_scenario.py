@@ -148,21 +148,19 @@ def test_unsafe_needs_a_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_the_rules_fill_what_the_user_left_unset() -> None:
     """Unset knobs take the scenario's values; the ones given that agree stay."""
     header = WorkloadHeader(source="weka", block_size=64)
-    defaults = {"think_scale": 1.0, "think_time_cap_s": None, "seed": 0, "rate": None}
     values = {"duration_s": 900.0, "think_scale": 1.0, "think_time_cap_s": None, "seed": 0,
               "rate": None, "users": 4}
-    out = scenario_values("agentx", False, values, defaults, header, "wl.jsonl")
+    out = scenario_values("agentx", False, values, header, "wl.jsonl")
     assert out["scenario"] == "agentx" and out["scenario_unsafe"] is False
     assert (out["seed"], out["think_time_cap_s"], out["think_scale"]) == (
         AGENTX.seed, AGENTX.idle_gap_cap_s, 1.0)
     assert out["users"] == 4 and out["duration_s"] == 900.0
     same = scenario_values("agentx", False, {**values, "think_time_cap_s": 10.0, "seed": 42},
-                           defaults, header, "wl.jsonl")
+                           header, "wl.jsonl")
     assert same["think_time_cap_s"] == 10.0 and same["seed"] == 42
     with pytest.raises(ConfigError, match="--duration 899"):
-        scenario_values("agentx", False, {**values, "duration_s": 899.0}, defaults, header,
-                        "wl.jsonl")
-    kept = scenario_values("agentx", True, {**values, "seed": 7}, defaults, header, "wl.jsonl")
+        scenario_values("agentx", False, {**values, "duration_s": 899.0}, header, "wl.jsonl")
+    kept = scenario_values("agentx", True, {**values, "seed": 7}, header, "wl.jsonl")
     assert kept["seed"] == 7 and kept["scenario_unsafe"] is True
 
 
@@ -223,7 +221,7 @@ def _records(run: Path) -> list[dict[str, object]]:
 def _unsafe_run(sim: SimServerProcess, wl: Path, out: Path, users: int,
                 *extra: str) -> int:
     return main(["run", "--target", sim.url, "--workload", str(wl), "--out", str(out),
-                 "--users", str(users), "--duration", "2", "--drain", "1", "--quiet",
+                 "--users", str(users), "--duration", "2", "--drain", "10", "--quiet",
                  "--metrics-interval", "0", "--scenario", "agentx", "--scenario-unsafe",
                  *extra])
 

@@ -1,0 +1,130 @@
+"""Knobs: a settings field that a user sets with a flag, declared once on the field.
+
+A field of a settings model carries a :class:`Knob` in its ``Annotated`` metadata
+(its flag, help, and whether an experiment file may set it and a resumed
+comparison must keep it). Everything else a command needs of the knob is derived
+here from the model: the argparse flag (type, choices and default from the
+field), the values read back from the parsed arguments, the experiment file's
+key and accepted TOML types, the flag an error names, and the resume check.
+Adding a knob shared by ``run`` and ``compare`` is one annotated field on
+:class:`~replay.load.SharedSettings`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import types
+import typing
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+__all__ = ["Knob", "add_knob_flags", "experiment_types", "knob_flags", "knob_values",
+           "knobs", "not_resumed"]
+
+
+@dataclass(frozen=True)
+class Knob:
+    """How a user sets one settings field."""
+
+    flag: str
+    help: str
+    metavar: str | None = None
+    experiment: bool = True
+    """An experiment file (``compare --config``) may set it, under :attr:`dest`."""
+    resumed: bool = True
+    """A resumed comparison must keep its value (False: it changes no run)."""
+
+    @property
+    def dest(self) -> str:
+        """The argparse destination and experiment key: ``--think-scale`` -> ``think_scale``."""
+        return self.flag.removeprefix("--").replace("-", "_")
+
+
+def knobs(model: type[BaseModel],
+          fields: Iterable[str] | None = None) -> Iterator[tuple[str, FieldInfo, Knob]]:
+    """``(field name, field, knob)`` of every field of ``model`` that has a knob (only
+    those in ``fields`` when given), in the model's order."""
+    wanted = None if fields is None else set(fields)
+    for name, info in model.model_fields.items():
+        knob = next((m for m in info.metadata if isinstance(m, Knob)), None)
+        if knob is not None and (wanted is None or name in wanted):
+            yield name, info, knob
+
+
+def _base_type(annotation: Any) -> Any:
+    """The value type of a field: ``Optional`` and ``Annotated`` removed."""
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is typing.Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin in (typing.Union, types.UnionType):
+            rest = [a for a in typing.get_args(annotation) if a is not type(None)]
+            annotation = rest[0]
+        else:
+            return annotation
+
+
+def _flag_kwargs(info: FieldInfo, knob: Knob, required: bool) -> dict[str, Any]:
+    base = _base_type(info.annotation)
+    if base is bool:
+        return {"action": "store_true", "help": knob.help}
+    kwargs: dict[str, Any] = {"help": knob.help, "default": info.get_default()}
+    if typing.get_origin(base) is Literal:
+        kwargs["choices"] = typing.get_args(base)
+    else:
+        kwargs["type"] = base
+    if knob.metavar is not None:
+        kwargs["metavar"] = knob.metavar
+    if info.is_required():
+        kwargs["default"] = None
+        if required:
+            kwargs["required"] = True
+        else:
+            kwargs["help"] = f"{knob.help} (required, here or in --config)"
+    return kwargs
+
+
+def add_knob_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+                   model: type[BaseModel], fields: Iterable[str] | None = None, *,
+                   required: bool = True) -> None:
+    """The flags of ``model``'s knobs. A field without a default is a required flag,
+    or (``required=False``: it may come from ``--config``) one checked later."""
+    for _name, info, knob in knobs(model, fields):
+        parser.add_argument(knob.flag, dest=knob.dest, **_flag_kwargs(info, knob, required))
+
+
+def knob_values(args: argparse.Namespace, model: type[BaseModel],
+                fields: Iterable[str] | None = None) -> dict[str, Any]:
+    """The settings values of ``model``'s knobs that ``args`` holds, by field name."""
+    return {name: getattr(args, knob.dest) for name, _info, knob in knobs(model, fields)
+            if hasattr(args, knob.dest)}
+
+
+def experiment_types(model: type[BaseModel]) -> dict[str, tuple[type, ...]]:
+    """Experiment key -> the TOML types it accepts, for every knob a file may set."""
+    out: dict[str, tuple[type, ...]] = {}
+    for _name, info, knob in knobs(model):
+        if not knob.experiment:
+            continue
+        base = _base_type(info.annotation)
+        if typing.get_origin(base) is Literal:
+            out[knob.dest] = (str,)
+        elif base is float:
+            out[knob.dest] = (int, float)
+        else:
+            out[knob.dest] = (base,)
+    return out
+
+
+def knob_flags(model: type[BaseModel]) -> dict[str, str]:
+    """Field -> the flag that sets it, for naming a field in an error."""
+    return {name: knob.flag for name, _info, knob in knobs(model)}
+
+
+def not_resumed(model: type[BaseModel]) -> frozenset[str]:
+    """The fields a resumed comparison may change (they change no run)."""
+    return frozenset(name for name, _info, knob in knobs(model) if not knob.resumed)
