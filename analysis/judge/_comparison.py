@@ -47,11 +47,13 @@ from analysis.schema import (
     DEFAULT_TIERS,
     RESULT_FORMAT_VERSION,
     LoadLevel,
+    MetricInfo,
     ResultError,
     RunManifest,
     SloTier,
     Validity,
     level_of,
+    metric,
 )
 
 __all__ = ["Comparison", "HEADLINE", "Level", "Ratio", "compare_runs"]
@@ -63,12 +65,31 @@ class _Model(BaseModel):
 
 @dataclass(frozen=True)
 class _Metric:
+    """A headline metric: its catalogue key (label, unit, direction come from there),
+    how to read it from a summary and how to resample it."""
+
     key: str
-    label: str
-    unit: str
-    higher_is_better: bool
     point: Callable[[RunSummary], float | None]
     replicates: Callable[[Samples, np.random.Generator], np.ndarray | None]
+
+    def __post_init__(self) -> None:
+        metric(self.key)  # a key missing from the catalogue fails at import, not in a report
+
+    @property
+    def info(self) -> MetricInfo:
+        return metric(self.key)
+
+    @property
+    def label(self) -> str:
+        return self.info.label
+
+    @property
+    def unit(self) -> str:
+        return self.info.unit
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.info.higher_is_better
 
 
 _Reps = Callable[[Samples, np.random.Generator], np.ndarray | None]
@@ -105,33 +126,27 @@ def _rate_reps(attr: str, per_gpu: bool = False) -> _Reps:
 
 
 HEADLINE: tuple[_Metric, ...] = (
-    _Metric("interactivity.p90", "P90 interactivity (1/P90 TPOT)", "tok/s/user", True,
-            lambda s: s.interactivity.p90, _quantile_reps("tpot", 90.0, invert=True)),
-    _Metric("interactivity.p50", "P50 interactivity (1/P50 TPOT)", "tok/s/user", True,
-            lambda s: s.interactivity.p50, _quantile_reps("tpot", 50.0, invert=True)),
-    _Metric("interactivity_user.p90", "P90 interactivity per user lane", "tok/s/user", True,
-            lambda s: s.interactivity_user.p90, _quantile_reps("interactivity_user", 10.0)),
-    _Metric("decode_tok_s_per_gpu", "decode throughput per GPU", "tok/s/GPU", True,
-            lambda s: s.decode_tok_s_per_gpu, _rate_reps("user_decode_tokens", per_gpu=True)),
-    _Metric("decode_tok_s", "decode throughput", "tok/s", True,
-            lambda s: s.decode_tok_s, _rate_reps("user_decode_tokens")),
-    _Metric("output_tok_s", "output throughput", "tok/s", True,
-            lambda s: s.output_tok_s, _rate_reps("user_output_tokens")),
-    _Metric("prefill_tok_s", "prefill throughput (uncached)", "tok/s", True,
-            lambda s: s.prefill_tok_s, _rate_reps("user_prefill_tokens")),
-    _Metric("ttft.p50", "P50 TTFT", "s", False, lambda s: s.ttft.p50,
-            _quantile_reps("ttft", 50.0)),
-    _Metric("ttft.p90", "P90 TTFT", "s", False, lambda s: s.ttft.p90,
-            _quantile_reps("ttft", 90.0)),
-    _Metric("ttft_due.p90", "P90 TTFT from schedule", "s", False, lambda s: s.ttft_due.p90,
-            _quantile_reps("ttft_due", 90.0)),
-    _Metric("tpot.p90", "P90 TPOT", "s", False, lambda s: s.tpot.p90,
-            _quantile_reps("tpot", 90.0)),
-    _Metric("e2e.p90", "P90 E2E latency", "s", False, lambda s: s.e2e.p90,
-            _quantile_reps("e2e", 90.0)),
-    _Metric("session_latency.p90", "P90 session latency", "s", False,
-            lambda s: s.session_latency.p90, _quantile_reps("session_latency", 90.0)),
+    _Metric("interactivity.p90", lambda s: s.interactivity.p90,
+            _quantile_reps("tpot", 90.0, invert=True)),
+    _Metric("interactivity.p50", lambda s: s.interactivity.p50,
+            _quantile_reps("tpot", 50.0, invert=True)),
+    _Metric("interactivity_user.p90", lambda s: s.interactivity_user.p90,
+            _quantile_reps("interactivity_user", 10.0)),
+    _Metric("decode_tok_s_per_gpu", lambda s: s.decode_tok_s_per_gpu,
+            _rate_reps("user_decode_tokens", per_gpu=True)),
+    _Metric("decode_tok_s", lambda s: s.decode_tok_s, _rate_reps("user_decode_tokens")),
+    _Metric("output_tok_s", lambda s: s.output_tok_s, _rate_reps("user_output_tokens")),
+    _Metric("prefill_tok_s", lambda s: s.prefill_tok_s, _rate_reps("user_prefill_tokens")),
+    _Metric("ttft.p50", lambda s: s.ttft.p50, _quantile_reps("ttft", 50.0)),
+    _Metric("ttft.p90", lambda s: s.ttft.p90, _quantile_reps("ttft", 90.0)),
+    _Metric("ttft_due.p90", lambda s: s.ttft_due.p90, _quantile_reps("ttft_due", 90.0)),
+    _Metric("tpot.p90", lambda s: s.tpot.p90, _quantile_reps("tpot", 90.0)),
+    _Metric("e2e.p90", lambda s: s.e2e.p90, _quantile_reps("e2e", 90.0)),
+    _Metric("session_latency.p90", lambda s: s.session_latency.p90,
+            _quantile_reps("session_latency", 90.0)),
 )
+"""The metrics every comparison ratios, in the order summary.json lists them; their
+wording is the catalogue's (``analysis.schema.METRICS``)."""
 
 
 class Ratio(_Model):

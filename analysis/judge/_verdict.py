@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from analysis.judge._capacity import CapacityRow
 from analysis.judge._fairness import FairnessVerdict
-from analysis.schema import Validity
+from analysis.schema import Validity, metric
 
 if TYPE_CHECKING:
     from analysis.judge._comparison import Level, Ratio
@@ -93,9 +93,10 @@ def _arm_sentence(arm: str, base: str, levels: Sequence[Level]) -> str:
         r = next((x for x in lv.ratios.get(arm, []) if x.metric == _HEAD), None)
         if r is not None and r.ratio is not None:
             bits.append(_level_sentence(lv.load.label, r))
+    head = metric(_HEAD).label
     if not bits:
-        return f"{arm} vs {base}: no level has P90 interactivity for both arms."
-    return f"{arm} vs {base}, P90 interactivity: " + "; ".join(bits) + "."
+        return f"{arm} vs {base}: no level has {head} for both arms."
+    return f"{arm} vs {base}, {head}: " + "; ".join(bits) + "."
 
 
 def verdict_sentence(
@@ -111,11 +112,11 @@ def verdict_sentence(
     fails = _failures(levels, max_failure_share)
     tail = (" Failures: " + "; ".join(fails) + ".") if fails else ""
     if len(arms) == 1:
-        parts = []
+        head, parts = metric(_HEAD), []
         for lv in levels:
             p90 = lv.arms[base].interactivity.p90
-            parts.append(f"{lv.load.label}: P90 interactivity "
-                         + (f"{p90:.1f} tok/s/user" if p90 is not None else "n/a"))
+            parts.append(f"{lv.load.label}: {head.label} "
+                         + (f"{p90:.1f} {head.unit}" if p90 is not None else "n/a"))
         return prefix + f"Single arm {base!r} (no comparison): " + "; ".join(parts) + "." + tail
     sentences = [_arm_sentence(arm, base, levels) for arm in arms[1:]]
     if levels and all(lv.single_run for lv in levels):

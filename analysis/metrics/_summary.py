@@ -15,6 +15,7 @@ from analysis.schema import (
     LoadLevel,
     SloTier,
     Validity,
+    metric,
 )
 
 __all__ = [
@@ -240,7 +241,10 @@ def summarize(
     (and runs first, when several are pooled)."""
     clusters = clusters_of(s)
 
-    def dist(name: str, unit: str, higher: bool = False) -> Distribution:
+    def dist(name: str, unit: str | None = None) -> Distribution:
+        """Unit and direction from the catalogue; ``unit`` for an uncatalogued one."""
+        info = metric(name) if unit is None else None
+        unit, higher = (info.unit, info.higher_is_better) if info else (str(unit), False)
         rng = metric_rng(seed, name) if bootstrap else None
         v, g = s.values[name], s.groups[name]
         cens = None
@@ -251,11 +255,11 @@ def summarize(
         return distribution(v, g, unit=unit, higher_is_better=higher, rng=rng,
                             weights=s.weights.get(name), censored=cens, clusters=clusters)
 
-    tpot = dist("tpot", "s")
+    tpot = dist("tpot")
     with np.errstate(divide="ignore"):
         rates = 1.0 / s.values["tpot"]
     rates = rates[np.isfinite(rates)]
-    inter = invert_distribution(tpot, unit="tok/s",
+    inter = invert_distribution(tpot, unit=metric("interactivity").unit,
                                 mean=float(rates.mean()) if len(rates) else None)
     counts = _counts(s)
     sent = counts.in_window
@@ -272,11 +276,11 @@ def summarize(
         label=s.label, runs=s.runs, model=s.model, users=s.users, level=s.level,
         gpu_count=s.gpu_count, simulated=s.simulated, incomplete=s.incomplete,
         reasons=s.reasons, window_s=s.window_s, counts=counts,
-        ttft=dist("ttft", "s"), ttft_due=dist("ttft_due", "s"), e2e=dist("e2e", "s"),
-        tpot=tpot, itl=dist("itl", "s"), interactivity=inter,
-        interactivity_user=dist("interactivity_user", "tok/s", higher=True),
-        session_latency=dist("session_latency", "s"),
-        schedule_lag=dist("schedule_lag", "s"),
+        ttft=dist("ttft"), ttft_due=dist("ttft_due"), e2e=dist("e2e"),
+        tpot=tpot, itl=dist("itl"), interactivity=inter,
+        interactivity_user=dist("interactivity_user"),
+        session_latency=dist("session_latency"),
+        schedule_lag=dist("schedule_lag"),
         decode_tok_s=decode,
         decode_tok_s_per_gpu=(decode / s.gpu_count) if decode is not None and s.gpu_count
         else None,

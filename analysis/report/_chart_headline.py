@@ -21,13 +21,21 @@ import numpy as np
 from analysis.judge import CapacityRow
 from analysis.metrics import RunSummary
 from analysis.report._chart_base import axis_label, color, figure, legend_outside, render, safe
-from analysis.report._format import time_unit
-from analysis.schema import LoadLevel, SloTier
+from analysis.report._format import display_label, time_unit
+from analysis.schema import LoadLevel, SloTier, direction_text, metric
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 __all__ = ["Series", "capacity_marks", "headline_chart"]
+
+_INTER, _TTFT = "interactivity.p90", "ttft_due.p90"
+"""The two panels' metrics (catalogue keys): the SLO tiers' floor and ceiling."""
+
+
+def _floor_text(floor: float) -> str:
+    """``tier floor 30 tok/s/user``: a floor's line label (and how an undrawn one is named)."""
+    return f"tier floor {floor:g} {metric(_INTER).unit}"
 
 
 @dataclass(frozen=True)
@@ -49,10 +57,10 @@ class Series:
         return sorted(zip(loads, self.summaries, strict=True), key=lambda p: p[0].value)
 
 
-def _points(s: Series, metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _points(s: Series, quantity: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     xs, ys, lo, hi = [], [], [], []
     for load, summ in s.points():
-        d = getattr(summ, metric)
+        d = getattr(summ, quantity)
         v = d.p90
         if v is None or not np.isfinite(v):
             continue
@@ -90,9 +98,9 @@ def _limit_lines(ax: Axes, values: list[float], texts: list[str], style: str) ->
     return above
 
 
-def _plot(ax: Axes, series: Sequence[Series], metric: str, scale: float) -> None:
+def _plot(ax: Axes, series: Sequence[Series], quantity: str, scale: float) -> None:
     for s in series:
-        x, y, lo, hi = _points(s, metric)
+        x, y, lo, hi = _points(s, quantity)
         if not len(x):
             continue
         c = color(s.color_index)
@@ -118,7 +126,7 @@ def _mark_brackets(ax: Axes, series: Sequence[Series], tiers: Sequence[SloTier],
     from matplotlib.transforms import blended_transform_factory, offset_copy
 
     drawn_floor = {t.floor_tok_s for t in tiers
-                   if f"tier floor {t.floor_tok_s:g} tok/s/user" not in off}
+                   if _floor_text(t.floor_tok_s) not in off}
     per_floor: dict[float, int] = {}
     for i, k, lo, hi in capacity_marks(series, tiers):
         floor = tiers[k].floor_tok_s
@@ -149,11 +157,11 @@ def _off_note(off: list[str]) -> str:
 def headline_chart(series: Sequence[Series], tiers: Sequence[SloTier]) -> str:
     """Two panels sharing the load axis: P90 interactivity (floors) and P90 TTFT (ceilings)."""
     fig, (ax1, ax2) = figure(rows=2, height=2.9)
-    unit, scale = time_unit("ttft_due")
+    scale = time_unit("ttft_due")[1]
     _plot(ax1, series, "interactivity", 1.0)
     _plot(ax2, series, "ttft_due", scale)
     floors = sorted({t.floor_tok_s for t in tiers})
-    off1 = _limit_lines(ax1, floors, [f"tier floor {f:g} tok/s/user" for f in floors], "--")
+    off1 = _limit_lines(ax1, floors, [_floor_text(f) for f in floors], "--")
     _mark_brackets(ax1, series, tiers, off1)
     ceilings = sorted({t.ttft_s for t in tiers})
     off2 = _limit_lines(ax2, [c * scale for c in ceilings],
@@ -162,15 +170,15 @@ def headline_chart(series: Sequence[Series], tiers: Sequence[SloTier]) -> str:
     levels = sorted({load.value for load in loads})
     for ax in (ax1, ax2):
         _x_axis(ax, levels, axis_label({load.kind for load in loads}))
-    ax1.set_ylabel("P90 interactivity (tok/s/user)")
+    ax1.set_ylabel(display_label(_INTER))
     marked = any(s.capacity for s in series)
-    ax1.set_title("P90 interactivity vs load (higher is better; band: 95% interval; "
-                  "dashed: SLO floors" + ("; on each floor, capacity bracket: o met, "
-                                          "x first failed" if marked else "") + ")"
+    ax1.set_title(f"{metric(_INTER).label} vs load ({direction_text(_INTER)}; band: 95% "
+                  "interval; dashed: SLO floors" + ("; on each floor, capacity bracket: o met, "
+                                                    "x first failed" if marked else "") + ")"
                   + _off_note(off1))
-    ax2.set_ylabel(f"P90 TTFT from schedule ({unit})")
-    ax2.set_title("P90 TTFT from schedule vs load (lower is better; dotted: SLO ceilings)"
-                  + _off_note(off2))
+    ax2.set_ylabel(display_label(_TTFT))
+    ax2.set_title(f"{metric(_TTFT).label} vs load ({direction_text(_TTFT)}; dotted: SLO "
+                  "ceilings)" + _off_note(off2))
     legend_outside(ax1, fontsize=8)
     legend_outside(ax2, fontsize=8)
     return render(fig)

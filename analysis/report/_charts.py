@@ -29,8 +29,8 @@ from analysis.report._chart_base import (
     safe,
     short_label,
 )
-from analysis.report._format import time_unit
-from analysis.schema import RequestColumns
+from analysis.report._format import display_label, display_unit, time_unit
+from analysis.schema import RequestColumns, direction_text, metric
 
 __all__ = [
     "ArmLevels",
@@ -41,6 +41,7 @@ __all__ = [
     "turn_chart",
 ]
 
+_INTER = "interactivity.p90"
 _MAX_SCATTER = 4000
 _MAX_LINES = 12
 
@@ -76,8 +77,8 @@ def curve_chart(arms: Sequence[ArmLevels], capacity: Sequence[CapacityRow]) -> s
         ax.annotate(f"floor {f:g}", xy=(f, 1.0), xycoords=("data", "axes fraction"),
                     xytext=(2, -2), textcoords="offset points", ha="left", va="top",
                     fontsize=7, color="0.25", rotation=90)
-    ax.set_xlabel("P90 interactivity (tok/s/user, 1 / P90 TPOT): higher is faster per user")
-    ax.set_ylabel("decode throughput " + ("per GPU (tok/s/GPU)" if per_gpu else "(tok/s)"))
+    ax.set_xlabel(f"{display_label(_INTER)}: {direction_text(_INTER)}")
+    ax.set_ylabel(display_label("decode_tok_s_per_gpu" if per_gpu else "decode_tok_s"))
     ax.set_title("Throughput vs interactivity (dashed: SLO floors; point labels: load; "
                  "rings: each tier's passing level, as in the capacity table)")
     legend_outside(ax, fontsize=8)
@@ -114,11 +115,11 @@ def cdf_chart(arms: Sequence[ArmLevels]) -> str:
     """Empirical CDFs of TPOT and TTFT per arm and level."""
     fig, (ax1, ax2) = figure(rows=2, height=3.0)
     styles = level_styles(numeric_levels(arms))
-    units = {"TPOT": time_unit("tpot"), "TTFT": time_unit("ttft")}
+    units = {"tpot": time_unit("tpot"), "ttft": time_unit("ttft")}
     for ci, load, legend, runs in _lines(arms):
         tpot = [_tpot(run.requests, ok_window(run)) for run in runs]
         ttft = [_ttft(run.requests, ok_window(run)) for run in runs]
-        for ax, vals, name in ((ax1, tpot, "TPOT"), (ax2, ttft, "TTFT")):
+        for ax, vals, name in ((ax1, tpot, "tpot"), (ax2, ttft, "ttft")):
             v = np.sort(np.concatenate(vals)) if vals else np.zeros(0)
             v = v[np.isfinite(v)]
             if len(v):
@@ -128,11 +129,12 @@ def cdf_chart(arms: Sequence[ArmLevels]) -> str:
                     v, y = v[pick], y[pick]
                 ax.plot(v * units[name][1], y, color=color(ci), label=safe(legend),
                         **level_style(styles, load))  # type: ignore[arg-type]
-    ax1.set_xlabel(f"TPOT ({units['TPOT'][0]} per output token)")
-    ax2.set_xlabel(f"TTFT ({units['TTFT'][0]})")
-    for ax, name in ((ax1, "TPOT"), (ax2, "TTFT")):
+    ax1.set_xlabel(f"{metric('tpot').label} ({display_unit('tpot')} per output token)")
+    ax2.set_xlabel(display_label("ttft"))
+    for ax, name in ((ax1, "tpot"), (ax2, "ttft")):
         ax.set_ylabel("share of requests")
-        ax.set_title(f"CDF of {name} (ok requests sent in the steady window; dotted: P90)")
+        ax.set_title(f"CDF of {metric(name).label} (ok requests sent in the steady window; "
+                     "dotted: P90)")
         ax.axhline(0.9, color="0.5", linestyle=":", linewidth=0.8)
         legend_outside(ax)
     return render(fig)
@@ -142,7 +144,7 @@ def ttft_prompt_chart(arms: Sequence[ArmLevels]) -> str:
     """TTFT against prompt length, per arm and level (a sample of a few thousand points)."""
     fig, (ax,) = figure(height=3.6)
     rng = np.random.default_rng(0)
-    unit, scale = time_unit("ttft")
+    scale = time_unit("ttft")[1]
     levels = numeric_levels(arms)
     shades = {u: 0.85 - 0.4 * k / max(len(levels) - 1, 1) for k, u in enumerate(levels)}
     markers = ("o", "s", "^", "D", "v", "P")
@@ -157,8 +159,8 @@ def ttft_prompt_chart(arms: Sequence[ArmLevels]) -> str:
             ax.scatter(x, y * scale, s=12, alpha=shades.get(load, 0.5), color=color(ci),
                        marker=markers[k % len(markers)], label=safe(legend), linewidths=0)
     ax.set_xlabel("prompt tokens")
-    ax.set_ylabel(f"TTFT ({unit})")
-    ax.set_title("TTFT vs prompt length (colour: arm; marker: load level)")
+    ax.set_ylabel(display_label("ttft"))
+    ax.set_title(f"{metric('ttft').label} vs prompt length (colour: arm; marker: load level)")
     legend_outside(ax)
     return render(fig)
 
@@ -216,8 +218,7 @@ def turn_chart(arms: Sequence[ArmLevels], max_turn: int = 60) -> str:
     """Median TTFT and TPOT by turn index within a session, per arm and level."""
     fig, (ax1, ax2) = figure(rows=2, height=2.8)
     styles = level_styles(numeric_levels(arms))
-    u_ttft, s_ttft = time_unit("ttft")
-    u_tpot, s_tpot = time_unit("tpot")
+    s_ttft, s_tpot = time_unit("ttft")[1], time_unit("tpot")[1]
     for ci, load, legend, runs in _lines(arms):
         turns, ttft, tpot = [], [], []
         for run in runs:
@@ -238,9 +239,9 @@ def turn_chart(arms: Sequence[ArmLevels], max_turn: int = 60) -> str:
             if xs:
                 ax.plot(xs, ys, marker="o", markersize=2, color=color(ci), label=safe(legend),
                         **level_style(styles, load))  # type: ignore[arg-type]
-    ax1.set_ylabel(f"median TTFT ({u_ttft})")
+    ax1.set_ylabel("median " + display_label("ttft"))
     ax1.set_title("Latency by turn index, per arm and level (longer histories later)")
-    ax2.set_ylabel(f"median TPOT ({u_tpot})")
+    ax2.set_ylabel("median " + display_label("tpot"))
     ax2.set_xlabel("turn index within the session")
     legend_outside(ax1)
     return render(fig)

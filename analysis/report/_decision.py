@@ -15,26 +15,31 @@ from urllib.parse import urlsplit
 from analysis.judge import Comparison, Level, Ratio, ratio_interval_text
 from analysis.metrics import RunSummary
 from analysis.read import RunData
-from analysis.report._format import fmt, fmt_ci, fmt_num, fmt_share
+from analysis.report._format import display_unit, fmt, fmt_ci, fmt_num, fmt_share
+from analysis.schema import direction_text, metric
 
 __all__ = [
     "SUMMARY_METRICS",
     "dist_text",
     "capacity_view",
     "report_title",
+    "summary_columns",
     "summary_view",
     "validity_view",
     "verdict_text",
 ]
 
-SUMMARY_METRICS: tuple[tuple[str, str, str, str], ...] = (
-    ("interactivity.p90", "P90 interactivity", "tok/s/user", "higher is better"),
-    ("ttft_due.p90", "P90 TTFT from schedule", "ms",
-     "lower is better; from when the request was due, as the SLO tiers and charts use it"),
-    ("decode_tok_s_per_gpu", "decode tok/s per GPU", "tok/s/GPU", "higher is better"),
-    ("failure_share", "failure share", "of requests sent", "errors + timeouts + incomplete"),
+SUMMARY_METRICS: tuple[str, ...] = (
+    "interactivity.p90", "ttft_due.p90", "decode_tok_s_per_gpu", "failure_share",
 )
-"""(key, column title, unit, note) of the summary table."""
+"""Catalogue keys of the summary table's columns, the few numbers a reviewer decides on."""
+
+
+def summary_columns() -> list[tuple[str, str, str]]:
+    """(title, unit, hover note) per summary column, worded by the catalogue: the note
+    is the metric's direction and definition."""
+    return [(metric(k).label, display_unit(k),
+             f"{direction_text(k)}; {metric(k).definition}") for k in SUMMARY_METRICS]
 
 
 def _cell(value: str, ci: str = "", cls: str = "") -> dict[str, str]:
@@ -105,14 +110,14 @@ def summary_view(c: Comparison) -> dict[str, Any]:
         for a in arms:
             rows.append({"level": level_label(lv), "span": span if first else 0, "arm": a,
                          "ratio": False,
-                         "cells": [summary_cell(lv.arms[a], k) for k, *_ in SUMMARY_METRICS]})
+                         "cells": [summary_cell(lv.arms[a], k) for k in SUMMARY_METRICS]})
             first = False
         for o in others:
             by = {r.metric: r for r in lv.ratios.get(o, [])}
             rows.append({"level": level_label(lv), "span": 0, "arm": f"{o} / {c.baseline}",
                          "ratio": True,
-                         "cells": [ratio_cell(by.get(k)) for k, *_ in SUMMARY_METRICS]})
-    return {"columns": [(t, u, n) for _k, t, u, n in SUMMARY_METRICS], "rows": rows}
+                         "cells": [ratio_cell(by.get(k)) for k in SUMMARY_METRICS]})
+    return {"columns": summary_columns(), "rows": rows}
 
 
 def _how(row: Any) -> str:
@@ -212,20 +217,20 @@ def report_title(c: Comparison, runs: Sequence[RunData]) -> str:
     return f"run report: {name}"
 
 
+def _measured(label: str, s: RunSummary) -> str:
+    """``4 users: P90 interactivity 83.2 tok/s/user, P90 TTFT 210 ms, failure share 0.0%``."""
+    inter, ttft = metric("interactivity.p90"), metric("ttft.p90")
+    value = dist_text(s.interactivity, "p90", "interactivity")
+    return (f"{label}: {inter.label} {value + ' ' + inter.unit if value != 'n/a' else 'n/a'}, "
+            f"{ttft.label} {dist_text(s.ttft, 'p90', 'ttft')}, "
+            f"{metric('failure_share').label} {fmt_share(failure_share(s))}")
+
+
 def verdict_text(c: Comparison) -> str:
     """The comparison's verdict; for one arm, what the run measured at each level."""
     if len(c.arms) > 1:
         return c.verdict
-    parts = []
-    for lv in c.levels:
-        s = lv.arms[c.arms[0]]
-        d = s.interactivity
-        inter = dist_text(d, "p90", "interactivity")
-        parts.append(
-            f"{level_label(lv)}: P90 interactivity "
-            f"{inter + ' tok/s/user' if inter != 'n/a' else 'n/a'}, "
-            f"P90 TTFT {dist_text(s.ttft, 'p90', 'ttft')}, failure share "
-            f"{fmt_share(failure_share(s))}")
+    parts = [_measured(level_label(lv), lv.arms[c.arms[0]]) for lv in c.levels]
     met = [f"{r.tier.label}: {r.bracket.text(r.load_kind)}" for r in c.capacity]
     text = "; ".join(parts) + "."
     if met:

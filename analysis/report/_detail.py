@@ -16,25 +16,24 @@ from analysis.judge import Level, Ratio, flatten_config
 from analysis.metrics import RunSummary
 from analysis.read import RunData
 from analysis.report._decision import dist_text, failure_share, ratio_cell
-from analysis.report._format import fmt_ci, fmt_num, fmt_share, fmt_time
+from analysis.report._format import fmt_ci, fmt_num, fmt_share, fmt_time, row_label
+from analysis.schema import metric
 
 __all__ = ["failures", "flat_config", "level_rows", "workload_stats"]
 
-_DIST_ROWS: tuple[tuple[str, str, Sequence[str]], ...] = (
-    ("interactivity", "interactivity (1/TPOT, tok/s/user)", ("p50", "p90", "p99")),
-    ("interactivity_user", "interactivity per user lane (tok/s)", ("p50", "p90")),
-    ("ttft", "TTFT", ("p50", "p90", "p99")),
-    ("ttft_due", "TTFT from schedule", ("p50", "p90", "p99")),
-    ("tpot", "TPOT", ("p50", "p90", "p99")),
-    ("itl", "ITL", ("p50", "p90", "p99")),
-    ("e2e", "E2E latency", ("p50", "p90", "p99")),
-    ("session_latency", "session latency", ("p50", "p90")),
-    ("schedule_lag", "schedule lag", ("p50", "p99")),
+_DIST_ROWS: tuple[tuple[str, Sequence[str]], ...] = (
+    ("interactivity", ("p50", "p90", "p99")),
+    ("interactivity_user", ("p50", "p90")),
+    ("ttft", ("p50", "p90", "p99")),
+    ("ttft_due", ("p50", "p90", "p99")),
+    ("tpot", ("p50", "p90", "p99")),
+    ("itl", ("p50", "p90", "p99")),
+    ("e2e", ("p50", "p90", "p99")),
+    ("session_latency", ("p50", "p90")),
+    ("schedule_lag", ("p50", "p99")),
 )
-_RATES = (("decode_tok_s", "decode throughput (tok/s)"),
-          ("decode_tok_s_per_gpu", "decode throughput per GPU (tok/s/GPU)"),
-          ("output_tok_s", "output throughput (tok/s)"),
-          ("prefill_tok_s", "prefill throughput, uncached (tok/s)"))
+"""Distributions of the table and the percentiles shown; labels are the catalogue's."""
+_RATES = ("decode_tok_s", "decode_tok_s_per_gpu", "output_tok_s", "prefill_tok_s")
 
 
 def _cell(s: RunSummary, key: str) -> tuple[str, str]:
@@ -77,7 +76,8 @@ _EXTRA: tuple[tuple[str, Callable[[RunSummary], str]], ...] = (
     ("incomplete (still running when the drain ended)", _count("incomplete")),
     ("lost (on a lost --ray worker)", _count("lost")),
     ("tokens the incomplete requests received / asked", lambda s: _cut(s)),
-    ("failure share (errors + timeouts + incomplete)", lambda s: fmt_share(failure_share(s))),
+    (metric("failure_share").label + " (errors + timeouts + incomplete)",
+     lambda s: fmt_share(failure_share(s))),
     ("output length mismatches (ok requests)", _count("output_mismatch")),
     ("no interactivity (ok, < 2 tokens or one read; out of interactivity shares)",
      _count("no_interactivity")),
@@ -98,12 +98,9 @@ def level_rows(level: Level, arms: list[str], others: list[str]) -> list[dict[st
         rows.append({"label": label, "cells": values,
                      "ratios": [ratio_cell(ratios.get(o, {}).get(key)) for o in others]})
 
-    for head, label, stats in _DIST_ROWS:
-        for stat in stats:
-            key = f"{head}.{stat}"
-            add(key, f"{stat.upper()} {label}", [_cell(level.arms[a], key) for a in present])
-    for key, label in _RATES:
-        add(key, label, [_cell(level.arms[a], key) for a in present])
+    keys = [f"{head}.{stat}" for head, stats in _DIST_ROWS for stat in stats]
+    for key in (*keys, *_RATES):
+        add(key, row_label(key), [_cell(level.arms[a], key) for a in present])
     first = level.arms[present[0]]
     for i, g in enumerate(first.goodput):
         add(f"goodput{i}.requests", f"goodput {g.tier.label}: requests",

@@ -1,4 +1,5 @@
-"""Number formatting for reports: one unit per quantity, n/a for missing values.
+"""Number formatting for reports: one unit per quantity, n/a for missing values, and
+metric labels in those units (the wording is the catalogue's, ``analysis.schema.METRICS``).
 
 A quantity keeps its unit everywhere in a report (tables and charts alike):
 E2E and session latency in seconds (they run to minutes), TTFT, TPOT, ITL and
@@ -10,7 +11,12 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["TIME_UNITS", "fmt", "fmt_ci", "fmt_num", "fmt_share", "fmt_time", "time_unit"]
+from analysis.schema import axis_label, metric
+
+__all__ = [
+    "TIME_UNITS", "display_label", "display_unit", "fmt", "fmt_ci", "fmt_num", "fmt_share",
+    "fmt_time", "row_label", "time_unit",
+]
 
 TIME_UNITS: dict[str, tuple[str, float]] = {
     "ttft": ("ms", 1000.0),
@@ -28,6 +34,28 @@ TIME_UNITS: dict[str, tuple[str, float]] = {
 def time_unit(quantity: str) -> tuple[str, float]:
     """The display unit of a time quantity (seconds for any quantity not listed)."""
     return TIME_UNITS.get(quantity, ("s", 1.0))
+
+
+def display_unit(key: str) -> str:
+    """The unit a report shows a catalogued metric in: a time in its quantity's fixed
+    unit (``ms`` for TTFT), a share in %, anything else as stored."""
+    unit = metric(key).unit
+    if unit == "s":
+        return time_unit(key.partition(".")[0])[0]
+    return "%" if unit == "share" else unit
+
+
+def display_label(key: str) -> str:
+    """``P90 TTFT from schedule (ms)``: a chart axis, in the unit the report shows."""
+    return axis_label(key, display_unit(key))
+
+
+def row_label(key: str) -> str:
+    """A table row's label: the catalogue's, with the unit where the cells show bare
+    numbers (a time or share cell carries its own unit)."""
+    if metric(key).unit in ("s", "share"):
+        return metric(key).label
+    return axis_label(key)
 
 
 def _missing(v: float | None) -> bool:

@@ -21,6 +21,7 @@ from analysis.report._decision import (
     SUMMARY_METRICS,
     level_label,
     summary_cell,
+    summary_columns,
     validity_view,
     verdict_text,
 )
@@ -87,7 +88,7 @@ def _summary_rows(entries: Sequence[HistoryEntry]) -> list[dict[str, Any]]:
         for i, (name, s) in enumerate(items):
             rows.append({"level": label, "span": len(items) if i == 0 else 0, "arm": name,
                          "ratio": False,
-                         "cells": [summary_cell(s, k) for k, *_ in SUMMARY_METRICS]})
+                         "cells": [summary_cell(s, k) for k in SUMMARY_METRICS]})
     return rows
 
 
@@ -142,7 +143,7 @@ def render_history(entries: Sequence[HistoryEntry], *, mixed: bool = False,
         "entries": rows,
         "simulated": any(e.comparison.simulated for e in entries),
         "mixed": mixed,
-        "summary": {"columns": [(t, u, n) for _k, t, u, n in SUMMARY_METRICS],
+        "summary": {"columns": summary_columns(),
                     "rows": _summary_rows(entries)},
         "capacity": _capacity(entries),
         "headline_svg": _chart(entries) if charts else "",

@@ -32,31 +32,13 @@ from analysis.report._detail import failures, flat_config, level_rows, workload_
 from analysis.report._format import fmt_num, fmt_share, fmt_time
 from analysis.report._method import method_rules
 from analysis.report._twin import twin_chart
-from analysis.schema import level_of
+from analysis.schema import QUANTITIES, level_of, metric
 
 __all__ = ["METRIC_DEFINITIONS", "render_report"]
 
 TEMPLATES = Path(__file__).parent / "templates"
 
-METRIC_DEFINITIONS: tuple[tuple[str, str], ...] = (
-    ("TTFT", "first output token received minus request sent"),
-    ("TTFT from schedule", "first output token minus the time the request was due (includes "
-     "client lag; guards against coordinated omission)"),
-    ("E2E latency", "last token received minus request sent"),
-    ("TPOT", "(E2E - TTFT) / (output tokens - 1), per request with at least 2 output tokens "
-     "not all in one read (otherwise unmeasured: no interactivity)"),
-    ("ITL", "gaps between consecutive streamed tokens (a chunk of k tokens counts k tokens)"),
-    ("interactivity (request)", "1 / TPOT, tokens/s for one user"),
-    ("P90 interactivity", "the rate that 90% meet or beat: 1 / P90(TPOT), i.e. the slow tail"),
-    ("interactivity (user)", "per user lane: sum(output tokens - 1) / sum(decode time) over "
-     "its requests; P90 across users = the 10th percentile of those"),
-    ("decode throughput", "output tokens after each request's first token, summed over all "
-     "requests, per second of the steady window; also per GPU"),
-    ("prefill throughput", "uncached prompt tokens per second (cached count from the server "
-     "where it reports one)"),
-    ("output throughput", "all output tokens per second of the steady window"),
-    ("session latency", "first request sent to last token of the session, pauses included"),
-    ("schedule lag", "request sent minus request due"),
+_TERMS: tuple[tuple[str, str], ...] = (
     ("goodput", "share of requests (and of users) meeting an SLO: interactivity floor and "
      "TTFT ceiling"),
     ("prefix reuse", "expected (blocks seen before, infinite cache) vs measured "
@@ -65,6 +47,17 @@ METRIC_DEFINITIONS: tuple[tuple[str, str], ...] = (
      "measured, never assumed; the length the server or simulator profile claims is shown "
      "beside it"),
 )
+"""Report terms that are not one catalogued metric."""
+
+
+def metric_definitions() -> tuple[tuple[str, str], ...]:
+    """The methodology's (name, definition) rows: every catalogued quantity (a percentile
+    shares its distribution's definition, so it is not repeated), then the other terms."""
+    return tuple((metric(k).label, metric(k).definition) for k in QUANTITIES) + _TERMS
+
+
+METRIC_DEFINITIONS: tuple[tuple[str, str], ...] = metric_definitions()
+"""The methodology table as the catalogue words it when this module loads."""
 
 METHOD_NOTES: tuple[str, ...] = (
     "Times come from one monotonic clock per run; wall time only labels runs.",
@@ -181,7 +174,7 @@ def report_context(
         "load": base_run.manifest.load,
         "workload_stats": workload_stats(runs),
         "baseline_config": flat_config(cfg) if cfg is not None else [],
-        "definitions": METRIC_DEFINITIONS,
+        "definitions": metric_definitions(),
         "notes": METHOD_NOTES,
         "headline": [(m.key, m.label) for m in HEADLINE],
         "data_files": list(data_files),

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from analysis.report._chart_base import ArmLevels, color, figure, legend_outside, render, safe
+from analysis.schema import axis_label
 
 __all__ = ["TWIN_PLAN_FILE", "twin_chart", "twin_section"]
 
@@ -76,7 +77,7 @@ def twin_chart(arms: Sequence[ArmLevels], levels: Sequence[Mapping[str, Any]],
         ax.set_xticklabels([f"{u:g}" for u in ticks])
         ax.minorticks_off()
     ax.set_xlabel("users (concurrent agent lanes)")
-    ax.set_ylabel("P90 interactivity (tok/s/user)")
+    ax.set_ylabel(axis_label("interactivity.p90"))
     ax.set_title("Measured points and the twin's curve (dashed: SLO floors)")
     legend_outside(ax, fontsize=8)
     return render(fig)

@@ -1,5 +1,5 @@
 """The result schema: what replay writes and analysis reads (records, manifests, columns,
-levels, SLO tiers, error kinds).
+levels, SLO tiers, error kinds), and the catalogue of the metrics reported from them.
 """
 
 from analysis.schema._columns import (
@@ -36,6 +36,15 @@ from analysis.schema._manifest_parts import (
     ValidityReason,
     Verdict,
     WorkerInfo,
+)
+from analysis.schema._metrics import (
+    METRICS,
+    PERCENTILES,
+    QUANTITIES,
+    MetricInfo,
+    axis_label,
+    direction_text,
+    metric,
 )
 from analysis.schema._schema import (
     RESULT_FORMAT_VERSION,
@@ -87,10 +96,14 @@ __all__ = [
     "LoadKind",
     "LoadLevel",
     "LoadSettings",
+    "METRICS",
+    "MetricInfo",
     "MetricSample",
     "NONNEGATIVE",
     "NUM",
+    "PERCENTILES",
     "Phase",
+    "QUANTITIES",
     "REQUIRED",
     "RESULT_FORMAT_VERSION",
     "RecordDict",
@@ -111,8 +124,11 @@ __all__ = [
     "Verdict",
     "WorkerInfo",
     "WorkloadRef",
+    "axis_label",
+    "direction_text",
     "is_error_kind",
     "level_of",
+    "metric",
     "parse_tier",
     "public_url",
     "scrub_urls",
