@@ -97,7 +97,7 @@ def main() -> int:
     ap.add_argument("--interval", type=float, default=10.0, help="seconds per row")
     ap.add_argument("--think", type=float, default=5.0, help="think time between turns, s")
     ap.add_argument("--output-tokens", type=int, default=16)
-    ap.add_argument("--time-scale", type=float, default=10.0,
+    ap.add_argument("--speedup", type=float, default=10.0,
                     help="sim speed-up (1,000 running requests make slow steps)")
     args = ap.parse_args()
     warm_s = min(10.0, 0.2 * args.minutes * 60)  # users start staggered over it
@@ -111,9 +111,9 @@ def main() -> int:
     out = tmp / "run"
     print(f"soak: {args.users} users, {args.minutes:g} min, think {args.think:g} s, "
           f"{args.output_tokens} output tokens, sim profile 'small' (max_num_seqs 2048, "
-          f"time scale {args.time_scale:g}), users staggered over a {warm_s:g} s warmup; "
+          f"speedup {args.speedup:g}), users staggered over a {warm_s:g} s warmup; "
           f"run dir {out}", flush=True)
-    with SimServerProcess(str(tmp / "profile.json"), time_scale=args.time_scale) as srv:
+    with SimServerProcess(str(tmp / "profile.json"), time_scale=args.speedup) as srv:
         cmd = [sys.executable, "-m", "replay.cli", "run", "--target", srv.url,
                "--workload", str(wl), "--users", str(args.users), "--duration", str(duration),
                "--warmup", str(warm_s), "--drain", "10", "--out", str(out), "--quiet",

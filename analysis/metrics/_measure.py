@@ -13,9 +13,11 @@ Rules (written in the report's methodology):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from analysis.metrics._derived import column_latencies
+from analysis.metrics._derived import Latencies, column_latencies
 from analysis.metrics._samples import Samples
 from analysis.read import RunData, counter_delta, steady_window
 from analysis.schema import RequestColumns, level_of
@@ -151,81 +153,64 @@ def _itl(
     return per_tok[keep], chunk_user[keep], reps[keep], *counts
 
 
-def measure(run: RunData) -> Samples:
-    """Samples of every metric of one run (see the module docstring for the rules)."""
-    man = run.manifest
+@dataclass(frozen=True)
+class _Window:
+    """Which requests a run's samples come from: the steady window and, per request,
+    its user (as a dense code) and whether it was sent in the window, ok or cut."""
+
+    start: float
+    end: float
+    found: bool
+    user_code: np.ndarray
+    n_users: int
+    in_win: np.ndarray
+    good: np.ndarray
+    """Sent in the window and answered in full."""
+    cut: np.ndarray
+    """Sent in the window and cut short (incomplete: measured until the cut)."""
+
+    @property
+    def decoding(self) -> np.ndarray:
+        """Whose decode rate was measured."""
+        both: np.ndarray = self.good | self.cut
+        return both
+
+
+def _window_of(run: RunData) -> _Window:
     r = run.requests
     window = steady_window(run)
     start, end = window if window else (np.inf, -np.inf)
     user_ids, user_code = np.unique(r.user, return_inverse=True)
-    user_code = user_code.reshape(-1)
-    n_users = len(user_ids)
-    lat = column_latencies(r)
-
     in_win = (r.sent_s >= start) & (r.sent_s < end)
-    good = in_win & (r.status == "ok")
-    cut = in_win & (r.status == "incomplete")
-    values: dict[str, np.ndarray] = {}
-    groups: dict[str, np.ndarray] = {}
+    return _Window(start, end, window is not None, user_code.reshape(-1), len(user_ids),
+                   in_win, in_win & (r.status == "ok"), in_win & (r.status == "incomplete"))
 
-    def put(name: str, v: np.ndarray, g: np.ndarray) -> None:
-        keep = np.isfinite(v)
-        values[name], groups[name] = v[keep], g[keep]
 
-    decoding = good | cut  # whose decode rate was measured (incomplete: until the cut)
-    for name in ("ttft", "ttft_due", "e2e"):
-        put(name, getattr(lat, name)[good], user_code[good])
-    put("tpot", lat.tpot[decoding], user_code[decoding])
-    timed = in_win & (r.status != "lost")  # a lost request's send time is not known
-    put("schedule_lag", (r.sent_s - r.due_s)[timed], user_code[timed])
-    multi = decoding & (r.output_tokens >= 2) & (lat.decode_time > 0)  # NaN-safe
-    tok = np.bincount(user_code[multi], weights=r.output_tokens[multi] - 1, minlength=n_users)
-    dt = np.bincount(user_code[multi], weights=lat.decode_time[multi], minlength=n_users)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per_user = np.where(dt > 0, tok / dt, np.nan)
-    put("interactivity_user", per_user, np.arange(n_users))
-    weights: dict[str, np.ndarray] = {}
-    values["itl"], groups["itl"], weights["itl"], later, same = _itl(r, decoding, user_code)
-    values["itl_reads"], groups["itl_reads"], weights["itl_reads"], _, _ = _itl(
-        r, decoding, user_code, by_read=True)
-    put("session_latency", *_session_latency(run, user_code, start, end))
-
-    # incomplete requests: latencies are at least what they ran (right-censored)
-    drain_end = end + man.load.drain_s if window else np.inf
+def measure(run: RunData) -> Samples:
+    """Samples of every metric of one run (see the module docstring for the rules)."""
+    man = run.manifest
+    r = run.requests
+    w = _window_of(run)
+    lat = column_latencies(r)
+    values, groups, weights, later, same = _latency_samples(run, lat, w)
+    drain_end = w.end + man.load.drain_s if w.found else np.inf
     ran_until = _cut_time(r, drain_end)
-    no_first = cut & ~np.isfinite(r.first_token_s)
-    censored = {"ttft": (ran_until - r.sent_s)[no_first],
-                "ttft_due": (ran_until - r.due_s)[no_first],
-                "e2e": (ran_until - r.sent_s)[cut]}
-    censored_groups = {"ttft": user_code[no_first], "ttft_due": user_code[no_first],
-                       "e2e": user_code[cut]}
-    first_in = cut & np.isfinite(r.first_token_s)  # TTFT observed before the cut
-    for name in ("ttft", "ttft_due"):
-        values[name] = np.concatenate([values[name], getattr(lat, name)[first_in]])
-        groups[name] = np.concatenate([groups[name], user_code[first_in]])
-
-    u_dec, u_out, u_pre = _tokens_in_window(run, user_code, n_users, start, end)
-    win_idx = np.flatnonzero(in_win)
-    ok_win = np.flatnonzero(good)
+    censored, censored_groups = _censored(r, lat, w, ran_until, values, groups)
+    u_dec, u_out, u_pre = _tokens_in_window(run, w.user_code, w.n_users, w.start, w.end)
+    counters, halves = _window_counters(run, w)
+    win_idx = np.flatnonzero(w.in_win)
+    ok_win = np.flatnonzero(w.good)
     expected = r.expected_cached_tokens[win_idx]
     cached = r.cached_tokens[win_idx]
-    counters: dict[str, float | None] = {}
-    halves: list[dict[str, float | None]] = [{}, {}]
-    if window:
-        mid = (start + end) / 2.0
-        for name in COUNTERS:
-            counters[name] = counter_delta(run.metrics, name, start, end)
-            halves[0][name] = counter_delta(run.metrics, name, start, mid)
-            halves[1][name] = counter_delta(run.metrics, name, mid, end)
-    level = level_of(man)
+    user_code = w.user_code
     return Samples(
         label=man.label, runs=[man.run_id], model=man.model, users=man.load.users,
-        level=level, gpu_count=man.gpu_count, simulated=man.simulated,
+        level=level_of(man), gpu_count=man.gpu_count, simulated=man.simulated,
         incomplete=run.incomplete, reasons=[f"{man.run_id}: {x}" for x in run.reasons],
-        window_s=(end - start) if window else None,
+        window_s=(w.end - w.start) if w.found else None,
         values=values, groups=groups, weights=weights, censored=censored,
-        censored_groups=censored_groups, n_users=n_users,
-        user_run=np.zeros(n_users, dtype=np.int64),
+        censored_groups=censored_groups, n_users=w.n_users,
+        user_run=np.zeros(w.n_users, dtype=np.int64),
         user_decode_tokens=u_dec, user_output_tokens=u_out, user_prefill_tokens=u_pre,
         req_status=r.status[win_idx], req_error_kind=r.error_kind[win_idx],
         req_user=user_code[win_idx], req_ttft_due=lat.ttft_due[win_idx],
@@ -242,6 +227,81 @@ def measure(run: RunData) -> Samples:
         claimed_acceptance=claimed_acceptance(man.server_info or {}),
         chunks_same_read=same,
     )
+
+
+_Arrays = dict[str, np.ndarray]
+
+
+def _latency_samples(run: RunData, lat: Latencies,
+                     w: _Window) -> tuple[_Arrays, _Arrays, _Arrays, int, int]:
+    """(values, groups, weights) of every per-request, per-token and per-user metric of
+    the window, with the ITL reader's chunk counts (after the first, in one read)."""
+    r = run.requests
+    user_code = w.user_code
+    values: _Arrays = {}
+    groups: _Arrays = {}
+
+    def put(name: str, v: np.ndarray, g: np.ndarray) -> None:
+        keep = np.isfinite(v)
+        values[name], groups[name] = v[keep], g[keep]
+
+    good, decoding = w.good, w.decoding
+    for name in ("ttft", "ttft_due", "e2e"):
+        put(name, getattr(lat, name)[good], user_code[good])
+    put("tpot", lat.tpot[decoding], user_code[decoding])
+    timed = w.in_win & (r.status != "lost")  # a lost request's send time is not known
+    put("schedule_lag", (r.sent_s - r.due_s)[timed], user_code[timed])
+    put("interactivity_user", _user_interactivity(r, lat, w), np.arange(w.n_users))
+    weights: _Arrays = {}
+    values["itl"], groups["itl"], weights["itl"], later, same = _itl(r, decoding, user_code)
+    values["itl_reads"], groups["itl_reads"], weights["itl_reads"], _, _ = _itl(
+        r, decoding, user_code, by_read=True)
+    put("session_latency", *_session_latency(run, user_code, w.start, w.end))
+    return values, groups, weights, later, same
+
+
+def _user_interactivity(r: RequestColumns, lat: Latencies, w: _Window) -> np.ndarray:
+    """Per user lane: sum(output tokens - 1) / sum(decode time) (NaN: none measured)."""
+    multi = w.decoding & (r.output_tokens >= 2) & (lat.decode_time > 0)  # NaN-safe
+    code = w.user_code[multi]
+    tok = np.bincount(code, weights=r.output_tokens[multi] - 1, minlength=w.n_users)
+    dt = np.bincount(code, weights=lat.decode_time[multi], minlength=w.n_users)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate: np.ndarray = np.where(dt > 0, tok / dt, np.nan)
+    return rate
+
+
+def _censored(r: RequestColumns, lat: Latencies, w: _Window, ran_until: np.ndarray,
+              values: _Arrays, groups: _Arrays) -> tuple[_Arrays, _Arrays]:
+    """Incomplete requests' latencies, at least what they ran (right-censored); a TTFT
+    seen before the cut joins the observed ones (``values`` and ``groups`` grow)."""
+    cut, user_code = w.cut, w.user_code
+    no_first = cut & ~np.isfinite(r.first_token_s)
+    censored = {"ttft": (ran_until - r.sent_s)[no_first],
+                "ttft_due": (ran_until - r.due_s)[no_first],
+                "e2e": (ran_until - r.sent_s)[cut]}
+    censored_groups = {"ttft": user_code[no_first], "ttft_due": user_code[no_first],
+                       "e2e": user_code[cut]}
+    first_in = cut & np.isfinite(r.first_token_s)  # TTFT observed before the cut
+    for name in ("ttft", "ttft_due"):
+        values[name] = np.concatenate([values[name], getattr(lat, name)[first_in]])
+        groups[name] = np.concatenate([groups[name], user_code[first_in]])
+    return censored, censored_groups
+
+
+def _window_counters(
+    run: RunData, w: _Window,
+) -> tuple[dict[str, float | None], list[dict[str, float | None]]]:
+    """The server counters' deltas over the window and over each of its halves."""
+    counters: dict[str, float | None] = {}
+    halves: list[dict[str, float | None]] = [{}, {}]
+    if w.found:
+        mid = (w.start + w.end) / 2.0
+        for name in COUNTERS:
+            counters[name] = counter_delta(run.metrics, name, w.start, w.end)
+            halves[0][name] = counter_delta(run.metrics, name, w.start, mid)
+            halves[1][name] = counter_delta(run.metrics, name, mid, w.end)
+    return counters, halves
 
 
 def _session_latency(

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import orjson
 
+from analysis import LoadLevel
+
 __all__ = ["PlannedRun", "is_run_complete", "is_run_reusable", "launch_groups", "plan_runs",
            "run_verdict"]
 
@@ -37,11 +39,16 @@ class PlannedRun:
         return f"{_safe(self.arm)}-u{self.users}-r{self.repeat}"
 
     @property
+    def load(self) -> LoadLevel:
+        """The run's level as the analysis and the report name it (the rate when set)."""
+        if self.rate is not None:
+            return LoadLevel(kind="rate", value=self.rate)
+        return LoadLevel(kind="users", value=self.users)
+
+    @property
     def level(self) -> str:
         """The level in words: ``4 users`` or ``0.5 sessions/s``."""
-        if self.rate is not None:
-            return f"{self.rate:g} sessions/s"
-        return f"{self.users} user{'s' if self.users != 1 else ''}"
+        return self.load.label
 
 
 def _safe(label: str) -> str:

@@ -28,8 +28,12 @@ def register(subparsers: Any) -> None:
                    help="the simulated decode backend (the arms of a comparison differ in it)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (0 = any free)")
-    p.add_argument("--time-scale", type=float, default=1.0,
-                   help="run X times faster than real time")
+    p.add_argument("--speedup", type=float, default=1.0, metavar="X",
+                   help="run X times faster than real time: every modelled duration divided "
+                        "by X, reported in the profile's seconds")
+    p.add_argument("--time-scale", type=float, default=None, dest="old_time_scale",
+                   help=argparse.SUPPRESS)  # the former name of --speedup (run's
+    # --time-scale multiplies arrival offsets, the opposite sense: one name per concept)
     p.add_argument("--slowdown", type=float, default=1.0,
                    help="every engine step really takes F times its modelled time, while "
                         "reporting the modelled time (a deliberately late simulator; "
@@ -51,8 +55,14 @@ def _run(args: argparse.Namespace) -> int:
     from replay.errors import ConfigError
     from replay.sim import SimConfig, parse_faults
 
-    if args.time_scale <= 0:
-        raise ConfigError("--time-scale must be > 0")
+    if args.old_time_scale is not None:
+        import sys
+
+        print("agentreplay: serve-sim --time-scale is now --speedup (same meaning); "
+              "--time-scale will go", file=sys.stderr)
+        args.speedup = args.old_time_scale
+    if args.speedup <= 0:
+        raise ConfigError("--speedup must be > 0")
     if not args.slowdown >= 1.0:
         raise ConfigError("--slowdown must be >= 1")
     if not 0 <= args.port <= 65535:
@@ -60,14 +70,15 @@ def _run(args: argparse.Namespace) -> int:
     try:
         config = SimConfig(
             profile=args.profile, backend=args.backend, host=args.host, port=args.port,
-            time_scale=args.time_scale, slowdown=args.slowdown,
+            time_scale=args.speedup, slowdown=args.slowdown,
             faults=parse_faults(args.faults), truth_path=args.truth, seed=args.seed,
             split_tokens=args.split_tokens, keep_truth=False,
         )
     except ValidationError as exc:  # one line naming the flag, never a traceback
         err = exc.errors()[0]
         field = str(err["loc"][0]) if err["loc"] else ""
-        flag = "--truth" if field == "truth_path" else "--" + field.replace("_", "-")
+        flag = {"truth_path": "--truth", "time_scale": "--speedup"}.get(
+            field, "--" + field.replace("_", "-"))
         raise ConfigError(f"{flag}: {err['msg']}") from None
     config.resolved_profile()  # a bad profile is a user error before anything starts
     try:
@@ -97,7 +108,7 @@ async def _serve(config: Any) -> int | None:
     async with SimServer(config) as srv:
         p = srv.profile
         print(f"serve-sim: SIMULATED vLLM at {srv.url} profile={p.name} "
-              f"backend={config.backend} model={p.model} time_scale={config.time_scale}"
+              f"backend={config.backend} model={p.model} speedup={config.time_scale:g}"
               + (f" slowdown={config.slowdown}" if config.slowdown != 1.0 else ""),
               file=sys.stderr, flush=True)
         await stop.wait()

@@ -26,7 +26,14 @@ from replay.load._knobs import (
     knobs,
     not_resumed,
 )
-from replay.load._lanes import LaneContext, PromptBuilder, salt_for, sleep_until
+from replay.load._lanes import (
+    LaneContext,
+    LaneSettings,
+    LaneState,
+    PromptBuilder,
+    salt_for,
+    sleep_until,
+)
 from replay.load._live import LiveStats, LiveView, render_lines
 from replay.load._phases import (
     Arrival,
@@ -100,6 +107,8 @@ __all__ = [
     "Knob",
     "LaneContext",
     "LaneOutcome",
+    "LaneSettings",
+    "LaneState",
     "LiveStats",
     "LiveView",
     "ProcessExecutor",

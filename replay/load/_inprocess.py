@@ -51,7 +51,7 @@ class InProcessExecutor:
 
     def load(self) -> tuple[int, int]:
         ctx = self.ctx
-        return (0, 0) if ctx is None else (ctx.busy, ctx.lanes)
+        return (0, 0) if ctx is None else (ctx.state.busy, ctx.state.lanes)
 
     def notes(self) -> list[str]:
         return []

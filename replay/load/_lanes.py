@@ -20,34 +20,28 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, cast
 
-import aiohttp
 import numpy as np
 
 from analysis import ErrorKind, Phase, RecordDict, RequestStatus
 from replay.client import (
-    BodySpec,
     CacheMark,
     ChainEncoder,
-    PrefixCacheModel,
     StreamOutcome,
-    Timeouts,
-    stream_request,
 )
+from replay.load._context import LaneContext, LaneSettings, LaneState, PromptBuilder
 from replay.load._scenario import entry_turn
 from traces import Request, Session, iter_block_ids
 
 __all__ = [
-    "LaneContext", "PromptBuilder", "closed_user", "open_arrivals", "salt_for", "sleep_until",
-    "timestamp_session",
+    "LaneContext", "LaneSettings", "LaneState", "PromptBuilder", "closed_user", "open_arrivals",
+    "salt_for", "sleep_until", "timestamp_session",
 ]
 
-PromptBuilder = Callable[[Request, int, "np.ndarray | None", Sequence[int]], np.ndarray]
-"""``(request, salt, prev_prompt, prev_output) -> int32 ids`` (vocab/block size bound)."""
 
 _NS = 1_000_000_000
 
@@ -58,104 +52,6 @@ def salt_for(seed: int, user: int, instance: int, nonce: int = 0) -> int:
     key = [seed & 0xFFFFFFFF, user, instance] + ([nonce] if nonce else [])
     mixed = np.random.SeedSequence(key).generate_state(1)
     return int(mixed[0]) | 1
-
-
-@dataclass(eq=False)
-class LaneContext:
-    """What every lane of one run shares (a plain object: lanes run on one loop)."""
-
-    session: aiohttp.ClientSession
-    urls: tuple[str, ...]  # the endpoint of each replica (``cache`` routes among them)
-    headers: dict[str, str]
-    spec: BodySpec
-    timeouts: Timeouts
-    build: PromptBuilder
-    block_size: int
-    """The workload's block size (for the shared-prefix boundary)."""
-    cache: PrefixCacheModel
-    t0_ns: int
-    warmup_end_ns: int
-    window_end_ns: int
-    issue_end_ns: int
-    """No request becomes due at or after this (end of the drain)."""
-    on_record: Callable[[RecordDict], None]
-    run_tag: str
-    think_scale: float = 1.0
-    think_cap_s: float | None = None
-    max_line_bytes: int = 64 * 1024 * 1024
-    cancel_reason: str = "drain"
-    worker: int = 0
-    """Which worker process runs these lanes (``--workers``); part of request ids."""
-    entry_ratio: tuple[float, float] | None = None
-    """A scenario's entry rule: each user's first session starts at a random turn in
-    this share of its turns (``replay.load._scenario.entry_turn``)."""
-    salt_nonce: int = 0
-    """A scenario's per-run cache bust, mixed into every lane's salt (0: none)."""
-    on_plan: Callable[..., None] | None = None
-    """``--ray``: told ``(ctx, id, chain, turn, req, prompt, due_ns, think_s)`` of each due
-    request before it is sent, so the driver knows what a lost worker had (``_remote``)."""
-    transport: Callable[..., Awaitable[StreamOutcome]] = stream_request  # replay.twin: in process
-    seq: int = 0
-    busy: int = 0
-    lanes: int = 0
-    measure_inflight: int = 0
-    measure_idle: asyncio.Event = field(default_factory=asyncio.Event)
-    tasks: set[asyncio.Task[Any]] = field(default_factory=set)
-    stopped: bool = False
-    crash: BaseException | None = None
-    """A lane died of a bug (not a request failure): the run stops and re-raises it."""
-    crashed: asyncio.Event = field(default_factory=asyncio.Event)
-    top_lanes: int = 0
-    """Load sources started: closed-loop users, the open-loop arrival plan, timestamp
-    sessions (subagent lanes are not counted)."""
-    done_early: int = 0
-    """Of those, how many ran out of work too early (see :meth:`lane_ended`)."""
-    scope_holds: dict[object, int] = field(default_factory=dict)
-    """Lanes using a cache scope (a session instance, its background subagents)."""
-
-    def hold_scope(self, scope: object) -> None:
-        self.scope_holds[scope] = self.scope_holds.get(scope, 0) + 1
-
-    def release_scope(self, scope: object, _task: object = None) -> None:
-        """A holder is done; the scope's private blocks go when nobody uses it."""
-        held = self.scope_holds.pop(scope, 0) - 1
-        if held > 0:
-            self.scope_holds[scope] = held
-        else:
-            self.cache.end_scope(scope)
-
-    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        """Start a lane task the run will cancel and wait for at the end."""
-        task = asyncio.get_running_loop().create_task(coro)
-        self.tasks.add(task)
-        task.add_done_callback(self._done)
-        return task
-
-    def _done(self, task: asyncio.Task[Any]) -> None:
-        self.tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None and self.crash is None:
-            self.crash = task.exception()
-            self.crashed.set()
-
-    def lane_ended(self, by_ns: int) -> None:
-        """A load source stopped issuing before ``by_ns`` (not stopped by the run):
-        window start for users (one thinking past the window's end is ordinary load),
-        window end for an arrival plan or a trace."""
-        if not self.stopped and time.monotonic_ns() < by_ns:
-            self.done_early += 1
-
-    def think_ns(self, think_s: float) -> int:
-        t = think_s * self.think_scale
-        if self.think_cap_s is not None and t > self.think_cap_s:
-            t = self.think_cap_s
-        return int(t * _NS)
-
-    def phase(self, sent_ns: int) -> str:
-        if sent_ns < self.warmup_end_ns:
-            return "warmup"
-        if sent_ns < self.window_end_ns:
-            return "measure"
-        return "drain"
 
 
 @dataclass(slots=True)
@@ -182,37 +78,39 @@ async def sleep_until(due_ns: int) -> None:
 
 
 def _rid(ctx: LaneContext) -> str:
-    ctx.seq += 1
-    return f"{ctx.run_tag}-w{ctx.worker}-{ctx.seq}" if ctx.worker else f"{ctx.run_tag}-{ctx.seq}"
+    ctx.state.seq += 1
+    fixed, seq = ctx.fixed, ctx.state.seq
+    return f"{fixed.run_tag}-w{fixed.worker}-{seq}" if fixed.worker else f"{fixed.run_tag}-{seq}"
 
 
 async def _send(
     ctx: LaneContext, chain: _Chain, turn: int, req: Request, prompt: np.ndarray,
     body: bytes, mark: CacheMark, due_ns: int, think_s: float, rid: str,
 ) -> StreamOutcome:
-    headers = dict(ctx.headers)
+    fixed = ctx.fixed
+    headers = dict(fixed.headers)
     headers["X-Request-Id"] = rid
     out = StreamOutcome()
-    in_window = time.monotonic_ns() < ctx.window_end_ns
+    in_window = time.monotonic_ns() < fixed.window_end_ns
     if in_window:
-        ctx.measure_inflight += 1
-        ctx.measure_idle.clear()
-    ctx.busy += 1
+        ctx.state.measure_inflight += 1
+        ctx.state.measure_idle.clear()
+    ctx.state.busy += 1
     try:
-        await ctx.transport(ctx.session, ctx.urls[mark.replica], body, headers, ctx.timeouts,
-                            out, max_line_bytes=ctx.max_line_bytes,
-                            max_tokens=req.output_tokens, keep_output_ids=ctx.spec.carry_output)
+        await ctx.transport(ctx.session, fixed.urls[mark.replica], body, headers, fixed.timeouts,
+                            out, max_line_bytes=fixed.max_line_bytes,
+                            max_tokens=req.output_tokens, keep_output_ids=fixed.spec.carry_output)
     except asyncio.CancelledError:
         if out.status == "cancelled":  # not a complete answer cancelled while settling
-            out.error_kind = f"cancelled_{ctx.cancel_reason}"
+            out.error_kind = f"cancelled_{ctx.state.cancel_reason}"
         ctx.on_record(_record(ctx, rid, chain, turn, req, prompt, mark, due_ns, think_s, out))
         raise
     finally:
-        ctx.busy -= 1
+        ctx.state.busy -= 1
         if in_window:
-            ctx.measure_inflight -= 1
-            if ctx.measure_inflight == 0:
-                ctx.measure_idle.set()
+            ctx.state.measure_inflight -= 1
+            if ctx.state.measure_inflight == 0:
+                ctx.state.measure_idle.set()
     ctx.on_record(_record(ctx, rid, chain, turn, req, prompt, mark, due_ns, think_s, out))
     return out
 
@@ -225,7 +123,7 @@ def _record(
 
     A request cut when the drain ended is ``incomplete`` (no error kind); one
     cut by the user's interrupt is ``cancelled`` / ``cancelled_interrupt``."""
-    t0 = ctx.t0_ns
+    t0 = ctx.fixed.t0_ns
     end_ns = time.monotonic_ns()
     usage = out.usage or {}
     completion = usage.get("completion_tokens")
@@ -245,8 +143,8 @@ def _record(
         "turn": turn,
         "agent": chain.agent,
         "kind": req.kind,
-        "phase": cast(Phase, ctx.phase(sent_ns)),
-        "worker": ctx.worker,
+        "phase": cast(Phase, ctx.fixed.phase(sent_ns)),
+        "worker": ctx.fixed.worker,
         "replica": mark.replica,
         "status": cast(RequestStatus, status),
         "error_kind": kind,
@@ -277,8 +175,8 @@ async def _run_chain(
     """Replay one agent chain closed loop; False once the run stops issuing."""
     prev_prompt: np.ndarray | None = None
     prev_output: Sequence[int] = ()
-    wbs = ctx.block_size
-    encoder = ChainEncoder(ctx.spec, ctx.cache)
+    wbs = ctx.fixed.block_size
+    encoder = ChainEncoder(ctx.fixed.spec, ctx.cache)
     for turn in range(start_turn, len(requests)):
         req = requests[turn]
         if prev_prompt is None and req.prefix_blocks:
@@ -286,9 +184,9 @@ async def _run_chain(
         if turn == start_turn and first_delay_ns is not None:
             wait = first_delay_ns
         else:
-            wait = ctx.think_ns(req.think_time_s)
+            wait = ctx.fixed.think_ns(req.think_time_s)
         due_ns = ready_ns + wait
-        if due_ns >= ctx.issue_end_ns or ctx.stopped:
+        if due_ns >= ctx.fixed.issue_end_ns or ctx.state.stopped:
             return False
         prompt = ctx.build(req, chain.salt, prev_prompt, prev_output)
         body, hashed = encoder.prepare(prompt, req.output_tokens)
@@ -296,7 +194,7 @@ async def _run_chain(
         if ctx.on_plan is not None:
             ctx.on_plan(ctx, rid, chain, turn, req, prompt, due_ns, wait / _NS)
         await sleep_until(due_ns)
-        if ctx.stopped:
+        if ctx.state.stopped:
             return False
         mark = ctx.cache.observe(prompt, req.shared_blocks * wbs, chain.scope, hashed)
         out = await _send(ctx, chain, turn, req, prompt, body, mark, due_ns, wait / _NS, rid)
@@ -342,11 +240,11 @@ async def _run_subagents(ctx: LaneContext, parent: _Chain, req: Request) -> bool
 async def _lane(ctx: LaneContext, chain: Callable[[], Coroutine[Any, Any, bool]]) -> bool:
     """Count a lane while it runs; ``chain`` makes its coroutine only then (a lane task
     cancelled before it started leaves no coroutine never awaited)."""
-    ctx.lanes += 1
+    ctx.state.lanes += 1
     try:
         return await chain()
     finally:
-        ctx.lanes -= 1
+        ctx.state.lanes -= 1
 
 
 async def closed_user(
@@ -355,25 +253,25 @@ async def closed_user(
 ) -> None:
     """One closed-loop user: sessions back to back, recycled round robin."""
     rng = np.random.default_rng([seed & 0xFFFFFFFF, 7, user])
-    ctx.top_lanes += 1
+    ctx.state.top_lanes += 1
     n = len(sessions)
     idx = user % n
     instance = 0
-    ready_ns = ctx.t0_ns
+    ready_ns = ctx.fixed.t0_ns
     while True:
         sess = sessions[idx]
         start_turn = 0
         first_delay: int | None = None
-        if instance == 0 and ctx.entry_ratio is not None:
-            start_turn = entry_turn(rng, len(sess.requests), *ctx.entry_ratio)
-            think = ctx.think_ns(sess.requests[start_turn].think_time_s)
+        if instance == 0 and ctx.fixed.entry_ratio is not None:
+            start_turn = entry_turn(rng, len(sess.requests), *ctx.fixed.entry_ratio)
+            think = ctx.fixed.think_ns(sess.requests[start_turn].think_time_s)
             first_delay = int(rng.uniform(0.0, 1.0) * min(think, int(warmup_s * _NS)))
         elif instance == 0 and midway:
             start_turn = int(rng.integers(0, len(sess.requests)))
-            think = ctx.think_ns(sess.requests[start_turn].think_time_s)
+            think = ctx.fixed.think_ns(sess.requests[start_turn].think_time_s)
             first_delay = int(rng.uniform(0.0, 1.0) * min(think, int(warmup_s * _NS)))
         chain = _Chain(user=user, lane=str(user), session=sess.id, instance=instance,
-                       salt=salt_for(seed, user, instance, ctx.salt_nonce),
+                       salt=salt_for(seed, user, instance, ctx.fixed.salt_nonce),
                        scope=(user, instance))
         ctx.hold_scope(chain.scope)
         try:
@@ -382,7 +280,7 @@ async def closed_user(
         finally:
             ctx.release_scope(chain.scope)
         if not ok:
-            ctx.lane_ended(ctx.warmup_end_ns)
+            ctx.lane_ended(ctx.fixed.warmup_end_ns)
             return
         ready_ns = time.monotonic_ns()
         instance += 1
@@ -393,20 +291,20 @@ async def open_arrivals(
     ctx: LaneContext, sessions: Sequence[Session], arrivals_s: Sequence[float], seed: int,
 ) -> None:
     """Start session ``k % n`` at ``arrivals_s[k]`` as its own lane (user ``k``)."""
-    ctx.top_lanes += 1
+    ctx.state.top_lanes += 1
     n = len(sessions)
     for k, at in enumerate(arrivals_s):
-        due_ns = ctx.t0_ns + int(at * _NS)
-        if due_ns >= ctx.issue_end_ns:
+        due_ns = ctx.fixed.t0_ns + int(at * _NS)
+        if due_ns >= ctx.fixed.issue_end_ns:
             break
         await sleep_until(due_ns)
-        if ctx.stopped:
+        if ctx.state.stopped:
             return
         sess = sessions[k % n]
         chain = _Chain(user=k, lane=str(k), session=sess.id, instance=k // n,
                        salt=salt_for(seed, k, k // n), scope=("open", k))
         ctx.spawn(_open_lane(ctx, chain, sess, due_ns))
-    ctx.lane_ended(ctx.window_end_ns)
+    ctx.lane_ended(ctx.fixed.window_end_ns)
 
 
 async def _open_lane(ctx: LaneContext, chain: _Chain, sess: Session, due_ns: int) -> None:
@@ -424,27 +322,27 @@ async def timestamp_session(
     chain = _Chain(user=user, lane=str(user), session=sess.id, instance=0,
                    salt=salt_for(seed, user, 0), scope=("ts", user))
     prev: np.ndarray | None = None
-    wbs = ctx.block_size
+    wbs = ctx.fixed.block_size
     pending: list[asyncio.Task[Any]] = []
-    encoder = ChainEncoder(ctx.spec, ctx.cache)
-    ctx.top_lanes += 1
+    encoder = ChainEncoder(ctx.fixed.spec, ctx.cache)
+    ctx.state.top_lanes += 1
     try:
         for turn, req in enumerate(sess.requests):
             at = (req.arrival_s or 0.0) - origin_s
-            due_ns = ctx.t0_ns + int(max(at, 0.0) * _NS)
-            if due_ns >= ctx.issue_end_ns or ctx.stopped:
+            due_ns = ctx.fixed.t0_ns + int(max(at, 0.0) * _NS)
+            if due_ns >= ctx.fixed.issue_end_ns or ctx.state.stopped:
                 break
             prompt = ctx.build(req, chain.salt, prev, ())
             body, hashed = encoder.prepare(prompt, req.output_tokens)
             prev = prompt
             await sleep_until(due_ns)
-            if ctx.stopped:
+            if ctx.state.stopped:
                 break
             mark = ctx.cache.observe(prompt, req.shared_blocks * wbs, chain.scope, hashed)
             pending.append(ctx.spawn(_send(ctx, chain, turn, req, prompt, body, mark, due_ns, 0.0,
                                            _rid(ctx))))
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
-        ctx.lane_ended(ctx.window_end_ns)
+        ctx.lane_ended(ctx.fixed.window_end_ns)
     finally:
         ctx.cache.end_scope(chain.scope)

@@ -36,7 +36,7 @@ def planned_record(ctx: LaneContext, rid: str, chain: Any, turn: int, req: Any, 
     rec = _record(ctx, rid, chain, turn, req, prompt, mark, due_ns, think_s, StreamOutcome())
     rec["status"] = "lost"
     rec["error_kind"] = ErrorKind.WORKER_LOST
-    rec["phase"] = ctx.phase(due_ns)  # type: ignore[typeddict-item]
+    rec["phase"] = ctx.fixed.phase(due_ns)  # type: ignore[typeddict-item]
     rec["sent_s"] = rec["due_s"]
     rec["end_s"] = None
     rec["expected_cached_tokens"] = None

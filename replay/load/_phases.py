@@ -28,6 +28,7 @@ from replay.client import BodySpec, ChatCodec, PrefixCacheModel, Timeouts
 from replay.load._health import LoopHealth, LoopProbe
 from replay.load._lanes import (
     LaneContext,
+    LaneSettings,
     PromptBuilder,
     closed_user,
     open_arrivals,
@@ -141,20 +142,23 @@ def make_context(
     roots = target.roots or (target.root,)
     cache = PrefixCacheModel(target.server_block_size) if len(roots) == 1 else \
         FleetCache(target.server_block_size, len(roots), settings.routing)
-    return LaneContext(
-        session=session, urls=tuple(f"{root}{path}" for root in roots), headers=target.headers,
+    fixed = LaneSettings(
+        urls=tuple(f"{root}{path}" for root in roots), headers=target.headers,
         spec=BodySpec(model=target.model, api=settings.api, carry_output=settings.carry_output,
                       chat=target.chat),
         timeouts=Timeouts(connect_s=settings.connect_timeout_s,
                           first_token_s=settings.first_token_timeout_s,
                           itl_s=settings.itl_timeout_s, total_s=settings.total_timeout_s),
-        build=build or default_builder(target.block_size, target.vocab_size),
-        block_size=target.block_size, cache=cache,
+        block_size=target.block_size,
         t0_ns=t0_ns, warmup_end_ns=warmup_end_ns, window_end_ns=window_end_ns,
         issue_end_ns=window_end_ns + int(settings.drain * _NS),
-        on_record=on_record, run_tag=target.run_tag, think_scale=settings.think_scale,
+        run_tag=target.run_tag, think_scale=settings.think_scale,
         think_cap_s=settings.think_time_cap_s, max_line_bytes=settings.max_line_bytes,
         worker=worker, **lane_options(settings.scenario, target.run_tag),
+    )
+    return LaneContext(
+        fixed=fixed, session=session, cache=cache, on_record=on_record,
+        build=build or default_builder(target.block_size, target.vocab_size),
     )
 
 
@@ -168,32 +172,33 @@ async def drive_lanes(
     as interrupted) before the cancellation propagates. ``probe_loop=False`` skips the
     event-loop lag probe (simulated time, ``replay.twin``: there is no lag to see).
     """
-    probe = LoopProbe(ctx.warmup_end_ns, ctx.window_end_ns)
+    probe = LoopProbe(ctx.fixed.warmup_end_ns, ctx.fixed.window_end_ns)
     prober = asyncio.create_task(probe.run() if probe_loop else asyncio.sleep(0))
     _start(ctx, settings, arrival, sessions, users)
     outcome = LaneOutcome()
     try:
         outcome.interrupted = await _wait_phases(ctx, stop)
     except asyncio.CancelledError:
-        ctx.cancel_reason = "interrupt"
+        ctx.state.cancel_reason = "interrupt"
         raise
     finally:
         await _stop_all(ctx)
         prober.cancel()
         await asyncio.gather(prober, return_exceptions=True)
-    outcome.crash = ctx.crash
+    outcome.crash = ctx.state.crash
     outcome.health = probe.result()
     if arrival == "timestamps":
         outcome.lanes = 1
-        outcome.done_early = int(ctx.top_lanes > 0 and ctx.done_early == ctx.top_lanes)
+        state = ctx.state
+        outcome.done_early = int(state.top_lanes > 0 and state.done_early == state.top_lanes)
     else:
-        outcome.lanes, outcome.done_early = ctx.top_lanes, ctx.done_early
+        outcome.lanes, outcome.done_early = ctx.state.top_lanes, ctx.state.done_early
     return outcome
 
 
 def _start(ctx: LaneContext, settings: RunSettings, arrival: Arrival,
            sessions: Sequence[Session], users: Sequence[int] | None) -> None:
-    horizon = (ctx.issue_end_ns - ctx.t0_ns) / _NS
+    horizon = (ctx.fixed.issue_end_ns - ctx.fixed.t0_ns) / _NS
     if arrival == "closed":
         midway = settings.warmup_start == "midway" and settings.warmup_s > 0
         for user in range(settings.users) if users is None else users:
@@ -217,20 +222,20 @@ def _start(ctx: LaneContext, settings: RunSettings, arrival: Arrival,
 
 async def _wait_phases(ctx: LaneContext, stop: asyncio.Event) -> bool:
     """Wait out warmup, window and drain; True if ``stop`` cut the run short."""
-    stopper = asyncio.create_task(_first(stop.wait(), ctx.crashed.wait()))
+    stopper = asyncio.create_task(_first(stop.wait(), ctx.state.crashed.wait()))
     try:
-        for end_ns in (ctx.warmup_end_ns, ctx.window_end_ns):
+        for end_ns in (ctx.fixed.warmup_end_ns, ctx.fixed.window_end_ns):
             if await _wait_until(stopper, end_ns, ctx):
-                ctx.cancel_reason = "interrupt"
+                ctx.state.cancel_reason = "interrupt"
                 return True
-        if ctx.measure_inflight > 0:
-            idle = asyncio.create_task(ctx.measure_idle.wait())
-            deadline = max(0.0, (ctx.issue_end_ns - time.monotonic_ns()) / _NS)
+        if ctx.state.measure_inflight > 0:
+            idle = asyncio.create_task(ctx.state.measure_idle.wait())
+            deadline = max(0.0, (ctx.fixed.issue_end_ns - time.monotonic_ns()) / _NS)
             done, _ = await asyncio.wait({idle, stopper}, timeout=deadline,
                                          return_when=asyncio.FIRST_COMPLETED)
             idle.cancel()
             if stopper in done:
-                ctx.cancel_reason = "interrupt"
+                ctx.state.cancel_reason = "interrupt"
                 return True
         return False
     finally:
@@ -251,7 +256,7 @@ async def _wait_until(stopper: asyncio.Task[Any], end_ns: int, ctx: LaneContext)
     lane is gone (a finite open-loop or timestamp plan)."""
     while True:
         rem = (end_ns - time.monotonic_ns()) / _NS
-        if rem <= 0 or not ctx.tasks:
+        if rem <= 0 or not ctx.state.tasks:
             return False
         done, _ = await asyncio.wait({stopper}, timeout=min(rem, 0.25))
         if done:
@@ -259,9 +264,9 @@ async def _wait_until(stopper: asyncio.Task[Any], end_ns: int, ctx: LaneContext)
 
 
 async def _stop_all(ctx: LaneContext) -> None:
-    ctx.stopped = True
-    while ctx.tasks:
-        pending = list(ctx.tasks)
+    ctx.state.stopped = True
+    while ctx.state.tasks:
+        pending = list(ctx.state.tasks)
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)

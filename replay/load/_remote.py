@@ -128,7 +128,7 @@ async def run_plan(plan: WorkerPlan, emit: Emit, stop: asyncio.Event,
                 out, buf = buf, []
                 ahead, planned = planned, []
                 sent += len(out)
-                emit(out, ctx.busy, ctx.lanes, ahead)
+                emit(out, ctx.state.busy, ctx.state.lanes, ahead)
 
         async def pump() -> None:
             while True:

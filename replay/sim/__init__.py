@@ -33,7 +33,7 @@ from replay.sim._cache import PrefixCache, block_hashes
 from replay.sim._config import SimConfig, server_info, step_log_path
 from replay.sim._decode import DecodePoint, modelled_decode
 from replay.sim._engine import Engine, EngineCounters, SimRequest, StepResult
-from replay.sim._faults import FaultKind, FaultSpec, parse_faults
+from replay.sim._faults import FAULT_OUTCOMES, FaultKind, FaultSpec, parse_faults
 from replay.sim._process import SimServerProcess, free_port
 from replay.sim._profile import (
     Backend,
@@ -55,6 +55,7 @@ __all__ = [
     "DecodeRun",
     "Engine",
     "EngineCounters",
+    "FAULT_OUTCOMES",
     "FaultKind",
     "FaultSpec",
     "PrefixCache",

@@ -19,14 +19,26 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from analysis import ErrorKind, RequestStatus
 from replay.errors import ConfigError
 
-__all__ = ["FaultKind", "FaultSpec", "parse_faults"]
+__all__ = ["FAULT_OUTCOMES", "FaultKind", "FaultSpec", "parse_faults"]
 
 FaultKind = Literal["rate_limit", "error", "stream_error", "stall", "disconnect", "malformed"]
 _ORDER: tuple[FaultKind, ...] = (
     "rate_limit", "error", "stream_error", "stall", "disconnect", "malformed",
 )
+FAULT_OUTCOMES: dict[FaultKind, tuple[RequestStatus, str]] = {
+    "rate_limit": ("error", "http_429"),
+    "error": ("error", "http_500"),
+    "stream_error": ("error", ErrorKind.STREAM_ERROR),
+    "stall": ("timeout", ErrorKind.TIMEOUT_ITL),
+    "disconnect": ("error", ErrorKind.DISCONNECT),
+    "malformed": ("error", ErrorKind.MALFORMED),
+}
+"""What a client that reads the stream right records for each injected fault (status,
+error kind; a stall past the client's ITL limit): the contract the fault tests hold
+the client to, in the record schema's own terms."""
 
 
 class FaultSpec(BaseModel):

@@ -45,7 +45,7 @@ class SimServerProcess:
         args = [
             sys.executable, "-m", "replay.cli", "serve-sim", "--profile", profile,
             "--backend", backend, "--host", host, "--port", str(self.port),
-            "--time-scale", repr(time_scale), "--seed", str(seed),
+            "--speedup", repr(time_scale), "--seed", str(seed),
         ]
         if slowdown != 1.0:
             args += ["--slowdown", repr(slowdown)]

@@ -6,13 +6,23 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import typing
 from pathlib import Path
 
 import pytest
 
 from analysis import compare_runs, read_runs, render_report
+from analysis.schema import STATUSES, is_error_kind
 from replay.load import run_load, run_load_sync
-from replay.sim import SimConfig, SimServer, SimServerProcess, TruthRecord, free_port
+from replay.sim import (
+    FAULT_OUTCOMES,
+    FaultKind,
+    SimConfig,
+    SimServer,
+    SimServerProcess,
+    TruthRecord,
+    free_port,
+)
 from tests.reliability.conftest import (
     cfg,
     check_counts,
@@ -23,15 +33,14 @@ from tests.reliability.conftest import (
 )
 from tests.replay.conftest import make_workload
 
-# fault -> (record status, error kind)
-EXPECTED = {
-    "error": ("error", "http_500"),
-    "stream_error": ("error", "stream_error"),
-    "rate_limit": ("error", "http_429"),
-    "stall": ("timeout", "timeout_itl"),
-    "disconnect": ("error", "disconnect"),
-    "malformed": ("error", "malformed"),
-}
+EXPECTED = FAULT_OUTCOMES
+"""fault -> (record status, error kind), as the simulator declares it."""
+
+
+def test_every_fault_has_an_outcome_in_the_record_schema() -> None:
+    assert set(EXPECTED) == set(typing.get_args(FaultKind))
+    for status, kind in EXPECTED.values():
+        assert status in STATUSES and is_error_kind(kind), (status, kind)
 
 
 async def _faulty_run(tmp_path: Path, faults: dict[str, object],

@@ -47,7 +47,8 @@ def test_process_reports_a_bad_profile() -> None:
 @pytest.mark.parametrize("argv,words", [
     (["--profile", "missing"], "unknown sim profile"),
     (["--faults", "stall_rate=2"], "stall_rate"),
-    (["--time-scale", "0"], "--time-scale"),
+    (["--speedup", "0"], "--speedup"),
+    (["--time-scale", "0"], "--speedup"),  # the former name, still read
     (["--profile", "/nonexistent/p.json"], "cannot read profile"),
 ])
 def test_cli_user_errors_exit_2(argv, words, capsys) -> None:
