@@ -147,6 +147,12 @@ class SharedSettings(BaseModel):
     itl_timeout_s: Annotated[Interval | None, Knob(
         "--itl-timeout", "a request whose next output token takes longer than this many "
         "seconds is a timeout", metavar="S")] = 120.0
+    connect_timeout_s: Annotated[Interval | None, Knob(
+        "--connect-timeout", "a request that cannot open a connection to the server within "
+        "this many seconds is a timeout", metavar="S")] = 30.0
+    total_timeout_s: Annotated[Interval | None, Knob(
+        "--total-timeout", "a request not finished this many seconds after it was sent is "
+        "a timeout", metavar="S")] = 3600.0
     routing: Annotated[Literal["affinity", "round-robin"], Knob(
         "--routing", "with several replicas (--target repeated, or an arm LABEL=URL1,URL2): "
         "affinity = every turn of a session on one replica (the one with the fewest sessions "
@@ -223,8 +229,6 @@ class RunSettings(SharedSettings):
     label: str = ""
     carry_output: bool = True
     """Ask for the generated token ids and resend them in the next turn."""
-    connect_timeout_s: float | None = Field(default=30.0, gt=0, le=MAX_SECONDS)
-    total_timeout_s: float | None = Field(default=3600.0, gt=0, le=MAX_SECONDS)
     max_line_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     workers: int = Field(default=1, ge=1, le=1024)
     """Processes (or Ray actors) the users are split across, each with its own loop."""
