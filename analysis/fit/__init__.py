@@ -1,7 +1,13 @@
 """Fitting a simulator twin's step-time model to a run's own records (pure: arrays in,
 parameters out). Sits on the schema wing only; ``replay.calibrate`` does the I/O."""
 
-from analysis.fit._model import GroupResidual, StepFit, fit_steps, predict_gap
+from analysis.fit._model import (
+    GroupResidual,
+    StepFit,
+    fit_steps,
+    level_stall_factor,
+    predict_gap,
+)
 from analysis.fit._samples import (
     StepSamples,
     TtftSamples,
@@ -16,6 +22,7 @@ __all__ = [
     "StepSamples",
     "TtftSamples",
     "fit_steps",
+    "level_stall_factor",
     "predict_gap",
     "running_at",
     "step_samples",

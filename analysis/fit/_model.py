@@ -202,17 +202,35 @@ def fit_steps(steps: StepSamples, ttfts: TtftSamples | None = None) -> StepFit:
     return replace(fit, groups=_groups(fit, s, ttfts))
 
 
+def _clean_ratios(fit: StepFit, s: StepSamples) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(measured / typical, weight, mask) of the single decode steps (one token read, no
+    prefill, not buffered), each step counted once (a step of batch ``b`` is seen by
+    ``b`` requests) and each level alike."""
+    m = (s.steps == 1) & (s.prefill_tokens == 0) & ~s.buffered & (s.batch >= 1)
+    ratio = s.gap_s[m] / _typical_gap(fit, s)[m]
+    return ratio, _block_weights(s.group[m]) / s.batch[m], m
+
+
+def level_stall_factor(fit: StepFit, s: StepSamples, group: int) -> float | None:
+    """A level's own mean step over the fitted typical one: what the noise mean would be
+    had the fit seen this level alone (None: too few clean steps). Levels whose factors
+    differ ran under different stalls, and a prediction carries the fitted levels'."""
+    ratio, w, m = _clean_ratios(fit, s)
+    at = s.group[m] == group
+    if at.sum() < _MIN_NOISE_STEPS:
+        return None
+    return float(np.average(ratio[at], weights=w[at]))
+
+
 def _noise(fit: StepFit, s: StepSamples) -> tuple[float, ...] | None:
     """Quantiles of measured / modelled over single decode steps (one token read, no
     prefill), each step counted once (a step of batch ``b`` is seen by ``b`` requests)
     and each level alike; the top quantile set so the distribution's mean is the
     measured mean ratio (a piecewise-linear quantile function would miss the rarest
     stalls' weight)."""
-    m = (s.steps == 1) & (s.prefill_tokens == 0) & ~s.buffered
-    if m.sum() < _MIN_NOISE_STEPS:
+    ratio, w, _m = _clean_ratios(fit, s)
+    if len(ratio) < _MIN_NOISE_STEPS:
         return None
-    ratio = s.gap_s[m] / _typical_gap(fit, s)[m]
-    w = _block_weights(s.group[m]) / s.batch[m]
     order = np.argsort(ratio)
     r, cw = ratio[order], np.cumsum(w[order])
     cdf = (cw - 0.5 * w[order]) / cw[-1]

@@ -20,6 +20,7 @@ from analysis.fit import (
     StepSamples,
     TtftSamples,
     fit_steps,
+    level_stall_factor,
     predict_gap,
     running_at,
     step_samples,
@@ -48,6 +49,9 @@ class LevelFacts:
     mean_idle_ttft_s: float | None
     mean_pred_idle_ttft_s: float | None
     cache_hit_share: float | None
+    stall_factor: float | None = None
+    """This level's mean single step over the fitted typical one (``level_stall_factor``);
+    the twin plays back the fitted levels' (``calibration.fit.step_noise_mean``)."""
 
     @property
     def gap_error(self) -> float:
@@ -140,6 +144,7 @@ def _facts(users: int, runs: list[RunData], fit: StepFit, s: StepSamples,
         mean_pred_idle_ttft_s=float(fit.ttft_overhead_s + rate_inv
                                     * t.uncached_tokens[idle].mean()) if idle.any() else None,
         cache_hit_share=float(np.mean(hits)) if hits else None,
+        stall_factor=level_stall_factor(fit, s, users),
     )
 
 
@@ -219,6 +224,7 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
         cal.holdouts.append(Holdout(u, run.path, pred.scaled(scale), measured_metrics(run.path)))
     profile["calibration"] = _block(cal, fitted, holdout, assumed, scale, backend)
     profile["calibration"]["notes"] += _invalid_notes(runs)
+    profile["calibration"]["notes"] += _stall_notes(levels, fit.noise_mean, holdout)
     return cal
 
 
@@ -232,6 +238,28 @@ def _invalid_notes(runs: list[RunData]) -> list[str]:
             codes = ", ".join(sorted({x.code for x in v.reasons if x.severity == "invalid"}))
             out.append(f"{r.path}: stamped invalid ({codes}): the fit and any held-out error "
                        "there measure the client's trouble too; rerun on a quieter machine")
+    return out
+
+
+_STALL_TOLERANCE = 0.10
+"""A held-out level whose stall factor is further than this from the fitted one is named."""
+
+
+def _stall_notes(levels: list[LevelFacts], noise_mean: float,
+                 holdout: tuple[int, ...]) -> list[str]:
+    """Held-out levels that ran under other stalls than the fitted ones: the twin plays
+    the fitted levels' back, so part of the held-out error is the machine's, not the
+    model's."""
+    out = []
+    for lv in levels:
+        if lv.users not in holdout or lv.stall_factor is None or not noise_mean:
+            continue
+        off = lv.stall_factor / noise_mean - 1
+        if abs(off) > _STALL_TOLERANCE:
+            out.append(f"{lv.users} users (held out): its steps ran at {lv.stall_factor:.2f}x "
+                       f"the typical step, the fitted levels' at {noise_mean:.2f}x "
+                       f"({off:+.0%}): the stalls differed between the runs, and the "
+                       "held-out error carries that difference")
     return out
 
 

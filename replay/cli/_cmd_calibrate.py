@@ -87,15 +87,17 @@ def _print(cal: Calibration, out: Path) -> None:
         f"(fitted on {f.gaps} gaps, {f.ttfts} idle TTFTs)")
     fitted = set(prof["calibration"]["fitted_levels"])
     t = Table(title="fit residuals per level (batch: decode batch rebuilt from the records; "
-                    "running: the server's num_requests_running)")
+                    "running: the server's num_requests_running; stalls: the level's mean "
+                    f"step over the typical one, the twin plays {f.noise_mean:.2f}x)")
     for col in ("users", "", "gaps", "batch", "running", "gap ms", "fit ms", "error",
-                "idle TTFT ms", "fit ms", "cache hits"):
+                "stalls", "idle TTFT ms", "fit ms", "cache hits"):
         t.add_column(col, justify="right")
     for lv in cal.levels:
         t.add_row(str(lv.users), "fit" if lv.users in fitted else "held out", str(lv.gaps),
                   f"{lv.mean_batch:.2f}", _num(lv.mean_running_scraped, ".2f"),
                   f"{lv.mean_gap_s * 1e3:.3f}", f"{lv.mean_pred_gap_s * 1e3:.3f}",
                   _pct(lv.gap_error),
+                  "-" if lv.stall_factor is None else f"{lv.stall_factor:.2f}x",
                   _num(None if lv.mean_idle_ttft_s is None else lv.mean_idle_ttft_s * 1e3),
                   _num(None if lv.mean_pred_idle_ttft_s is None
                        else lv.mean_pred_idle_ttft_s * 1e3),

@@ -136,3 +136,29 @@ def test_too_few_gaps_is_a_value_error(tmp_path: Path) -> None:
     cols = read_run(make_run(tmp_path / "r", recs)).requests
     with pytest.raises(ValueError, match="too few"):
         fit_steps(step_samples(cols), ttft_samples(cols))
+
+
+def test_a_level_run_under_other_stalls_has_its_own_stall_factor(tmp_path: Path) -> None:
+    """The fit's noise is the fitted levels' stalls; a level measured under half again
+    as much (every step factor x1.5) shows that factor over the fitted typical step,
+    and a level under the same stalls shows the fitted noise mean."""
+    from analysis.fit import StepSamples, level_stall_factor
+
+    noisy = PROFILE.model_copy(update={"step_noise": _NOISE})
+    stormy = PROFILE.model_copy(update={"step_noise": tuple(1.5 * x for x in _NOISE)})
+    samples = []
+    for users, profile in ((1, noisy), (2, noisy), (4, noisy), (8, noisy), (9, stormy)):
+        run = make_run(tmp_path / f"u{users}", engine_records(profile, users, seed=users,
+                                                             per_user=80),
+                       load={"users": users, "duration_s": 10, "warmup_s": 0, "drain_s": 5})
+        samples.append(step_samples(read_run(run).requests, group=users,
+                                    chunk_tokens=PROFILE.max_num_batched_tokens))
+    every = StepSamples.concat(samples)
+    fitted = np.isin(every.group, (1, 2, 4))
+    fit = fit_steps(StepSamples(**{k: getattr(every, k)[fitted]
+                                   for k in every.__dataclass_fields__}))
+    same, other = level_stall_factor(fit, every, 8), level_stall_factor(fit, every, 9)
+    assert same is not None and other is not None
+    assert same == pytest.approx(fit.noise_mean, rel=0.05)
+    assert other / same == pytest.approx(1.5, rel=0.05)
+    assert level_stall_factor(fit, every, 3) is None  # no such level: no steps to tell
