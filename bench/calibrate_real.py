@@ -119,12 +119,22 @@ def main() -> None:
     p.add_argument("--duration", type=float, default=30,
                    help="seconds measured per level (default 30: a P90 of fewer requests "
                    "is mostly noise)")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="run every level this many times, the order reversed each time "
+                   "(1 2 4 8 8 4 2 1 ...) so the machine's drift is spread over the levels; "
+                   "calibrate fits on all of them and measures the held-out level as the "
+                   "mean of its runs (default 1)")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp, _server(args.url) as url:
         root = Path(args.keep or tmp)
         root.mkdir(parents=True, exist_ok=True)
         wl = make_workload(root / "wl.jsonl")
-        cal = calibrate(run_levels(url, wl, root / "runs", args.duration), wl, root / "twin.json")
+        dirs: list[Path] = []
+        for k in range(args.repeats):
+            order = LEVELS if k % 2 == 0 else LEVELS[::-1]
+            dirs += run_levels(url, wl, root / "runs", args.duration, order,
+                               f"-r{k}" if args.repeats > 1 else "")
+        cal = calibrate(dirs, wl, root / "twin.json")
         # the held-out level once more: how far the measurement itself repeats is the
         # floor under any prediction error
         (again,) = run_levels(url, wl, root / "runs", args.duration, LEVELS[-1:], "-repeat")
@@ -133,7 +143,7 @@ def main() -> None:
 
     repeat = measured_metrics(again).as_dict()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
-          f"({args.duration:g} s per level)")
+          f"({args.duration:g} s per level, {args.repeats} run(s) each)")
     for key, err in hold["relative_error"].items():
         mark = "" if err is None else (" (within 15%)" if abs(err) <= TARGET else " (over 15%)")
         shown = "n/a" if err is None else f"{err:+.1%}"

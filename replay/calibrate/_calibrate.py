@@ -27,7 +27,13 @@ from analysis.fit import (
     ttft_samples,
 )
 from analysis.read import find_run_dirs
-from replay.calibrate._predict import LevelMetrics, LoadShape, measured_metrics, predict_level
+from replay.calibrate._predict import (
+    LevelMetrics,
+    LoadShape,
+    mean_metrics,
+    measured_metrics,
+    predict_level,
+)
 from replay.calibrate._twin import clock_scale, decode_backend, step_budget, twin_profile
 from replay.errors import ConfigError
 
@@ -64,6 +70,8 @@ class Holdout:
     run: str
     predicted: LevelMetrics
     measured: LevelMetrics
+    """The level's runs' mean (``each``: every run's own)."""
+    each: tuple[LevelMetrics, ...] = ()
 
     def errors(self) -> dict[str, float | None]:
         """Relative error of each prediction (None where either side has no value)."""
@@ -221,7 +229,9 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
         kept = None if keep_dir is None else Path(keep_dir) / f"predict-u{u}"
         pred = predict_level(profile, _workload_of(run, workload), u, load.duration_s * scale,
                              shape=_shape(run, scale), backend=backend, keep_dir=kept)
-        cal.holdouts.append(Holdout(u, run.path, pred.scaled(scale), measured_metrics(run.path)))
+        each = tuple(measured_metrics(r.path) for r in by_level[u])
+        cal.holdouts.append(Holdout(u, run.path, pred.scaled(scale), mean_metrics(list(each)),
+                                    each))
     profile["calibration"] = _block(cal, fitted, holdout, assumed, scale, backend)
     profile["calibration"]["notes"] += _invalid_notes(runs)
     profile["calibration"]["notes"] += _stall_notes(levels, fit.noise_mean, holdout)
@@ -298,6 +308,7 @@ def _block(cal: Calibration, fitted: list[int], holdout: tuple[int, ...], assume
                 "gaps": f.gaps, "idle_ttfts": f.ttfts, "cost": f.cost},
         "levels": [{**lv.__dict__, "gap_error": lv.gap_error} for lv in cal.levels],
         "holdouts": [{"users": h.users, "run": h.run, "predicted": h.predicted.as_dict(),
-                      "measured": h.measured.as_dict(), "relative_error": h.errors()}
+                      "measured": h.measured.as_dict(), "relative_error": h.errors(),
+                      "measured_runs": [m.as_dict() for m in h.each]}
                      for h in cal.holdouts],
     }

@@ -12,7 +12,7 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["LevelMetrics", "LoadShape", "measured_metrics", "predict_level"]
+__all__ = ["LevelMetrics", "LoadShape", "mean_metrics", "measured_metrics", "predict_level"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,17 @@ class LevelMetrics:
             return None if v is None else v * f
         return LevelMetrics(mul(self.p90_interactivity, rate), mul(self.p90_ttft_s, 1 / rate),
                             mul(self.output_tok_s, rate))
+
+
+def mean_metrics(runs: list[LevelMetrics]) -> LevelMetrics:
+    """Each metric's mean over the runs of one level that have it (repeated runs of a
+    level measure it once, with the machine's drift between them averaged)."""
+    def mean(values: list[float | None]) -> float | None:
+        have = [v for v in values if v is not None]
+        return sum(have) / len(have) if have else None
+    return LevelMetrics(mean([r.p90_interactivity for r in runs]),
+                        mean([r.p90_ttft_s for r in runs]),
+                        mean([r.output_tok_s for r in runs]))
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,8 @@ def _print(cal: Calibration, out: Path) -> None:
                   _pct(lv.cache_hit_share).lstrip("+"))
     console.print(t)
     for h in cal.holdouts:
-        ht = Table(title=f"held-out level {h.users} users: twin prediction vs run")
+        over = f"the mean of its {len(h.each)} runs" if len(h.each) > 1 else "run"
+        ht = Table(title=f"held-out level {h.users} users: twin prediction vs {over}")
         for col in ("metric", "predicted", "measured", "error"):
             ht.add_column(col, justify="right")
         err = h.errors()
