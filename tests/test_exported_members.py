@@ -40,3 +40,10 @@ def test_pure_packages_do_not_import_network_or_cli() -> None:
 def test_load_path_imports_no_report_machinery() -> None:
     """Every worker imports replay.load: the report wing (jinja2, matplotlib) stays out."""
     assert _loaded_after("replay.load", ("jinja2", "matplotlib", "analysis.report")) == []
+
+
+def test_building_the_cli_parser_imports_no_report_machinery() -> None:
+    """Every command builds the whole parser (``compare`` declares its flags on
+    CompareOptions): that must not load the report wing for ``run --help``."""
+    assert _loaded_after("replay.cli; replay.cli.build_parser()",
+                         ("jinja2", "matplotlib", "analysis.report")) == []

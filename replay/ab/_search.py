@@ -34,7 +34,6 @@ from typing import Literal
 import orjson
 
 from analysis import (
-    SEARCH_FILE,
     Bracket,
     SloTier,
     Validity,
@@ -296,6 +295,9 @@ def search_capacity(
         if not progressed:
             break
     result = list(answers.values())
+    from analysis import SEARCH_FILE  # the report wing: loaded when a search writes, not
+    # when the CLI builds its parser (``compare`` declares its flags on CompareOptions)
+
     (out_p / SEARCH_FILE).write_bytes(_payload(result, opts, start_users, max_users,
                                                precision))
     runs = read_runs([out_p / "runs"])
