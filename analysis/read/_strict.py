@@ -175,8 +175,8 @@ def _columns_from_batch(batch: list[_Rec], path: str, first_line: int) -> Reques
     b = _Batch(batch, path, first_line)
     cols = _scalar_columns(b)
     _check_values(b, cols)
-    times, toks = _chunk_lists(b)
-    return _to_columns(cols, times, toks, b.n)
+    times, flat = _chunk_lists(b)
+    return _to_columns(cols, times, flat, b.n)
 
 
 def _scalar_columns(b: _Batch) -> dict[str, list[Any]]:
@@ -215,11 +215,12 @@ def _check_values(b: _Batch, cols: dict[str, list[Any]]) -> None:
             raise b.fail(i, name, "must be >= 0")
 
 
-def _chunk_lists(b: _Batch) -> tuple[list[list[Any]], list[list[Any]]]:
-    """Each record's chunk times and tokens (lists of numbers and integers, as many of
-    one as of the other; null or absent is no chunk)."""
+def _chunk_lists(b: _Batch) -> tuple[list[list[Any]], dict[str, list[Any]]]:
+    """Each record's chunk times (lists of numbers and integers, as many tokens as
+    times; null or absent is no chunk) and both fields flattened, checked."""
     empty: list[Any] = []
     lists: dict[str, list[Any]] = {}
+    flat: dict[str, list[Any]] = {}
     for name, allowed in (("chunk_times_s", NUM), ("chunk_tokens", INT)):
         col = b.gather(name, empty) if name in b.present else [empty] * b.n
         if set(map(type, col)) - {list}:
@@ -227,17 +228,18 @@ def _chunk_lists(b: _Batch) -> tuple[list[list[Any]], list[list[Any]]]:
         if set(map(type, col)) - {list}:
             i = next(i for i, v in enumerate(col) if type(v) is not list)
             raise b.fail(i, name, "expected a list")
-        _check_list_values(b, name, col, allowed)
+        flat[name] = _checked_flat(b, name, col, allowed)
         lists[name] = col
     times, toks = lists["chunk_times_s"], lists["chunk_tokens"]
     if list(map(len, times)) != list(map(len, toks)):
         i = next(i for i, (t, k) in enumerate(zip(times, toks, strict=True)) if len(t) != len(k))
         raise b.fail(i, "chunk_tokens", "must have as many entries as chunk_times_s")
-    return times, toks
+    return times, flat
 
 
-def _check_list_values(b: _Batch, name: str, lists: list[list[Any]],
-                       allowed: tuple[type, ...]) -> None:
+def _checked_flat(b: _Batch, name: str, lists: list[list[Any]],
+                  allowed: tuple[type, ...]) -> list[Any]:
+    """The lists' values in one list, each of an ``allowed`` type (and in 64-bit range)."""
     flat = list(itertools.chain.from_iterable(lists))
     if _check_types(flat, name, allowed, False) is not None:
         for i, lst in enumerate(lists):
@@ -246,10 +248,11 @@ def _check_list_values(b: _Batch, name: str, lists: list[list[Any]],
     if allowed is INT and flat and (min(flat) < _INT64[0] or max(flat) > _INT64[1]):
         i = next(i for i, lst in enumerate(lists) if any(v not in _RANGE for v in lst))
         raise b.fail(i, name, "out of range (64-bit integer)")
+    return flat
 
 
-def _to_columns(cols: dict[str, list[Any]], times: list[list[Any]], toks: list[list[Any]],
-                n: int) -> RequestColumns:
+def _to_columns(cols: dict[str, list[Any]], times: list[list[Any]],
+                flat: dict[str, list[Any]], n: int) -> RequestColumns:
     """The checked lists as ``RequestColumns`` arrays (codes, text, counts with -1 for
     none, times with NaN for none; chunks flattened with offsets)."""
     out: dict[str, np.ndarray] = {}
@@ -273,10 +276,8 @@ def _to_columns(cols: dict[str, list[Any]], times: list[list[Any]], toks: list[l
     total = int(offsets[-1])
     return RequestColumns(
         **out, chunk_offsets=offsets,
-        chunk_times_s=np.fromiter(itertools.chain.from_iterable(times), dtype=np.float64,
-                                  count=total),
-        chunk_tokens=np.fromiter(itertools.chain.from_iterable(toks), dtype=np.int64,
-                                 count=total),
+        chunk_times_s=np.fromiter(flat["chunk_times_s"], dtype=np.float64, count=total),
+        chunk_tokens=np.fromiter(flat["chunk_tokens"], dtype=np.int64, count=total),
     )
 
 
