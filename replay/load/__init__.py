@@ -6,6 +6,7 @@ runs them: in process, in worker processes (``--workers``) or Ray actors
 (``--ray``). Other packages import these names, never the private modules.
 """
 
+from replay.load._context import LaneContext, LaneSettings, LaneState, PromptBuilder
 from replay.load._drain import (
     DRAIN_MARGIN_S,
     DRAIN_MIN_S,
@@ -26,14 +27,7 @@ from replay.load._knobs import (
     knobs,
     not_resumed,
 )
-from replay.load._lanes import (
-    LaneContext,
-    LaneSettings,
-    LaneState,
-    PromptBuilder,
-    salt_for,
-    sleep_until,
-)
+from replay.load._lanes import salt_for, sleep_until
 from replay.load._live import LiveStats, LiveView, render_lines
 from replay.load._phases import (
     Arrival,

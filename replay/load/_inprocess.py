@@ -11,8 +11,8 @@ import asyncio
 
 import aiohttp
 
+from replay.load._context import LaneContext, PromptBuilder
 from replay.load._executor import ExecOutcome, Job
-from replay.load._lanes import LaneContext, PromptBuilder
 from replay.load._phases import drive_lanes, make_context
 
 __all__ = ["InProcessExecutor"]

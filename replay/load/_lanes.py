@@ -33,13 +33,12 @@ from replay.client import (
     ChainEncoder,
     StreamOutcome,
 )
-from replay.load._context import LaneContext, LaneSettings, LaneState, PromptBuilder
+from replay.load._context import LaneContext
 from replay.load._scenario import entry_turn
 from traces import Request, Session, iter_block_ids
 
 __all__ = [
-    "LaneContext", "LaneSettings", "LaneState", "PromptBuilder", "closed_user", "open_arrivals",
-    "salt_for", "sleep_until", "timestamp_session",
+    "closed_user", "open_arrivals", "salt_for", "sleep_until", "timestamp_session",
 ]
 
 

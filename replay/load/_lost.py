@@ -21,7 +21,8 @@ import orjson
 from analysis import RecordDict
 from analysis.schema import ErrorKind
 from replay.client import CacheMark, StreamOutcome
-from replay.load._lanes import LaneContext, _record
+from replay.load._context import LaneContext
+from replay.load._lanes import _record
 
 __all__ = ["InFlight", "planned_record"]
 

@@ -25,11 +25,9 @@ import numpy as np
 
 from analysis import RecordDict
 from replay.client import BodySpec, ChatCodec, PrefixCacheModel, Timeouts
+from replay.load._context import LaneContext, LaneSettings, PromptBuilder
 from replay.load._health import LoopHealth, LoopProbe
 from replay.load._lanes import (
-    LaneContext,
-    LaneSettings,
-    PromptBuilder,
     closed_user,
     open_arrivals,
     timestamp_session,

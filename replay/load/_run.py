@@ -49,12 +49,12 @@ from replay.client import (
     public_target,
 )
 from replay.errors import ConfigError, Stopped, TargetError
+from replay.load._context import PromptBuilder
 from replay.load._drain import resolve_drain
 from replay.load._executor import ExecOutcome, Executor, Job, raise_crash
 from replay.load._fleet import FleetMetrics, describe_fleet, fleet_roots, probe_fleet
 from replay.load._health import client_health
 from replay.load._inprocess import InProcessExecutor
-from replay.load._lanes import PromptBuilder
 from replay.load._live import LiveStats, LiveView
 from replay.load._phases import Arrival, Target, connections_for, first_too_long
 from replay.load._settings import RunSettings
