@@ -33,7 +33,7 @@ from analysis.schema import ErrorKind
 from replay.client._connector import StreamingConnector
 from replay.client._failures import RedirectRefused, classify, describe, error_text, http_failure
 from replay.client._sse import DEFAULT_MAX_LINE_BYTES, SSEParser
-from replay.client._usage import BY_IDS, BY_TEXT, TokenCounter, clean_usage, usage_problem
+from replay.client._usage import BY_TEXT, TokenCounter, clean_usage, usage_problem
 
 __all__ = ["StreamOutcome", "Timeouts", "make_session", "stream_request"]
 
@@ -304,9 +304,7 @@ async def _read_events(
                     return
                 ids = choice.get("token_ids")
                 if ids:
-                    if type(ids) is not list or not (  # one id per chunk: no generator
-                            type(ids[0]) is int if len(ids) == 1
-                            else all(type(i) is int for i in ids)):
+                    if type(ids) is not list or not all(type(i) is int for i in ids):
                         out.fail("error", ErrorKind.MALFORMED,
                                  f"token_ids is not a list of integers: {payload[:80]!r}")
                         return
@@ -317,11 +315,7 @@ async def _read_events(
                     delta = choice.get("delta")
                     has_text = bool(choice.get("text")) or (
                         type(delta) is dict and bool(delta.get("content")))
-            if n_ids and usage_tokens is None and counter.mode == BY_IDS:
-                n = n_ids  # the common chunk, as ``count`` would count it, without the call
-                counter.streamed += n
-            else:
-                n = count(n_ids, usage_tokens, bool(choices), has_text)
+            n = count(n_ids, usage_tokens, bool(choices), has_text)
             if n > 0:
                 chunk_ns.append(t)
                 chunk_tokens.append(n)
