@@ -16,14 +16,9 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 
-from analysis import (
-    ClockInfo,
-    FairnessVerdict,
-    LoadSettings,
-    RunManifest,
-    WorkloadRef,
-    judge_fairness,
-)
+from analysis import LoadSettings, RunManifest, judge_fairness
+from analysis.judge import FairnessVerdict
+from analysis.schema import ClockInfo, WorkloadRef
 from replay.ab._options import CompareOptions
 from replay.client import ServerFacts, connect_url, make_session, probe_server, public_target
 from replay.errors import ConfigError

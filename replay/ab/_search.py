@@ -295,7 +295,7 @@ def search_capacity(
         if not progressed:
             break
     result = list(answers.values())
-    from analysis import SEARCH_FILE  # the report wing: loaded when a search writes, not
+    from analysis.report import SEARCH_FILE
     # when the CLI builds its parser (``compare`` declares its flags on CompareOptions)
 
     (out_p / SEARCH_FILE).write_bytes(_payload(result, opts, start_users, max_users,

@@ -189,7 +189,7 @@ def _write(out_dir: Path, files: dict[str, str]) -> None:
 
 
 def _verdict_lines(c: Comparison) -> list[str]:
-    from analysis import validity_view, verdict_text
+    from analysis.report import validity_view, verdict_text
 
     v = validity_view(c, [])
     sim = "[SIMULATED] " if c.simulated else ""
@@ -260,7 +260,7 @@ def _run_history(args: argparse.Namespace) -> int:
     import orjson
     from rich.console import Console
 
-    from analysis import HistoryEntry, check_history, entry_names, render_history
+    from analysis.report import HistoryEntry, check_history, entry_names, render_history
 
     console = Console(stderr=True)
     entries = []

@@ -102,7 +102,7 @@ def _main(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
-    from analysis import read_manifest
+    from analysis.read import read_manifest
     from replay.cli import EXIT_INTERRUPTED, EXIT_TERMINATED, print_validity
     from replay.errors import Stopped
     from replay.load import (

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from analysis import CapacityRow, SloTier
+    from analysis import SloTier
+    from analysis.judge import CapacityRow
     from replay.twin import ErrorBand, LevelResult, TierCapacity
 
 __all__ = ["add_twin_flags", "run_twin_plan"]
@@ -227,7 +228,7 @@ def _store(args: argparse.Namespace, profile: str, band: ErrorBand | None,
 
     import orjson
 
-    from analysis import TWIN_PLAN_FILE
+    from analysis.report import TWIN_PLAN_FILE
 
     path = Path(args.paths[0]) / TWIN_PLAN_FILE
     doc = {"twin": str(args.twin), "profile": profile, "backend": args.backend,

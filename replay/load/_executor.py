@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from analysis import WorkerInfo
+from analysis.schema import WorkerInfo
 from replay.load._health import LoopHealth
 from replay.load._phases import Arrival, Target
 from replay.load._settings import RunSettings

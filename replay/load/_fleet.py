@@ -17,7 +17,8 @@ from collections.abc import Callable, Sequence
 
 import aiohttp
 
-from analysis import Replica, RunManifest, replica_diffs
+from analysis import RunManifest, replica_diffs
+from analysis.schema import Replica
 from replay.client import MetricsPoller, ServerFacts, connect_url, probe_server, public_target
 from replay.errors import ConfigError, TargetError
 from replay.load._settings import RunSettings

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from analysis import ClientHealth
+from analysis.schema import ClientHealth
 
 __all__ = ["PERIOD_S", "LoopHealth", "LoopProbe", "client_health", "schedule_lag_p99"]
 

@@ -27,7 +27,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from analysis import ErrorKind, Phase, RecordDict, RequestStatus
+from analysis import ErrorKind, RecordDict, RequestStatus
+from analysis.schema import Phase
 from replay.client import (
     CacheMark,
     ChainEncoder,

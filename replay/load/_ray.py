@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from analysis import WorkerInfo
+from analysis.schema import WorkerInfo
 from replay.errors import ConfigError
 from replay.load._executor import Job
 from replay.load._remote import WorkerExecutor, WorkerPlan, parse_workload, run_plan

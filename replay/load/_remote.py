@@ -33,7 +33,8 @@ from typing import Any
 
 import orjson
 
-from analysis import RecordDict, WorkerInfo
+from analysis import RecordDict
+from analysis.schema import WorkerInfo
 from replay.client import make_session
 from replay.load._executor import ExecOutcome, Job, RecordSink
 from replay.load._health import LoopHealth

@@ -27,20 +27,8 @@ from typing import Any, Literal, Protocol, TypeVar
 
 import aiohttp
 
-from analysis import (
-    ClockInfo,
-    Coverage,
-    HostInfo,
-    LoadKind,
-    ResultError,
-    RunManifest,
-    ServerWatch,
-    Validity,
-    ValidityReason,
-    WorkloadRef,
-    assess_run,
-    read_run,
-)
+from analysis import ResultError, RunManifest, Validity, ValidityReason, assess_run, read_run
+from analysis.schema import ClockInfo, Coverage, HostInfo, LoadKind, ServerWatch, WorkloadRef
 from replay._version import __version__
 from replay.client import (
     ServerFacts,

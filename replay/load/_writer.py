@@ -23,7 +23,8 @@ from pathlib import Path
 
 import orjson
 
-from analysis import RunManifest, RunWindow
+from analysis import RunManifest
+from analysis.schema import RunWindow
 from replay.errors import ConfigError
 
 __all__ = ["RESULT_FILES", "RunWriteError", "RunWriter", "check_writable_dir", "claim_run_dir",

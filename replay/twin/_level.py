@@ -28,18 +28,15 @@ from typing import Any, cast
 from analysis import (
     DEFAULT_MAX_FAILURE_SHARE,
     DEFAULT_TIERS,
-    ClockInfo,
-    Coverage,
-    HostInfo,
     RecordDict,
     RunManifest,
     RunSummary,
     SloTier,
-    WorkloadRef,
     measure,
     read_run,
     summarize,
 )
+from analysis.schema import ClockInfo, Coverage, HostInfo, WorkloadRef
 from replay._version import __version__
 from replay.load import (
     RunSettings,

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis import public_url, read_extras, scrub_urls
+from analysis import public_url, read_extras
+from analysis.schema import scrub_urls
 from replay.sim import SimServerProcess
 from tests.reliability.conftest import cli
 from tests.replay.conftest import make_workload

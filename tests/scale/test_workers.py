@@ -15,7 +15,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from analysis import Coverage, RequestRecord, RunManifest
+from analysis import RequestRecord, RunManifest
+from analysis.schema import Coverage
 from replay.errors import ConfigError
 from replay.load import RunSettings, run_load_sync, split_users
 from replay.sim import SimServerProcess, load_profile

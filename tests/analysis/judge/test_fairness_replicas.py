@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from analysis import Replica, RunManifest, judge_fairness, replica_diffs
+from analysis import RunManifest, judge_fairness, replica_diffs
 from analysis.read import MetricSeries, counter_delta
-from analysis.schema import FairnessError
+from analysis.schema import FairnessError, Replica
 from tests.analysis.builders import config, manifest
 
 
