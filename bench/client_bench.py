@@ -54,7 +54,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from replay.client._bodies import BodySpec, ChainEncoder, PrefixCacheModel, build_body  # noqa: E402
-from replay.client._stream import _drop_prompt_ids  # noqa: E402
+from replay.client._events import _drop_prompt_ids  # noqa: E402
 from traces._io import read_workload, write_workload  # noqa: E402
 from traces._materialise import Vocab, build_prompt  # noqa: E402
 from traces._models import Request, Session, WorkloadHeader  # noqa: E402

@@ -16,7 +16,7 @@ from analysis.judge import Comparison, Level, Ratio, ratio_interval_text
 from analysis.metrics import RunSummary
 from analysis.read import RunData
 from analysis.report._format import display_unit, fmt, fmt_ci, fmt_num, fmt_share
-from analysis.schema import direction_text, metric
+from analysis.schema import LoadLevel, direction_text, metric
 
 __all__ = [
     "SUMMARY_METRICS",
@@ -91,12 +91,11 @@ def ratio_cell(r: Ratio | None) -> dict[str, str]:
 
 
 def level_label(lv: Level | RunSummary) -> str:
-    """What set the load of a level: its own label when analysis gives one, else users."""
-    summ = lv if isinstance(lv, RunSummary) else next(iter(lv.arms.values()), None)
-    label = getattr(lv, "label", "") or (getattr(summ, "level", "") if summ else "")
-    if label:
-        return str(label)
-    return f"{lv.users} user" if lv.users == 1 else f"{lv.users} users"
+    """What set the load of a level (users, a session rate, a time scale), by its
+    :class:`LoadLevel`; a summary read without one was a closed-loop run."""
+    if isinstance(lv, Level):
+        return lv.label
+    return (lv.level or LoadLevel(value=float(lv.users))).label
 
 
 def summary_view(c: Comparison) -> dict[str, Any]:

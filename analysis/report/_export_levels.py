@@ -86,13 +86,6 @@ LEVEL_COLUMNS: tuple[str, ...] = (
 """Columns of levels.csv, in order (see the README's exports section)."""
 
 
-def _load(lv: Level) -> tuple[str, str]:
-    load = getattr(lv, "load", None)
-    if load is None:
-        return "users", str(lv.users)
-    return str(load.kind), f"{load.value:g}"
-
-
 def _ratio_cells(c: Comparison, lv: Level, arm: str) -> list[str]:
     by = {r.metric: r for r in lv.ratios.get(arm, [])}
     out = []
@@ -113,8 +106,7 @@ def levels_csv(c: Comparison) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(LEVEL_COLUMNS)
     for lv in c.levels:
-        kind, value = _load(lv)
-        label = getattr(lv, "label", "") or f"{lv.users} users"
+        kind, value, label = lv.load.kind, f"{lv.load.value:g}", lv.label
         for arm in c.arms:
             s = lv.arms.get(arm)
             if s is None:

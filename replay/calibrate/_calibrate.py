@@ -27,6 +27,7 @@ from analysis.fit import (
     ttft_samples,
 )
 from analysis.read import find_run_dirs
+from analysis.schema import level_of
 from replay.calibrate._predict import (
     LevelMetrics,
     LoadShape,
@@ -111,6 +112,10 @@ def _runs(dirs: list[str], arm: str | None) -> list[RunData]:
         shown = ", ".join(f"{lab or '(no label)'} / {m}" for lab, m in labels)
         raise ConfigError(f"the runs come from several servers ({shown}); pick one arm "
                           "with --arm LABEL")
+    other = next((r for r in runs if level_of(r.manifest).kind != "users"), None)
+    if other is not None:
+        raise ConfigError(f"{other.path}: a run at {level_of(other.manifest).label}; calibrate "
+                          "fits closed-loop levels (users), so give it runs made with --users")
     scales = {clock_scale(r.manifest) for r in runs}
     if len(scales) > 1:
         raise ConfigError(f"the runs were made at different sim time scales {sorted(scales)}; "
@@ -194,7 +199,7 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
     runs = _runs(dirs, arm)
     by_level: dict[int, list[RunData]] = {}
     for r in runs:
-        by_level.setdefault(r.manifest.load.users, []).append(r)
+        by_level.setdefault(int(level_of(r.manifest).value), []).append(r)
     missing = [u for u in holdout if u not in by_level]
     if missing:
         raise ConfigError(f"--holdout {missing[0]}: no run at {missing[0]} users among "

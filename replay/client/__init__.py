@@ -15,7 +15,7 @@ from replay.client._bodies import (
     prefix_keys,
 )
 from replay.client._chat import ChatCodec, fetch_chat_codec
-from replay.client._connector import StreamingConnector, fast_resume_supported
+from replay.client._connector import StreamingConnector
 from replay.client._poller import DEFAULT_MAX_METRICS_BYTES, MetricsPoller, parse_prometheus
 from replay.client._probe import (
     ServerFacts,
@@ -50,7 +50,6 @@ __all__ = [
     "build_body",
     "chat_text",
     "connect_url",
-    "fast_resume_supported",
     "fetch_chat_codec",
     "find_key",
     "ids_text",

@@ -15,12 +15,15 @@ blocks instead of the server's tokens).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import orjson
 
 from replay.client._chat import ChatCodec
+
+if TYPE_CHECKING:
+    from replay.client._stream import StreamOutcome
 
 __all__ = [
     "BodySpec",
@@ -188,6 +191,12 @@ class PrefixCacheModel:
     (its salt makes them unreachable from anywhere else), dropped when the
     instance ends so memory stays bounded on long runs. Every prefix of a stored
     prefix is stored too, so the longest hit is found by binary search.
+
+    A run-wide block hits only once the server has computed it: a request that
+    brings new shared blocks (``owner``, its outcome) makes them hits when its first
+    token has arrived, as a server caches a prompt's blocks after its prefill step;
+    lanes that start together with one system prompt all miss it, as they do on the
+    server. An owner that failed before any token hands them to the next request.
     """
 
     def __init__(self, block_size: int) -> None:
@@ -196,6 +205,8 @@ class PrefixCacheModel:
         self.block_size = block_size
         self._shared: set[int] = set()
         self._scopes: dict[object, set[int]] = {}
+        self._pending: dict[int, StreamOutcome] = {}
+        """Shared blocks whose owner had no first token yet when last looked at."""
 
     def hash_prompt(self, prompt: np.ndarray, base: Hashed | None = None,
                     shift: int = 0) -> Hashed:
@@ -217,32 +228,51 @@ class PrefixCacheModel:
                       shift=shift)
 
     def observe(self, prompt: np.ndarray, shared_tokens: int, scope: object,
-                hashed: Hashed | None = None) -> CacheMark:
+                hashed: Hashed | None = None, owner: StreamOutcome | None = None) -> CacheMark:
         """The tokens this prompt can reuse (``.expected``); its blocks are remembered.
         Call it when the request is sent (order matters between lanes); pass
-        ``hashed`` from :meth:`hash_prompt` to keep the send path cheap."""
+        ``hashed`` from :meth:`hash_prompt` to keep the send path cheap, and the
+        request's outcome as ``owner`` so its new shared blocks wait for its prefill."""
         h = hashed if hashed is not None else self.hash_prompt(prompt)
         keys, carry, tail = h.keys, h.carry, h.tail
         n = int(h.ids.size)  # what the server receives (a chat template included)
         shared_tokens += h.shift
         local = self._scopes.setdefault(scope, set())
         shared = self._shared
+        pending = self._pending
         lo, hi = 0, len(keys)  # keys[:lo] hit; keys[hi:] miss
         while lo < hi:
             mid = (lo + hi) // 2
             k = keys[mid]
-            if k in shared or k in local:
+            if (k in shared and (not pending or self._computed(k))) or k in local:
                 lo = mid + 1
             else:
                 hi = mid
         matched = lo
         limit = min(shared_tokens // self.block_size, len(keys))
         if matched < limit:
-            shared.update(keys[matched:limit])
+            new = keys[matched:limit]
+            shared.update(new)
+            if owner is not None:
+                for k in new:
+                    held = pending.get(k)
+                    if held is None or _failed_unstarted(held):
+                        pending[k] = owner
         local.update(keys[max(matched, limit):])
         usable = (n - 1) // self.block_size if n > 0 else 0
         return CacheMark(expected=min(matched, usable) * self.block_size, blocks=len(keys),
                          carry=carry, tail=tail, scope=scope)
+
+    def _computed(self, key: int) -> bool:
+        """Whether a shared block is in the server's cache by now (its owner's prefill
+        ended: a first token arrived)."""
+        owner = self._pending.get(key)
+        if owner is None:
+            return True
+        if owner.chunk_ns:
+            del self._pending[key]
+            return True
+        return False
 
     def extend(self, mark: CacheMark, output_ids: list[int] | np.ndarray) -> None:
         """Remember the blocks completed by the generated tokens (all but the last)."""
@@ -298,3 +328,8 @@ class ChainEncoder:
         body = build_body(self._spec, ids, output_tokens, prompt_text=text)
         self._hashed = self._cache.hash_prompt(ids, self._hashed)
         return body, self._hashed
+
+
+def _failed_unstarted(owner: StreamOutcome) -> bool:
+    """The request ended without a token: it computed no block the server kept."""
+    return owner.status != "ok" and not owner.chunk_ns

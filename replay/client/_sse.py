@@ -1,6 +1,6 @@
 """A pure, incremental Server-Sent Events parser: feed bytes, get events.
 
-No sockets and no clock: the client feeds whatever ``iter_any()`` returned and
+No sockets and no clock: the client feeds whatever one socket read held and
 stamps the events itself. Lines may be split anywhere across reads and may end
 in ``\\n``, ``\\r\\n`` or ``\\r``. Comment lines (``:``) are dropped, multi-line
 ``data`` fields are joined with ``\\n``, and a line longer than ``max_line_bytes``
@@ -122,6 +122,19 @@ class SSEParser:
         if self._cr or self._data:
             return [ev.data for ev in self.feed(chunk)]
         buf = self._buf
+        data = bytes(buf) + chunk if buf else chunk
+        cut = data.rfind(b"\n\n") + 2
+        # Whole read in C: when every line break of the complete part belongs to one
+        # "\n\n" between "data: " events (or ends it), it holds single-line data events only.
+        if (2 <= cut <= self.max_line_bytes and len(data) - cut <= self.max_line_bytes
+                and data.startswith(b"data: ")):
+            head = data[:cut] if cut < len(data) else data
+            if head.count(b"\n") == 2 * head.count(b"\n\ndata: ") + 2:
+                buf.clear()
+                if cut < len(data):
+                    buf += data[cut:]
+                self._event = ""
+                return head[6:-2].split(b"\n\ndata: ")
         start = len(buf)
         buf += chunk
         if buf.find(b"\n\n", start - 1 if start else 0) < 0:

@@ -85,12 +85,11 @@ def _rid(ctx: LaneContext) -> str:
 
 async def _send(
     ctx: LaneContext, chain: _Chain, turn: int, req: Request, prompt: np.ndarray,
-    body: bytes, mark: CacheMark, due_ns: int, think_s: float, rid: str,
+    body: bytes, mark: CacheMark, due_ns: int, think_s: float, rid: str, out: StreamOutcome,
 ) -> StreamOutcome:
     fixed = ctx.fixed
     headers = dict(fixed.headers)
     headers["X-Request-Id"] = rid
-    out = StreamOutcome()
     in_window = time.monotonic_ns() < fixed.window_end_ns
     if in_window:
         ctx.state.measure_inflight += 1
@@ -196,8 +195,9 @@ async def _run_chain(
         await sleep_until(due_ns)
         if ctx.state.stopped:
             return False
-        mark = ctx.cache.observe(prompt, req.shared_blocks * wbs, chain.scope, hashed)
-        out = await _send(ctx, chain, turn, req, prompt, body, mark, due_ns, wait / _NS, rid)
+        out = StreamOutcome()
+        mark = ctx.cache.observe(prompt, req.shared_blocks * wbs, chain.scope, hashed, out)
+        await _send(ctx, chain, turn, req, prompt, body, mark, due_ns, wait / _NS, rid, out)
         ctx.cache.extend(mark, out.output_ids)
         prev_prompt = prompt
         prev_output = out.output_ids if out.status == "ok" else ()
@@ -338,9 +338,10 @@ async def timestamp_session(
             await sleep_until(due_ns)
             if ctx.state.stopped:
                 break
-            mark = ctx.cache.observe(prompt, req.shared_blocks * wbs, chain.scope, hashed)
+            out = StreamOutcome()
+            mark = ctx.cache.observe(prompt, req.shared_blocks * wbs, chain.scope, hashed, out)
             pending.append(ctx.spawn(_send(ctx, chain, turn, req, prompt, body, mark, due_ns, 0.0,
-                                           _rid(ctx))))
+                                           _rid(ctx), out)))
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
         ctx.lane_ended(ctx.fixed.window_end_ns)

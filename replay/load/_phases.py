@@ -15,6 +15,7 @@ Also here, so every executor sizes and builds its lanes one way:
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
@@ -172,6 +173,7 @@ async def drive_lanes(
     """
     probe = LoopProbe(ctx.fixed.warmup_end_ns, ctx.fixed.window_end_ns)
     prober = asyncio.create_task(probe.run() if probe_loop else asyncio.sleep(0))
+    gc.freeze()  # the workload, modules and settings: no collection walks them again
     _start(ctx, settings, arrival, sessions, users)
     outcome = LaneOutcome()
     try:
@@ -181,6 +183,7 @@ async def drive_lanes(
         raise
     finally:
         await _stop_all(ctx)
+        gc.unfreeze()
         prober.cancel()
         await asyncio.gather(prober, return_exceptions=True)
     outcome.crash = ctx.state.crash

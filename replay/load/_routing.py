@@ -27,7 +27,7 @@ from typing import Literal
 
 import numpy as np
 
-from replay.client import CacheMark, Hashed, PrefixCacheModel
+from replay.client import CacheMark, Hashed, PrefixCacheModel, StreamOutcome
 
 __all__ = ["FleetCache", "Routing"]
 
@@ -67,9 +67,9 @@ class FleetCache(PrefixCacheModel):
         return k
 
     def observe(self, prompt: np.ndarray, shared_tokens: int, scope: object,
-                hashed: Hashed | None = None) -> CacheMark:
+                hashed: Hashed | None = None, owner: StreamOutcome | None = None) -> CacheMark:
         k = self.replica_for(scope)
-        mark = self.caches[k].observe(prompt, shared_tokens, scope, hashed)
+        mark = self.caches[k].observe(prompt, shared_tokens, scope, hashed, owner)
         return replace(mark, replica=k)
 
     def extend(self, mark: CacheMark, output_ids: list[int] | np.ndarray) -> None:

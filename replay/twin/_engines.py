@@ -69,7 +69,9 @@ class PromptTap(PrefixCacheModel):
         self._chains: dict[object, tuple[np.ndarray, list[int]]] = {}
 
     def observe(self, prompt: np.ndarray, shared_tokens: int, scope: object,
-                hashed: Hashed | None = None) -> CacheMark:
+                hashed: Hashed | None = None, owner: Any = None) -> CacheMark:
+        """As the client's model, but shared blocks count from their send: the twin
+        fills an outcome only when it ends, so there is no first token to wait for."""
         self.last, self.last_scope = prompt, scope
         return super().observe(prompt, shared_tokens, scope, hashed)
 

@@ -159,6 +159,28 @@ def test_calibrate_names_the_runs_stamped_invalid(
     assert "stamped invalid (client_schedule_lag)" in capsys.readouterr().out
 
 
+def test_calibrate_refuses_a_run_whose_level_is_no_users(
+    sim_runs: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An open-loop run stores users=0; it is named as the rate it ran at, not fitted
+    as a level of 0 users."""
+    import shutil
+
+    _wl, _profile, runs = sim_runs
+    for users in (1, 2):
+        shutil.copytree(runs / f"u{users}", tmp_path / f"u{users}")
+    manifest_path = tmp_path / "u2" / "run.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["load"].update(users=0, arrival="open", rate=0.5)
+    manifest["load_kind"] = "rate"
+    manifest_path.write_text(json.dumps(manifest))
+    code = main(["calibrate", str(tmp_path / "u1"), str(tmp_path / "u2"), "-o",
+                 str(tmp_path / "twin.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert str(tmp_path / "u2") in err and "0.5 sessions/s" in err
+
+
 _NOISE = (0.8, 0.9, 1.0, 1.1, 1.2, 3.0)
 """Step factor quantiles at 0, 20 .. 100%: mean 1.2, a heavy top fifth."""
 

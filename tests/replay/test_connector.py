@@ -1,105 +1,166 @@
-"""The streaming connector's fast resume: same bytes and records as aiohttp's own
-connector, and flow control still pauses and resumes a socket a reader lags behind."""
+"""The completion stream's own HTTP/1.1 pool (``replay.client._wire``): keep-alive
+reuse, the connection cap, no reuse of a connection whose answer did not end
+cleanly, cancellation, and closing with the session; under asyncio and uvloop."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
 
-import aiohttp
 import orjson
+import pytest
+import uvloop
 from aiohttp import web
 
-from replay.client import _connector
-from replay.client._stream import StreamOutcome, Timeouts, make_session, stream_request
+from replay.client._stream import StreamOutcome, Timeouts, make_session, stream_request, wire_pool
 from tests.replay.conftest import serve_app
 
-EVENTS = 3000
+LOOPS = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
 
 
 def _event(i: int) -> bytes:
-    body = {"choices": [{"index": 0, "text": "y" * 900, "token_ids": [i]}]}
-    return b"data: " + orjson.dumps(body) + b"\n\n"
+    return b"data: " + orjson.dumps({"choices": [{"index": 0, "text": "y", "token_ids": [i]}]}) \
+        + b"\n\n"
 
 
-async def _many(request: web.Request) -> web.StreamResponse:
-    """~3 MB of events, written 100 at a time (each write one HTTP chunk)."""
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-    await resp.prepare(request)
-    for start in range(0, EVENTS, 100):
-        await resp.write(b"".join(_event(i) for i in range(start, start + 100)))
-    await resp.write(b"data: [DONE]\n\n")
-    return resp
+class _Server:
+    """Counts the connections each request came on, and how many were open at once."""
+
+    def __init__(self) -> None:
+        self.peers: list[object] = []
+        self.open_now = 0
+        self.open_max = 0
+
+    async def stream(self, request: web.Request) -> web.StreamResponse:
+        assert request.transport is not None
+        self.peers.append(request.transport.get_extra_info("peername"))
+        self.open_now += 1
+        self.open_max = max(self.open_max, self.open_now)
+        try:
+            n = int(request.query.get("n", "5"))
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            if request.query.get("close"):
+                resp.force_close()
+            await resp.prepare(request)
+            for i in range(n):
+                await resp.write(_event(i))
+                await asyncio.sleep(float(request.query.get("gap", "0")))
+            if request.query.get("cut"):
+                request.transport.close()
+                return resp
+            await resp.write(b"data: [DONE]\n\n")
+            return resp
+        finally:
+            self.open_now -= 1
 
 
-async def _with_server(fn: Callable[[str], Awaitable[None]]) -> None:
-    app = web.Application()
-    app.router.add_post("/v1/completions", _many)
-    async with serve_app(app) as base:
-        await fn(f"{base}/v1/completions")
+def _serve(loop: str, fn: Callable[[str, _Server], Awaitable[None]]) -> _Server:
+    server = _Server()
+
+    async def main() -> None:
+        app = web.Application()
+        app.router.add_post("/v1/completions", server.stream)
+        async with serve_app(app) as base:
+            await fn(f"{base}/v1/completions", server)
+
+    runner = asyncio.Runner(loop_factory=LOOPS[loop])
+    with runner:
+        runner.run(main())
+    return server
 
 
-def test_the_installed_aiohttp_gets_the_fast_path() -> None:
-    async def go() -> None:
+async def _one(session: object, url: str, timeouts: Timeouts | None = None) -> StreamOutcome:
+    out = StreamOutcome()
+    await stream_request(session, url, b"{}", {"Content-Type": "application/json"},  # type: ignore[arg-type]
+                         timeouts or Timeouts(), out)
+    return out
+
+
+@pytest.mark.parametrize("loop", sorted(LOOPS))
+def test_sequential_requests_reuse_one_connection(loop: str) -> None:
+    outs: list[StreamOutcome] = []
+
+    async def go(url: str, server: _Server) -> None:
+        async with make_session(4) as session:
+            for _ in range(6):
+                outs.append(await _one(session, url))
+
+    server = _serve(loop, go)
+    assert [o.status for o in outs] == ["ok"] * 6
+    assert [o.streamed_tokens for o in outs] == [5] * 6
+    assert len(server.peers) == 6 and len(set(server.peers)) == 1
+
+
+@pytest.mark.parametrize("query", ["close=1", "cut=1"])
+def test_a_connection_is_not_reused_after_close_or_a_cut_answer(query: str) -> None:
+    outs: list[StreamOutcome] = []
+
+    async def go(url: str, server: _Server) -> None:
+        async with make_session(4) as session:
+            outs.append(await _one(session, f"{url}?{query}"))
+            outs.append(await _one(session, url))
+
+    server = _serve("uvloop", go)
+    assert outs[1].status == "ok"
+    if query == "cut=1":
+        assert (outs[0].status, outs[0].error_kind) == ("error", "disconnect")
+    else:
+        assert outs[0].status == "ok"
+    assert len(set(server.peers)) == 2
+
+
+def test_the_cap_bounds_connections_in_use() -> None:
+    outs: list[StreamOutcome] = []
+
+    async def go(url: str, server: _Server) -> None:
         async with make_session(2) as session:
-            connector = session.connector
-            assert isinstance(connector, _connector.StreamingConnector)
-            assert connector.fast_resume
+            outs.extend(await asyncio.gather(*(_one(session, f"{url}?gap=0.01")
+                                               for _ in range(6))))
 
-    assert _connector.fast_resume_supported()
+    server = _serve("uvloop", go)
+    assert [o.status for o in outs] == ["ok"] * 6
+    assert server.open_max == 2 and len(set(server.peers)) == 2
+
+
+def test_cancelling_a_request_closes_its_connection_and_frees_its_slot() -> None:
+    outs: list[StreamOutcome] = []
+
+    async def go(url: str, server: _Server) -> None:
+        async with make_session(1) as session:
+            task = asyncio.create_task(_one(session, f"{url}?n=100&gap=0.05"))
+            await asyncio.sleep(0.2)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            outs.append(await _one(session, url))  # the one slot is free again
+
+    server = _serve("uvloop", go)
+    assert outs[0].status == "ok"
+    assert len(set(server.peers)) == 2
+
+
+def test_closing_the_session_closes_the_pool() -> None:
+    seen: list[int] = []
+
+    async def go(url: str, server: _Server) -> None:
+        session = make_session(4)
+        await _one(session, url)
+        pool = wire_pool(session)
+        conns = list(pool._all)
+        await session.close()
+        seen.append(len(conns))
+        assert all(c.closed for c in conns)
+
+    _serve("asyncio", go)
+    assert seen == [1]
+
+
+def test_a_plain_aiohttp_session_is_refused() -> None:
+    import aiohttp
+
+    async def go() -> None:
+        async with aiohttp.ClientSession() as session:
+            with pytest.raises(TypeError, match="make_session"):
+                await _one(session, "http://127.0.0.1:9/v1/completions")
+
     asyncio.run(go())
-
-
-def test_records_match_aiohttps_own_connector() -> None:
-    outcomes: list[StreamOutcome] = []
-
-    async def go(url: str) -> None:
-        fast = make_session(2)
-        plain = aiohttp.ClientSession(connector=aiohttp.TCPConnector(), auto_decompress=False,
-                                      read_bufsize=1 << 20)
-        async with fast, plain:
-            for session in (fast, plain):
-                out = StreamOutcome()
-                await stream_request(session, url, b"{}", {}, Timeouts(), out)
-                outcomes.append(out)
-
-    asyncio.run(_with_server(go))
-    fast, plain = outcomes
-    assert fast.status == plain.status == "ok" and fast.done and plain.done
-    assert fast.output_ids == plain.output_ids == list(range(EVENTS))
-    assert fast.chunk_tokens == plain.chunk_tokens == [1] * EVENTS
-
-
-def test_a_lagging_reader_pauses_and_resumes_the_socket(monkeypatch: object) -> None:
-    calls = {"pause": 0, "resume_paused": 0}
-    handler = _connector._FastResumeHandler
-    pause, resume = handler.pause_reading, handler.resume_reading
-
-    def counting_pause(self: _connector._FastResumeHandler) -> None:
-        calls["pause"] += 1
-        pause(self)
-
-    def counting_resume(self: _connector._FastResumeHandler, resume_parser: bool = True) -> None:
-        if self._reading_paused:
-            calls["resume_paused"] += 1
-        resume(self, resume_parser)
-
-    monkeypatch.setattr(handler, "pause_reading", counting_pause)  # type: ignore[attr-defined]
-    monkeypatch.setattr(handler, "resume_reading", counting_resume)  # type: ignore[attr-defined]
-    got = bytearray()
-
-    async def go(url: str) -> None:
-        async with make_session(1, read_bufsize=16 * 1024) as session:
-            async with session.post(url, data=b"{}") as resp:
-                async for data in resp.content.iter_any():
-                    got.extend(data)
-                    await asyncio.sleep(0.001)  # fall behind the server
-
-    async def bounded(url: str) -> None:
-        await asyncio.wait_for(go(url), 30)  # a socket never resumed fails, not hangs
-
-    asyncio.run(_with_server(bounded))
-    expected = b"".join(_event(i) for i in range(EVENTS)) + b"data: [DONE]\n\n"
-    assert bytes(got) == expected
-    assert calls["pause"] > 0
-    assert calls["resume_paused"] >= calls["pause"] - 1

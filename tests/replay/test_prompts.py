@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replay.client._bodies import BodySpec, ChainEncoder, PrefixCacheModel, build_body, chat_text
+from replay.client._stream import StreamOutcome
 
 
 def test_completions_body_forces_output_and_streams() -> None:
@@ -87,6 +88,27 @@ def test_scopes_isolate_private_blocks_and_share_the_shared_prefix() -> None:
     assert model.observe(p, 8, "b").expected == 8  # only the two shared blocks
     model.end_scope("a")
     assert model.observe(p, 8, "a").expected == 8
+
+
+def test_shared_blocks_hit_only_once_their_owner_had_a_first_token() -> None:
+    """As the server caches a prompt's blocks after its prefill step: lanes that send
+    one system prompt together all miss it; once the first answer began, later ones
+    hit; an owner that failed before any token leaves the blocks to the next sender."""
+    model = PrefixCacheModel(4)
+    p = np.arange(16, dtype=np.int32)
+    first = StreamOutcome()
+    assert model.observe(p, 8, "a", owner=first).expected == 0
+    assert model.observe(p, 8, "b", owner=StreamOutcome()).expected == 0  # same step
+    first.chunk_ns.append(1)
+    assert model.observe(p, 8, "c", owner=StreamOutcome()).expected == 8
+
+    model = PrefixCacheModel(4)
+    dead, heir = StreamOutcome(), StreamOutcome()
+    model.observe(p, 8, "a", owner=dead)
+    dead.fail("error", "http_500")
+    assert model.observe(p, 8, "b", owner=heir).expected == 0
+    heir.chunk_ns.append(1)  # the blocks are now the heir's, and it began
+    assert model.observe(p, 8, "c", owner=StreamOutcome()).expected == 8
 
 
 @settings(max_examples=60, deadline=None)
