@@ -48,11 +48,11 @@ def meets_tier(s: RunSummary, tier: SloTier) -> bool:
 
 
 def _x(s: RunSummary) -> float:
-    return s.level.value if s.level is not None else float(s.users)
+    return s.level.value
 
 
 def _kind(s: RunSummary) -> str:
-    return s.level.kind if s.level is not None else "users"
+    return s.level.kind
 
 
 def _row(arm: str, summaries: Sequence[RunSummary], tier: SloTier) -> CapacityRow:

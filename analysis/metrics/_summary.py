@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from analysis.metrics._samples import Samples
 from analysis.metrics._stats import Distribution, distribution, invert_distribution, metric_rng
@@ -128,8 +130,10 @@ class RunSummary(_Model):
     runs: list[str]
     model: str
     users: int
-    level: LoadLevel | None = None
-    """What set the load (users, a session rate, a time scale)."""
+    """Closed-loop users (0 for a rate or timestamp run: its load is ``level``)."""
+    level: LoadLevel
+    """What set the load (users, a session rate, a time scale). A summary written
+    before it was recorded was a closed-loop run: its ``users``."""
     gpu_count: int | None
     simulated: bool
     incomplete: bool
@@ -162,6 +166,13 @@ class RunSummary(_Model):
     sim_lateness: float | None = None
     """Simulated server only: delta(actual step seconds) / delta(modelled) - 1."""
     validity: Validity | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _level_of_old_summaries(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("level") is None and "users" in data:
+            data = {**data, "level": {"kind": "users", "value": float(data["users"])}}
+        return data
 
 
 def clusters_of(s: Samples) -> np.ndarray | None:

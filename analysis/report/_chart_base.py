@@ -83,7 +83,7 @@ class ArmLevels:
     """The load of each summary (users, sessions/s or time scale); None: users."""
 
     def points(self) -> list[tuple[LoadLevel, RunSummary]]:
-        loads = self.loads or [LoadLevel(value=float(s.users)) for s in self.summaries]
+        loads = self.loads or [s.level for s in self.summaries]
         return sorted(zip(loads, self.summaries, strict=True), key=lambda p: p[0].value)
 
 

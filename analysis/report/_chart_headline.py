@@ -53,7 +53,7 @@ class Series:
     """This line's capacity rows (one per tier), marked on the tier floors."""
 
     def points(self) -> list[tuple[LoadLevel, RunSummary]]:
-        loads = self.loads or [LoadLevel(value=float(s.users)) for s in self.summaries]
+        loads = self.loads or [s.level for s in self.summaries]
         return sorted(zip(loads, self.summaries, strict=True), key=lambda p: p[0].value)
 
 

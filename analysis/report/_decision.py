@@ -16,7 +16,7 @@ from analysis.judge import Comparison, Level, Ratio, ratio_interval_text
 from analysis.metrics import RunSummary
 from analysis.read import RunData
 from analysis.report._format import display_unit, fmt, fmt_ci, fmt_num, fmt_share
-from analysis.schema import LoadLevel, direction_text, metric
+from analysis.schema import direction_text, metric
 
 __all__ = [
     "SUMMARY_METRICS",
@@ -92,10 +92,8 @@ def ratio_cell(r: Ratio | None) -> dict[str, str]:
 
 def level_label(lv: Level | RunSummary) -> str:
     """What set the load of a level (users, a session rate, a time scale), by its
-    :class:`LoadLevel`; a summary read without one was a closed-loop run."""
-    if isinstance(lv, Level):
-        return lv.label
-    return (lv.level or LoadLevel(value=float(lv.users))).label
+    :class:`LoadLevel`."""
+    return lv.label if isinstance(lv, Level) else lv.level.label
 
 
 def summary_view(c: Comparison) -> dict[str, Any]:

@@ -161,3 +161,14 @@ def test_parse_tier() -> None:
     for bad in ("fast", "100:x", "-1:10", "100:0"):
         with pytest.raises(ResultError):
             parse_tier(bad)
+
+
+def test_a_summary_written_without_a_level_reads_as_its_users() -> None:
+    """summary.json files from before the level was recorded were closed-loop runs;
+    one written with a rate keeps it (never read back as users)."""
+    data = _level(6, 1.0, 1.0, 0.0, 1.0).model_dump(mode="json")
+    data.pop("level")
+    assert RunSummary.model_validate(data).level == LoadLevel(kind="users", value=6.0)
+    data.update(users=0, level={"kind": "rate", "value": 0.5})
+    back = RunSummary.model_validate(data)
+    assert back.level.label == "0.5 sessions/s"
