@@ -41,7 +41,7 @@ class Exchange:
 
     __slots__ = ("_budget", "_conn", "_error", "_first_due", "_itl_ns", "_last_tok",
                  "_settle_due", "_timer", "_total_due", "ended", "headers", "loop", "mode",
-                 "out", "reader", "reason", "reusable")
+                 "out", "reader", "reason")
 
     def __init__(self, out: StreamOutcome, reader: EventReader, timeouts: Timeouts,
                  start_ns: int, loop: asyncio.AbstractEventLoop) -> None:
@@ -50,7 +50,6 @@ class Exchange:
         self.loop = loop
         self.ended: asyncio.Future[None] = loop.create_future()
         self.mode = _HEAD
-        self.reusable = False
         self.headers: CIMultiDict[str] = CIMultiDict()
         self.reason = ""
         self._conn: _Wire | None = None
@@ -188,7 +187,6 @@ class Exchange:
         if self.mode == _ENDED:
             return
         self.mode = _ENDED
-        self.reusable = reuse
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

@@ -188,7 +188,6 @@ class WirePool:
             conn = self._take_idle(origin.key) or await self._connect(origin, ex)
             if conn is None:
                 return
-            conn.on_return = functools.partial(self._give_back, origin.key)
             ex.out.sent_ns = time.monotonic_ns()
             conn.start(ex, request)
             ex.arm()
@@ -248,6 +247,7 @@ class WirePool:
         except OSError as exc:
             ex.out.fail("error", ErrorKind.CONNECT, f"{type(exc).__name__}: {exc}")
             return None
+        conn.on_return = functools.partial(self._give_back, origin.key)
         self._all.add(conn)
         return conn
 
