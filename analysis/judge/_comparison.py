@@ -170,9 +170,8 @@ class Ratio(_Model):
 
 
 class Level(_Model):
-    users: int
-    """Users of a closed-loop level (0 for open loop and timestamp replay)."""
     load: LoadLevel
+    """What set the load: users, a session rate or a time scale."""
     arms: dict[str, RunSummary]
     ratios: dict[str, list[Ratio]] = Field(default_factory=dict)
     """Per non-baseline arm label, the ratios against the baseline."""
@@ -365,7 +364,7 @@ def compare_runs(
                                                        "not_established": why})
                         ratios[arm].append(rt)
         levels.append(Level(
-            users=int(load.value) if load.kind == "users" else 0, load=load, arms=summaries,
+            load=load, arms=summaries,
             ratios=ratios, validity=lv_valid, evidence=evidence,
             single_run=all(len(s.runs) == 1 for s in pooled.values()), drift=drifts))
     cap = capacity_table({a: v for a, v in cap_input.items() if v}, tiers_t)

@@ -146,7 +146,7 @@ def _workers(run: RunData, found: _Found, rules: Rules) -> None:
     if not gone:
         return
     users = sum(w.users for w in gone)
-    total = sum(w.users for w in m.worker_info) or m.load.users
+    total = sum(w.users for w in m.worker_info) or m.load.users or 0
     lost = int((run.requests.status == "lost").sum())
     n = len(run.requests.status)
     cap = rules.worker_lost_caveat_share

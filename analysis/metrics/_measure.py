@@ -204,7 +204,7 @@ def measure(run: RunData) -> Samples:
     cached = r.cached_tokens[win_idx]
     user_code = w.user_code
     return Samples(
-        label=man.label, runs=[man.run_id], model=man.model, users=man.load.users,
+        label=man.label, runs=[man.run_id], model=man.model,
         level=level_of(man), gpu_count=man.gpu_count, simulated=man.simulated,
         incomplete=run.incomplete, reasons=[f"{man.run_id}: {x}" for x in run.reasons],
         window_s=(w.end - w.start) if w.found else None,

@@ -24,7 +24,6 @@ class Samples:
     label: str
     runs: list[str]
     model: str
-    users: int
     level: LoadLevel
     """What set the load (users, a session rate, a time scale)."""
     gpu_count: int | None
@@ -109,7 +108,7 @@ def pool(parts: list[Samples]) -> Samples:
     gpus = {p.gpu_count for p in parts}
     return Samples(
         label=first.label, runs=[x for p in parts for x in p.runs], model=first.model,
-        users=first.users, level=first.level,
+        level=first.level,
         gpu_count=first.gpu_count if len(gpus) == 1 else None,
         simulated=any(p.simulated for p in parts), incomplete=any(p.incomplete for p in parts),
         reasons=[x for p in parts for x in p.reasons],

@@ -129,11 +129,9 @@ class RunSummary(_Model):
     label: str
     runs: list[str]
     model: str
-    users: int
-    """Closed-loop users (0 for a rate or timestamp run: its load is ``level``)."""
     level: LoadLevel
     """What set the load (users, a session rate, a time scale). A summary written
-    before it was recorded was a closed-loop run: its ``users``."""
+    before it was recorded was a closed-loop run of its ``users``, the field it had."""
     gpu_count: int | None
     simulated: bool
     incomplete: bool
@@ -170,8 +168,12 @@ class RunSummary(_Model):
     @model_validator(mode="before")
     @classmethod
     def _level_of_old_summaries(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("level") is None and "users" in data:
-            data = {**data, "level": {"kind": "users", "value": float(data["users"])}}
+        if not isinstance(data, dict) or "users" not in data:
+            return data
+        data = dict(data)
+        users = data.pop("users")
+        if data.get("level") is None:
+            data["level"] = {"kind": "users", "value": float(users)}
         return data
 
 
@@ -284,7 +286,7 @@ def summarize(
     halves = [share(h.get("prefix_cache_hits_total"), h.get("prefix_cache_queries_total"))
               for h in s.half_counters[:2]] + [None, None]
     return RunSummary(
-        label=s.label, runs=s.runs, model=s.model, users=s.users, level=s.level,
+        label=s.label, runs=s.runs, model=s.model, level=s.level,
         gpu_count=s.gpu_count, simulated=s.simulated, incomplete=s.incomplete,
         reasons=s.reasons, window_s=s.window_s, counts=counts,
         ttft=dist("ttft"), ttft_due=dist("ttft_due"), e2e=dist("e2e"),

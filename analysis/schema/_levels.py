@@ -49,4 +49,4 @@ def level_of(m: RunManifest) -> LoadLevel:
         return LoadLevel(kind=kind, value=float(m.load.rate or 0.0))
     if kind == "timestamps":
         return LoadLevel(kind=kind, value=float(m.load.time_scale or 1.0))
-    return LoadLevel(kind="users", value=float(m.load.users))
+    return LoadLevel(kind="users", value=float(m.load.users or 0))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Literal, TypedDict, get_args
+from typing import Any, Literal, TypedDict, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -210,8 +210,9 @@ class RecordDict(TypedDict):
 class LoadSettings(_Model):
     """Everything about the load that two comparable runs must share."""
 
-    users: int = Field(ge=0)
-    """Closed-loop users; 0 for open-loop and timestamp runs (see ``level_of``)."""
+    users: int | None = Field(default=None, ge=1)
+    """Closed-loop users; None for open-loop and timestamp runs, whose load is their
+    rate or time scale (``level_of``)."""
     duration_s: float = Field(gt=0)
     warmup_s: float = Field(ge=0)
     drain_s: float = Field(ge=0)
@@ -226,6 +227,22 @@ class LoadSettings(_Model):
     """Timestamp replay: arrival times multiplied by this (None = 1)."""
     warmup_start: Literal["midway", "start"] = "midway"
     max_tokens_policy: Literal["forced"] = "forced"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_user_count_outside_closed_loop(cls, data: Any) -> Any:
+        """Older run.json files gave a rate or timestamp run a user count (0, or the
+        ``--users`` it was launched with); it never set that load, so it reads as None."""
+        if isinstance(data, dict) and data.get("arrival", "closed") != "closed" \
+                and data.get("users") is not None:
+            data = {**data, "users": None}
+        return data
+
+    @model_validator(mode="after")
+    def _users_for_closed_loop(self) -> LoadSettings:
+        if self.arrival == "closed" and self.users is None:
+            raise ValueError("a closed-loop run needs its users")
+        return self
 
 
 class WorkloadRef(_Model):

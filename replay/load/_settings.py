@@ -294,8 +294,8 @@ class RunSettings(SharedSettings):
         scale = "think_scale" if "think_scale" in fields else "think_time_scale"
         values: dict[str, Any] = dict(
             # users set a closed-loop load only; an open-loop or timestamp run's load is
-            # its rate or arrivals, and recording a user count there misled readers
-            users=self.users if arrival == "closed" else 0, duration_s=self.duration_s,
+            # its rate or arrivals (its level), so it records no user count
+            users=self.users if arrival == "closed" else None, duration_s=self.duration_s,
             warmup_s=self.warmup_s,
             drain_s=self.drain, seed=self.seed, api=self.api, arrival=arrival,
             rate=self.rate, think_time_cap_s=self.think_time_cap_s,

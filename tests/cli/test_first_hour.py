@@ -129,7 +129,7 @@ def test_an_open_loop_run_records_no_user_count() -> None:
     from replay.load import RunSettings
 
     s = RunSettings(target="http://127.0.0.1:9", duration_s=10.0, rate=2.0, drain_s=5.0)
-    assert s.load_settings("open").users == 0 and s.load_settings("open").rate == 2.0
+    assert s.load_settings("open").users is None and s.load_settings("open").rate == 2.0
     closed = RunSettings(target="http://127.0.0.1:9", duration_s=10.0, users=3, drain_s=5.0)
     assert closed.load_settings("closed").users == 3
 

@@ -35,7 +35,7 @@ def test_levels_csv_matches_summary_json(sweep: Path) -> None:
     assert len(rows) == sum(len(lv.arms) for lv in summary.levels) == 6
     assert [r["load"] for r in rows] == ["1", "1", "4", "4", "16", "16"]  # numeric order
     for r in rows:
-        lv = next(x for x in summary.levels if x.users == int(r["load"]))
+        lv = next(x for x in summary.levels if x.load.value == float(r["load"]))
         s = lv.arms[r["arm"]]
         assert float(r["interactivity_p90"]) == pytest.approx(s.interactivity.p90)
         assert int(r["requests_sent"]) == s.counts.in_window

@@ -168,7 +168,9 @@ def test_a_summary_written_without_a_level_reads_as_its_users() -> None:
     one written with a rate keeps it (never read back as users)."""
     data = _level(6, 1.0, 1.0, 0.0, 1.0).model_dump(mode="json")
     data.pop("level")
+    data["users"] = 6
     assert RunSummary.model_validate(data).level == LoadLevel(kind="users", value=6.0)
+    assert "users" not in RunSummary.model_validate(data).model_dump()
     data.update(users=0, level={"kind": "rate", "value": 0.5})
     back = RunSummary.model_validate(data)
     assert back.level.label == "0.5 sessions/s"

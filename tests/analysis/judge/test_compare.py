@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from analysis import compare_runs, read_runs
-from analysis.schema import FairnessError
+from analysis.schema import FairnessError, LoadLevel
 from tests.analysis.builders import config, make_run, synth_records
 
 
@@ -59,7 +59,7 @@ def test_repeats_pool_and_levels_split(tmp_path: Path) -> None:
         _arm(tmp_path, "auto", users, 0.02, seed=i, run_id=f"a{i}")
         _arm(tmp_path, "latency_specialized", users, 0.01, seed=i, run_id=f"b{i}")
     c = compare_runs(read_runs([tmp_path]))
-    assert [lv.users for lv in c.levels] == [2, 4]
+    assert [lv.load for lv in c.levels] == [LoadLevel(value=2), LoadLevel(value=4)]
     four = c.levels[1].arms["auto"]
     assert four.runs == ["a1", "a2"]
     assert four.ttft.count == 2 * 4 * 12 and four.ttft.groups == 8

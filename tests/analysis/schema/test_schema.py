@@ -110,3 +110,19 @@ def test_window_ending_before_it_starts_is_refused(tmp_path: Path) -> None:
     (d / "run.json").write_text(text)
     with pytest.raises(ResultError, match="window ends"):
         read_run(d)
+
+
+def test_only_a_closed_loop_run_has_a_user_count() -> None:
+    """A rate or timestamp run's load is its rate or time scale: an older run.json's
+    ``users: 0`` (or the --users it was launched with) reads as no user count, and its
+    level is still its rate; a closed-loop load without users is refused."""
+    from analysis.schema import LoadSettings
+
+    base = {"duration_s": 10.0, "warmup_s": 1.0, "drain_s": 1.0}
+    for stored in (0, 5):
+        old = LoadSettings.model_validate({**base, "users": stored, "arrival": "open",
+                                           "rate": 2.0})
+        assert old.users is None and old.rate == 2.0
+    assert LoadSettings.model_validate({**base, "users": 3}).users == 3
+    with pytest.raises(ValidationError, match="closed-loop run needs its users"):
+        LoadSettings.model_validate(base)
