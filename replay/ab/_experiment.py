@@ -22,7 +22,7 @@ from typing import Any
 from analysis import public_url
 from replay.ab._options import CompareOptions
 from replay.errors import ConfigError
-from replay.load import experiment_types
+from replay.knobs import experiment_types
 
 __all__ = ["EXPERIMENT_KEYS", "apply_experiment", "experiment_toml", "load_experiment"]
 

@@ -14,7 +14,8 @@ from pydantic import Field, field_validator
 
 from analysis import DEFAULT_MAX_FAILURE_SHARE, Rules
 from replay.errors import ConfigError
-from replay.load import Knob, RunSettings, SharedSettings, not_resumed, split_targets, validated
+from replay.knobs import Knob, not_resumed
+from replay.load import RunSettings, SharedSettings, split_targets, validated
 
 __all__ = ["CompareOptions", "parse_levels", "parse_rates"]
 

@@ -22,7 +22,8 @@ def _live_flags(p: argparse.ArgumentParser) -> None:
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from replay.ab import CompareOptions
-    from replay.load import SharedSettings, add_knob_flags
+    from replay.knobs import add_knob_flags
+    from replay.load import SharedSettings
 
     p = subparsers.add_parser(
         "compare", help="A/B compare server configurations (fairness-checked, resumable)",
@@ -110,7 +111,8 @@ def _compare(args: argparse.Namespace) -> int:
 
     from replay.ab import CompareOptions, parse_levels, parse_rates
     from replay.errors import ConfigError
-    from replay.load import check_writable_dir, knob_values, validated
+    from replay.knobs import knob_values
+    from replay.load import check_writable_dir, validated
 
     done = _experiment(args)
     if done is not None:

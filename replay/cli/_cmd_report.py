@@ -45,7 +45,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 def add_failure_share_flag(p: argparse.ArgumentParser) -> None:
     """``--max-failure-share`` (``report``, ``plan``), as ``compare`` declares it."""
     from replay.ab import CompareOptions
-    from replay.load import add_knob_flags
+    from replay.knobs import add_knob_flags
 
     add_knob_flags(p, CompareOptions, ("max_failure_share",))
 
@@ -347,16 +347,17 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def _twin_plan(args: argparse.Namespace) -> int:
-    from replay.cli._twin_plan import run_twin_plan
+    from replay.cli._twin_plan import plan_settings, run_twin_plan
     from replay.errors import ConfigError
 
     if not 0 <= args.max_failure_share <= 1:
         raise ConfigError(f"--max-failure-share: must be between 0 and 1, got "
                           f"{args.max_failure_share}")
+    plan = plan_settings(args)
     if not args.paths:
-        return run_twin_plan(args, _tiers(args.slo), args.max_failure_share)
+        return run_twin_plan(args, plan, _tiers(args.slo), args.max_failure_share)
     # measured runs given too: the twin is judged on their tiers, its capacities printed
     # beside their brackets (never instead of them)
     _, comparison = _analyse(args, args.paths)
-    return run_twin_plan(args, tuple(comparison.tiers), args.max_failure_share,
+    return run_twin_plan(args, plan, tuple(comparison.tiers), args.max_failure_share,
                          measured=comparison.capacity)

@@ -15,7 +15,8 @@ __all__ = ["register"]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from replay.load import SharedSettings, add_knob_flags
+    from replay.knobs import add_knob_flags
+    from replay.load import SharedSettings
 
     p = subparsers.add_parser(
         "run", help="replay a workload against a server",
@@ -105,12 +106,12 @@ def _main(args: argparse.Namespace) -> int:
     from analysis.read import read_manifest
     from replay.cli import EXIT_INTERRUPTED, EXIT_TERMINATED, print_validity
     from replay.errors import Stopped
+    from replay.knobs import knob_values
     from replay.load import (
         RunSettings,
         SharedSettings,
         claim_run_dir,
         event_loop_factory,
-        knob_values,
         run_load,
         validated,
     )

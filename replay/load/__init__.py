@@ -18,15 +18,6 @@ from replay.load._drain import (
 from replay.load._executor import ExecOutcome, Executor, Job, RecordSink, raise_crash
 from replay.load._fleet import check_fleet, describe_fleet, split_targets
 from replay.load._inprocess import InProcessExecutor
-from replay.load._knobs import (
-    Knob,
-    add_knob_flags,
-    experiment_types,
-    knob_flags,
-    knob_values,
-    knobs,
-    not_resumed,
-)
 from replay.load._lanes import salt_for, sleep_until
 from replay.load._live import LiveStats, LiveView, render_lines
 from replay.load._phases import (
@@ -98,7 +89,6 @@ __all__ = [
     "InProcessExecutor",
     "Interval",
     "Job",
-    "Knob",
     "LaneContext",
     "LaneOutcome",
     "LaneSettings",
@@ -129,7 +119,6 @@ __all__ = [
     "VocabSize",
     "WorkerExecutor",
     "WorkerPlan",
-    "add_knob_flags",
     "apply_scenario",
     "auto_drain",
     "check_fleet",
@@ -143,18 +132,13 @@ __all__ = [
     "drive_lanes",
     "entry_turn",
     "event_loop_factory",
-    "experiment_types",
     "first_too_long",
     "flag_of",
     "iso_utc",
     "judge_scenario",
-    "knob_flags",
-    "knob_values",
-    "knobs",
     "load_kind",
     "longest_output",
     "make_context",
-    "not_resumed",
     "open_plan",
     "raise_crash",
     "rejudge_scenarios",

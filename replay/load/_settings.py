@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from analysis import LoadSettings
 from replay.errors import ConfigError
-from replay.load._knobs import Knob, knob_flags
+from replay.knobs import Knob, from_knobs, knob_error, knob_flags
 
 __all__ = ["DRAIN_MARGIN_S", "DRAIN_MIN_S", "DRAIN_RATE_TOK_S", "FLAGS", "MAX_PLANNED_ARRIVALS",
            "MAX_SECONDS", "SCENARIO_LOCKED", "Interval", "RunConfig", "RunSettings", "Seconds",
@@ -59,17 +59,7 @@ def flag_of(field: str) -> str:
 def settings_error(exc: ValidationError) -> ConfigError:
     """The first validation error as one line naming the flag, e.g.
     ``--warmup: must be >= 0 (got -1.0)``."""
-    err = exc.errors()[0]
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    loc = [str(x) for x in err["loc"] if not isinstance(x, int)]
-    if not loc:
-        return ConfigError(msg)
-    shown = msg.replace("Input should be", "must be").replace("greater than or equal to", ">=")
-    shown = shown.replace("greater than", ">").replace("less than or equal to", "<=")
-    got = err.get("input")
-    tail = f" (got {got!r})" if got is not None and not isinstance(got, dict | tuple | list) \
-        else ""
-    return ConfigError(f"{flag_of(loc[0])}: {shown}{tail}")
+    return knob_error(exc, FLAGS)
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -77,10 +67,7 @@ M = TypeVar("M", bound=BaseModel)
 
 def validated(model: type[M], values: Mapping[str, Any]) -> M:
     """``model(**values)``, with a validation error reported as :func:`settings_error`."""
-    try:
-        return model(**values)
-    except ValidationError as exc:
-        raise settings_error(exc) from None
+    return from_knobs(model, values, FLAGS)
 
 
 DRAIN_RATE_TOK_S = 20.0
@@ -108,7 +95,7 @@ class SharedSettings(BaseModel):
 
     :class:`RunSettings` (one run) and ``replay.ab.CompareOptions`` (every run of a
     comparison) both extend it, so a knob has one name, bound, default, flag, help
-    and experiment key (``replay.load._knobs`` derives them); a comparison hands
+    and experiment key (``replay.knobs`` derives them); a comparison hands
     :meth:`shared` to each planned run.
     """
 

@@ -30,7 +30,7 @@ exactly as many ``step()`` calls; the twin's fast path).
 
 from replay.sim._bulk import DecodeRun
 from replay.sim._cache import PrefixCache, block_hashes
-from replay.sim._config import SimConfig, server_info, step_log_path
+from replay.sim._config import SERVE_SIM_PROFILE, SimConfig, server_info, step_log_path
 from replay.sim._decode import DecodePoint, modelled_decode
 from replay.sim._engine import Engine, EngineCounters, SimRequest, StepResult
 from replay.sim._faults import FAULT_OUTCOMES, FaultKind, FaultSpec, parse_faults
@@ -59,6 +59,7 @@ __all__ = [
     "FaultKind",
     "FaultSpec",
     "PrefixCache",
+    "SERVE_SIM_PROFILE",
     "SimConfig",
     "SimProfile",
     "SimRequest",

@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from replay.knobs import Knob
 from replay.sim._faults import FaultSpec
-from replay.sim._profile import Backend, SimProfile, load_profile
+from replay.sim._profile import Backend, SimProfile, list_profiles, load_profile
 from replay.sim._vllm_tree import BASE_VLLM_CONFIG, SYSTEM_ENV_KEYS
 
-__all__ = ["SimConfig", "server_info", "step_log_path"]
+__all__ = ["SERVE_SIM_PROFILE", "SimConfig", "server_info", "step_log_path"]
+
+SERVE_SIM_PROFILE = "kimi-k3-gb300-tp16"
+"""``serve-sim``'s profile when none is named: the one the demo uses."""
+_PROFILE_HELP = (
+    "a bundled profile (" + ", ".join(list_profiles()) + ") or a profile .json file "
+    f"(default: {SERVE_SIM_PROFILE}, calibrated to vLLM's published Kimi K3 TP16 decode "
+    "rates, as the demo uses; 'small' is a fast test profile whose auto arm misses every "
+    "default SLO tier)")
 
 
 class SimConfig(BaseModel):
@@ -19,22 +28,35 @@ class SimConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
-    profile: str | SimProfile = "small"
-    backend: Backend = "latency_specialized"
-    host: str = "127.0.0.1"
-    port: int = Field(default=0, ge=0, le=65535)
+    profile: Annotated[str | SimProfile, Knob(
+        "--profile", _PROFILE_HELP, metavar="NAME|FILE.json",
+        default=SERVE_SIM_PROFILE)] = "small"
+    backend: Annotated[Backend, Knob(
+        "--backend", "the simulated decode backend (the arms of a comparison differ in it)",
+    )] = "latency_specialized"
+    host: Annotated[str, Knob("--host", "address to listen on")] = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535), Knob(
+        "--port", "port to listen on (0 = any free; default: 8000)", default=8000)] = 0
     """0 picks a free port."""
-    time_scale: float = Field(default=1.0, gt=0)
+    time_scale: Annotated[float, Field(gt=0), Knob(
+        "--speedup", "run X times faster than real time: every modelled duration divided "
+        "by X, reported in the profile's seconds", metavar="X")] = 1.0
     """Run this many times faster than real time (modelled durations / time_scale)."""
-    slowdown: float = Field(default=1.0, ge=1.0)
+    slowdown: Annotated[float, Field(ge=1.0), Knob(
+        "--slowdown", "every engine step really takes F times its modelled time, while "
+        "reporting the modelled time (a deliberately late simulator; default 1.0)",
+        metavar="F")] = 1.0
     """Every engine step really takes this many times its modelled duration, while the
     step's ``model_s`` stays the profile's: a deliberately late simulator (a trap for the
     validity checks, which must see the lateness in ``vllm_sim:`` counters)."""
     faults: FaultSpec = Field(default_factory=FaultSpec)
-    truth_path: str | None = None
+    truth_path: Annotated[str | None, Knob(
+        "--truth", "write the truth log (JSONL) here; the per-step log goes beside it "
+        "(X.jsonl -> X.steps.jsonl)", metavar="FILE")] = None
     """Request truth log (JSONL); the step log goes beside it (``step_log_path``)."""
-    seed: int = 0
-    split_tokens: bool = False
+    seed: Annotated[int, Knob("--seed", "seed of the simulated output tokens and faults")] = 0
+    split_tokens: Annotated[bool, Knob(
+        "--split-tokens", "one token per SSE event and one event per write")] = False
     keep_truth: bool = True
     """Keep truth records in memory (``SimServer.truth`` and ``SimServer.steps``)."""
     prompt_tokens_details: bool = True

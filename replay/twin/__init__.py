@@ -6,7 +6,7 @@ fast-forwarding event loop (``VirtualLoop``), and summarises the records with
 ``analysis`` (``RunSummary``). ``level_ladder`` and ``capacities`` read each SLO
 tier's modelled capacity off a ladder of levels; ``load_twin`` reads a twin file (a
 simulator profile, as ``serve-sim --profile`` reads, plus an optional
-``calibration`` key).
+``calibration`` key); ``PlanSettings`` holds what ``plan --twin`` asks for.
 """
 
 from replay.twin._band import (
@@ -19,6 +19,7 @@ from replay.twin._band import (
 from replay.twin._clock import Advancer, Deadlock, VirtualLoop, virtual_time
 from replay.twin._engines import Routing, TwinEngines
 from replay.twin._level import LevelResult, Workload, load_workload, simulate_level
+from replay.twin._plan import PlanSettings
 from replay.twin._sweep import (
     TierCapacity,
     capacities,
@@ -33,6 +34,7 @@ __all__ = [
     "Deadlock",
     "ErrorBand",
     "LevelResult",
+    "PlanSettings",
     "Routing",
     "TierCapacity",
     "TwinEngines",

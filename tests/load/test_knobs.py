@@ -13,19 +13,8 @@ import pytest
 from replay.ab import EXPERIMENT_KEYS, CompareOptions, apply_experiment, experiment_toml
 from replay.cli import build_parser, main
 from replay.errors import ConfigError
-from replay.load import (
-    FLAGS,
-    Knob,
-    RunSettings,
-    SharedSettings,
-    add_knob_flags,
-    experiment_types,
-    knob_values,
-    knobs,
-    not_resumed,
-    scenario_defaults,
-    validated,
-)
+from replay.knobs import Knob, add_knob_flags, experiment_types, knob_values, knobs, not_resumed
+from replay.load import FLAGS, RunSettings, SharedSettings, scenario_defaults, validated
 
 
 def _sub(name: str) -> argparse.ArgumentParser:

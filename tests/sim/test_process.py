@@ -62,3 +62,25 @@ def test_profile_file_errors_name_the_field(tmp_path, capsys) -> None:
     assert main(["serve-sim", "--profile", str(path)]) == 2
     err = capsys.readouterr().err
     assert str(path) in err and "max_model_len" in err
+
+
+def test_serve_sim_flags_are_the_sim_config_knobs() -> None:
+    """Every SimConfig knob is a serve-sim flag and reaches the config under its field
+    (``--speedup`` is ``time_scale``); the command's defaults (port 8000, the demo's
+    profile) differ from a SimConfig built in code (a free port, 'small')."""
+    from replay.cli import build_parser
+    from replay.knobs import from_knobs, knob_values, knobs
+    from replay.sim import SERVE_SIM_PROFILE, SimConfig
+
+    parser = build_parser()
+    args = parser.parse_args(["serve-sim", "--speedup", "3", "--port", "0", "--split-tokens",
+                              "--truth", "t.jsonl", "--backend", "auto", "--seed", "7"])
+    c = from_knobs(SimConfig, knob_values(args, SimConfig))
+    assert (c.time_scale, c.port, c.split_tokens, c.truth_path, c.backend, c.seed) == \
+        (3.0, 0, True, "t.jsonl", "auto", 7)
+    plain = from_knobs(SimConfig, knob_values(parser.parse_args(["serve-sim"]), SimConfig))
+    assert (plain.port, plain.profile) == (8000, SERVE_SIM_PROFILE)
+    assert (SimConfig().port, SimConfig().profile) == (0, "small")
+    assert {k.flag for _n, _i, k in knobs(SimConfig)} == {
+        "--profile", "--backend", "--host", "--port", "--speedup", "--slowdown", "--truth",
+        "--seed", "--split-tokens"}

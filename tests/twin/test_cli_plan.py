@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -93,10 +94,13 @@ def test_unreadable_or_invalid_json_twin(tmp_path: Path, wl: Path,
 
 
 @pytest.mark.parametrize(("extra", "needle"), [
-    (["--users", "8:2"], "--users 8:2"),
-    (["--users", "a:b"], "--users a:b"),
-    (["--levels", "0"], "--levels"),
-    (["--replicas", "0"], "--replicas"),
+    (["--users", "8:2"], "--users: need 1 <= LO <= HI, e.g. 1:256 (got '8:2')"),
+    (["--users", "a:b"], "--users: give LO:HI, whole numbers"),
+    (["--levels", "0"], "--levels: must be >= 1"),
+    (["--replicas", "0"], "--replicas: must be >= 1"),
+    (["--think-scale", "-1"], "--think-scale: must be >= 0"),
+    (["--duration", "0"], "--duration: must be > 0"),
+    (["--warmup", "1e9"], "--warmup: must be <= 2592000"),
 ])
 def test_bad_flags_one_line(tmp_path: Path, wl: Path, extra: list[str], needle: str,
                             capsys: pytest.CaptureFixture[str]) -> None:
@@ -119,3 +123,30 @@ def test_workload_that_does_not_fit_the_twin(tmp_path: Path, wl: Path,
     assert main(_plan("--twin", str(twin), "--workload", str(wl))) == 2
     err = capsys.readouterr().err
     assert str(wl) in err and "max_model_len 256" in err and "--max-context 256" in err
+
+
+def test_the_twin_plan_flags_run_shares_take_runs_bounds() -> None:
+    """--duration, --warmup, --drain, --think-scale and --think-time-cap are declared
+    with run's types: every bound one command sets, the other sets too."""
+    from replay.knobs import knobs
+    from replay.load import SharedSettings
+    from replay.twin import PlanSettings
+
+    run = {k.flag: info for _n, info, k in knobs(SharedSettings)}
+    shared = [(k.flag, info) for _n, info, k in knobs(PlanSettings) if k.flag in run]
+    assert {f for f, _ in shared} >= {"--duration", "--warmup", "--drain", "--think-scale",
+                                      "--think-time-cap"}
+    from typing import Annotated
+
+    from pydantic import TypeAdapter, ValidationError
+
+    def accepts(info: Any, value: float) -> bool:
+        try:
+            TypeAdapter(Annotated[info.annotation, *info.metadata]).validate_python(value)
+        except ValidationError:
+            return False
+        return True
+
+    for flag, info in shared:
+        for value in (-1.0, 0.0, 0.5, 3e6, 1e9):
+            assert accepts(info, value) == accepts(run[flag], value), (flag, value)

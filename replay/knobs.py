@@ -7,7 +7,9 @@ here from the model: the argparse flag (type, choices and default from the
 field), the values read back from the parsed arguments, the experiment file's
 key and accepted TOML types, the flag an error names, and the resume check.
 Adding a knob shared by ``run`` and ``compare`` is one annotated field on
-:class:`~replay.load.SharedSettings`.
+:class:`~replay.load.SharedSettings`; ``serve-sim`` (``replay.sim.SimConfig``) and
+``plan --twin`` (``replay.twin.PlanSettings``) declare theirs the same way, and
+:func:`from_knobs` reports a bad value as one line naming its flag.
 """
 
 from __future__ import annotations
@@ -15,15 +17,19 @@ from __future__ import annotations
 import argparse
 import types
 import typing
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-__all__ = ["Knob", "add_knob_flags", "experiment_types", "knob_flags", "knob_values",
-           "knobs", "not_resumed"]
+from replay.errors import ConfigError
+
+__all__ = ["Knob", "add_knob_flags", "experiment_types", "from_knobs", "knob_error",
+           "knob_flags", "knob_values", "knobs", "not_resumed"]
+
+_MODEL_DEFAULT: Any = object()
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,9 @@ class Knob:
     """An experiment file (``compare --config``) may set it, under :attr:`dest`."""
     resumed: bool = True
     """A resumed comparison must keep its value (False: it changes no run)."""
+    default: Any = _MODEL_DEFAULT
+    """The flag's default where the command's differs from the model's (``serve-sim``
+    listens on 8000; a ``SimConfig`` built in code picks a free port)."""
 
     @property
     def dest(self) -> str:
@@ -72,7 +81,8 @@ def _flag_kwargs(info: FieldInfo, knob: Knob, required: bool) -> dict[str, Any]:
     base = _base_type(info.annotation)
     if base is bool:
         return {"action": "store_true", "help": knob.help}
-    kwargs: dict[str, Any] = {"help": knob.help, "default": info.get_default()}
+    default = info.get_default() if knob.default is _MODEL_DEFAULT else knob.default
+    kwargs: dict[str, Any] = {"help": knob.help, "default": default}
     if typing.get_origin(base) is Literal:
         kwargs["choices"] = typing.get_args(base)
     else:
@@ -128,3 +138,32 @@ def knob_flags(model: type[BaseModel]) -> dict[str, str]:
 def not_resumed(model: type[BaseModel]) -> frozenset[str]:
     """The fields a resumed comparison may change (they change no run)."""
     return frozenset(name for name, _info, knob in knobs(model) if not knob.resumed)
+
+
+def knob_error(exc: ValidationError, flags: Mapping[str, str]) -> ConfigError:
+    """The first validation error as one line naming the flag (``flags``: field ->
+    flag; the field name where it has none), e.g. ``--warmup: must be >= 0 (got -1.0)``."""
+    err = exc.errors()[0]
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    loc = [str(x) for x in err["loc"] if not isinstance(x, int)]
+    if not loc:
+        return ConfigError(msg)
+    shown = msg.replace("Input should be", "must be").replace("greater than or equal to", ">=")
+    shown = shown.replace("greater than", ">").replace("less than or equal to", "<=")
+    got = err.get("input")
+    tail = f" (got {got!r})" if got is not None and not isinstance(got, dict | tuple | list) \
+        else ""
+    return ConfigError(f"{flags.get(loc[0], loc[0])}: {shown}{tail}")
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def from_knobs(model: type[M], values: Mapping[str, Any],
+               flags: Mapping[str, str] | None = None) -> M:
+    """``model(**values)``; a bad value is a :class:`ConfigError` naming its flag (from
+    the model's knobs unless ``flags`` is given), never a traceback."""
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        raise knob_error(exc, knob_flags(model) if flags is None else flags) from None
