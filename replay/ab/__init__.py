@@ -30,11 +30,11 @@ from replay.ab._preflight import preflight, reset_prefix_cache
 from replay.ab._search import (
     SearchAnswer,
     SearchResult,
-    check_search_limits,
     next_probe,
     search_capacity,
     search_lines,
 )
+from replay.ab._search_limits import SearchLimits, check_search_start
 from replay.ab._state import missing_runs
 
 __all__ = [
@@ -47,9 +47,10 @@ __all__ = [
     "Live",
     "PlannedRun",
     "SearchAnswer",
+    "SearchLimits",
     "SearchResult",
     "apply_experiment",
-    "check_search_limits",
+    "check_search_start",
     "compare_arms",
     "compare_launched",
     "demo_settings",

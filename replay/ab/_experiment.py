@@ -21,8 +21,10 @@ from typing import Any
 
 from analysis import public_url
 from replay.ab._options import CompareOptions
+from replay.ab._search_limits import SearchLimits
 from replay.errors import ConfigError
 from replay.knobs import experiment_types
+from replay.launch import LaunchSettings
 
 __all__ = ["EXPERIMENT_KEYS", "apply_experiment", "experiment_toml", "load_experiment"]
 
@@ -31,17 +33,15 @@ _LIST = (list,)
 _OWN_KEYS: dict[str, tuple[type, ...]] = {
     "arm": _LIST, "workload": (str,), "out": (str,), "users": (str, int), "rate": (str,),
 }
-_LAUNCH_KEYS: dict[str, tuple[type, ...]] = {
-    "launch": (bool,), "vllm_python": (str,), "mode": (str,), "port": (int,),
-    "gpus_per_arm": (int,), "vllm_args": _LIST, "search": _LIST, "search_max_users": (int,),
-    "search_max_probes": (int,), "search_precision": (int, float), "slo": _LIST,
-}
 EXPERIMENT_KEYS: dict[str, tuple[type, ...]] = {
-    **_OWN_KEYS, **experiment_types(CompareOptions), **_LAUNCH_KEYS}
+    **_OWN_KEYS, **experiment_types(CompareOptions),
+    "launch": (bool,), **experiment_types(LaunchSettings), "vllm_args": _LIST,
+    "search": _LIST, **experiment_types(SearchLimits), "slo": _LIST,
+}
 """Key -> accepted TOML types (every key optional; required flags must come from
 the file or the command line): the comparison's arms, workload and levels, every
-knob of ``CompareOptions`` (derived from its declarations), then launch, search and
-SLO settings."""
+knob of ``CompareOptions``, ``LaunchSettings`` and ``SearchLimits`` (derived from
+their declarations), the vLLM arguments, search tiers and SLO tiers."""
 _PATHS = ("workload", "out")
 
 

@@ -45,18 +45,16 @@ from replay.ab._driver import Live, _settings
 from replay.ab._options import CompareOptions
 from replay.ab._order import PlannedRun, is_run_complete
 from replay.ab._preflight import preflight, reset_prefix_cache
+from replay.ab._search_limits import SearchLimits, check_search_start
 from replay.ab._state import check_resume
 from replay.errors import ConfigError
 from replay.load import run_load_sync
 from replay.text import plural
 
-__all__ = ["SearchAnswer", "SearchResult", "check_search_limits", "next_probe",
-           "search_capacity", "search_lines"]
+__all__ = ["SearchAnswer", "SearchResult", "next_probe", "search_capacity", "search_lines"]
 
 Outcome = Literal["meets", "fails", "invalid"]
 Ended = Literal["searching", "bracketed", "at least", "below", "invalid", "probe limit"]
-DEFAULT_MAX_USERS = 256
-DEFAULT_MAX_PROBES = 12
 STATE_FILE = "search-state.json"
 
 
@@ -208,21 +206,6 @@ def _payload(answers: Sequence[SearchAnswer], opts: CompareOptions, start: int,
         "results": results}, option=orjson.OPT_INDENT_2)
 
 
-def check_search_limits(start: int, max_users: int, max_probes: int,
-                        precision: float | None) -> None:
-    """Refuse search limits that cannot run, naming the flag (before anything is written)."""
-    if max_users < 1:
-        raise ConfigError(f"--search-max-users {max_users}: give a user count of at least 1")
-    if max_probes < 1:
-        raise ConfigError(f"--search-max-probes {max_probes}: give at least 1 run per arm")
-    if precision is not None and not 0 < precision < 10:
-        raise ConfigError(f"--search-precision {precision:g}: give a relative width above 0, "
-                          "e.g. 0.1 for 10%")
-    if not 1 <= start <= max_users:
-        raise ConfigError(f"--users {start}: the search starts at 1 to "
-                          f"{plural(max_users, 'user')} (--search-max-users)")
-
-
 class _SearchState:
     """``search-state.json``: the servers and run settings the probes on disk were made
     with; another command into the same directory is refused before any load."""
@@ -247,16 +230,16 @@ class _SearchState:
 def search_capacity(
     arms: Sequence[tuple[str, str]], workload: str | os.PathLike[str],
     out: str | os.PathLike[str], opts: CompareOptions, tiers: Sequence[SloTier], *,
-    start_users: int = 1, max_users: int = DEFAULT_MAX_USERS,
-    max_probes: int = DEFAULT_MAX_PROBES, precision: float | None = None,
-    live: Live = "quiet",
+    start_users: int = 1, limits: SearchLimits | None = None, live: Live = "quiet",
 ) -> SearchResult:
     """Search each arm's capacity bracket at each tier; write search.json and the report."""
     from analysis import read_extras, read_runs, report_bundle
 
     if not tiers:
         raise ConfigError("--search needs at least one tier, e.g. --search 100:15")
-    check_search_limits(start_users, max_users, max_probes, precision)
+    limits = limits or SearchLimits()
+    check_search_start(start_users, limits)
+    max_users, max_probes, precision = limits.max_users, limits.max_probes, limits.precision
     out_p, path = Path(out), os.fspath(workload)
     labels = [label for label, _ in arms]
     # the levels are the search's own; everything else a probe was run with must match
@@ -296,7 +279,6 @@ def search_capacity(
             break
     result = list(answers.values())
     from analysis.report import SEARCH_FILE
-    # when the CLI builds its parser (``compare`` declares its flags on CompareOptions)
 
     (out_p / SEARCH_FILE).write_bytes(_payload(result, opts, start_users, max_users,
                                                precision))

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from analysis import Validity
-    from replay.ab import CompareOptions, CompareResult, Live
+    from replay.ab import CompareOptions, CompareResult, Live, SearchLimits
+    from replay.launch import LaunchSettings
 
 __all__ = ["register"]
 
@@ -21,8 +22,9 @@ def _live_flags(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from replay.ab import CompareOptions
+    from replay.ab import CompareOptions, SearchLimits
     from replay.knobs import add_knob_flags
+    from replay.launch import LaunchSettings
     from replay.load import SharedSettings
 
     p = subparsers.add_parser(
@@ -44,27 +46,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="comma-separated session arrival rates per second, e.g. 0.5,1,2: "
                         "open-loop levels instead of user counts")
     p.add_argument("--out", help="comparison directory (required, here or in --config)")
-    p.add_argument("--launch", action="store_true", help="start a vLLM server per arm")
-    p.add_argument("--vllm-python", default=None, help="python of the vLLM install (--launch)")
-    p.add_argument("--mode", choices=("sequential", "side-by-side"), default="sequential",
-                   help="with --launch: one arm's server at a time, or all at once on "
-                        "disjoint GPUs")
-    p.add_argument("--port", type=int, default=8000, help="first port for launched arms")
-    p.add_argument("--gpus-per-arm", type=int, default=None, help="GPUs per launched arm")
+    launch = p.add_argument_group("with --launch (the same flags in launch)")
+    launch.add_argument("--launch", action="store_true", help="start a vLLM server per arm")
+    add_knob_flags(launch, LaunchSettings)
     p.add_argument("--search", action="append", metavar="FLOOR:TTFT",
                    help="SLO search instead of a fixed sweep: per arm, the measured user "
                         "counts this tier's capacity lies between (P90 interactivity floor "
                         "tok/s/user : P90 TTFT ceiling s), by doubling from the first --users "
                         "count then bisection over short runs; repeatable (default: no "
                         "search)")
-    p.add_argument("--search-max-users", type=int, default=256, metavar="N",
-                   help="largest user count the search tries (default: 256)")
-    p.add_argument("--search-max-probes", type=int, default=12, metavar="N",
-                   help="at most this many runs per arm in a search; when they run out the "
-                        "answer is the bracket as far as it got (default: 12)")
-    p.add_argument("--search-precision", type=float, default=None, metavar="WIDTH",
-                   help="stop bisecting once (failed - passed) / passed is at most this "
-                        "relative width, e.g. 0.1 for 10%% (default: one user wide)")
+    add_knob_flags(p, SearchLimits)
     p.add_argument("--config", metavar="FILE.toml",
                    help="experiment file: the flags of a comparison (arms, workload, levels, "
                         "durations, SLO tiers, search, launch settings); a flag given here "
@@ -109,9 +100,16 @@ def _live(args: argparse.Namespace) -> Live:
 def _compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from replay.ab import CompareOptions, parse_levels, parse_rates
+    from replay.ab import (
+        CompareOptions,
+        SearchLimits,
+        check_search_start,
+        parse_levels,
+        parse_rates,
+    )
     from replay.errors import ConfigError
-    from replay.knobs import knob_values
+    from replay.knobs import from_knobs, knob_values
+    from replay.launch import LaunchSettings
     from replay.load import check_writable_dir, validated
 
     done = _experiment(args)
@@ -126,11 +124,10 @@ def _compare(args: argparse.Namespace) -> int:
         rates=None if args.rate is None else parse_rates(args.rate),
         model=None if args.launch else args.model,
     ), args.rate))
+    launch = from_knobs(LaunchSettings, knob_values(args, LaunchSettings))
+    limits = from_knobs(SearchLimits, knob_values(args, SearchLimits))
     if args.search:
-        from replay.ab import check_search_limits
-
-        check_search_limits(opts.levels[0], args.search_max_users, args.search_max_probes,
-                            args.search_precision)
+        check_search_start(opts.levels[0], limits)
     for rate in opts.rates or (None,):  # every planned run's settings, before any is sent
         opts.config("http://127.0.0.1", max(opts.levels), "", rate=rate)
     from analysis import EXPERIMENT_FILE
@@ -141,10 +138,11 @@ def _compare(args: argparse.Namespace) -> int:
     with kept_unless_refused(Path(args.out) / EXPERIMENT_FILE):
         check_writable_dir(Path(args.out))  # settings first, then before any server is asked
         _store_experiment(args)
-        return _run_compare(args, opts)
+        return _run_compare(args, opts, launch, limits)
 
 
-def _run_compare(args: argparse.Namespace, opts: CompareOptions) -> int:
+def _run_compare(args: argparse.Namespace, opts: CompareOptions, launch: LaunchSettings,
+                 limits: SearchLimits) -> int:
     """The comparison itself, once its settings are valid and its experiment stored."""
     from replay.ab import LaunchOptions, compare_arms, compare_launched
     from replay.errors import ConfigError
@@ -154,17 +152,17 @@ def _run_compare(args: argparse.Namespace, opts: CompareOptions) -> int:
         extra = extra[1:]
     live = _live(args)
     if args.search:
-        return _search(args, opts, extra, live)
+        return _search(args, opts, extra, live, limits)
     if args.launch:
         if not args.model:
             raise ConfigError("--launch needs --model DIR (the model to serve)")
         bad = [a for a in args.arm if "=" in a]
         if bad:
             raise ConfigError(f"--launch takes arm labels without URLs, got {bad[0]!r}")
-        launch = LaunchOptions(args.model, vllm_python=args.vllm_python, mode=args.mode,
-                               extra_args=tuple(extra), port=args.port,
-                               gpus_per_arm=args.gpus_per_arm)
-        result = compare_launched(launch, args.arm, args.workload, args.out, opts, live=live,
+        how = LaunchOptions(args.model, vllm_python=launch.vllm_python, mode=launch.mode,
+                            extra_args=tuple(extra), port=launch.port,
+                            gpus_per_arm=launch.gpus_per_arm)
+        result = compare_launched(how, args.arm, args.workload, args.out, opts, live=live,
                                   before_load=lambda: _advise(args.workload, opts))
     else:
         if extra:
@@ -244,7 +242,7 @@ def _store_experiment(args: argparse.Namespace, target: object = None) -> None:
 
 
 def _search(args: argparse.Namespace, opts: CompareOptions, extra: list[str],
-            live: Live) -> int:
+            live: Live, limits: SearchLimits) -> int:
     """``compare --search``: per arm and tier, the measured bracket around its capacity."""
     from rich.console import Console
 
@@ -261,9 +259,7 @@ def _search(args: argparse.Namespace, opts: CompareOptions, extra: list[str],
         raise ConfigError("--search takes FLOOR:TTFT, both parts, e.g. --search 100:15")
     result = search_capacity(_url_arms(args.arm), args.workload, args.out, opts,
                              [parse_tier(t) for t in args.search],
-                             start_users=opts.levels[0], max_users=args.search_max_users,
-                             max_probes=args.search_max_probes,
-                             precision=args.search_precision, live=live)
+                             start_users=opts.levels[0], limits=limits, live=live)
     console = Console(stderr=False)
     for line in search_lines(result):
         console.print(line, markup=False, highlight=False, soft_wrap=True)

@@ -15,6 +15,9 @@ __all__ = ["register"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from replay.knobs import add_knob_flags
+    from replay.launch import LaunchSettings
+
     parser = subparsers.add_parser(
         "launch",
         help="start vLLM servers whose arms differ only in decode_backend",
@@ -33,21 +36,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--arm", action="append", required=True, metavar="BACKEND",
         help="a decode_backend value, once per arm (e.g. auto, latency_specialized)",
     )
-    parser.add_argument(
-        "--vllm-python", default=None, metavar="PY",
-        help="python of a venv with vLLM (runs its OpenAI server module); "
-        "default: `vllm serve` from PATH",
-    )
     parser.add_argument("--host", default="127.0.0.1", help="address the servers listen on")
-    parser.add_argument("--port", type=int, default=8000, help="first arm's port")
-    parser.add_argument(
-        "--mode", choices=["sequential", "side-by-side"], default="sequential",
-        help="start the first arm only (compare --launch starts the others in turn), or "
-        "every arm at once on disjoint GPU sets",
-    )
-    parser.add_argument("--gpus-per-arm", type=int, default=None, metavar="N",
-                        help="GPUs of each arm, as CUDA_VISIBLE_DEVICES sets (side-by-side: "
-                        "required, disjoint sets; sequential: default all visible GPUs)")
+    add_knob_flags(parser, LaunchSettings)  # --vllm-python, --port, --mode, --gpus-per-arm
     parser.add_argument("--dry-run", action="store_true", help="print the command lines only")
     parser.add_argument("--log-dir", type=Path, default=Path("launch-logs"),
                         help="directory of the servers' log files")
@@ -97,34 +87,28 @@ def _launcher(vllm_python: str | None, *, dry_run: bool) -> tuple[tuple[str, ...
         return ("vllm", "serve"), note
 
 
-_MAX_GPUS_PER_ARM = 4096
-"""More than any one server has; a larger count is a typo, not a plan."""
-
-
 def run(args: argparse.Namespace) -> int:
-    from replay.errors import ConfigError
+    from replay.knobs import from_knobs, knob_values
     from replay.launch import (
         DEFAULT_STARTUP_TIMEOUT_S,
         LaunchMode,
+        LaunchSettings,
         format_command,
         group_members,
         launch_arms,
         plan_arms,
     )
 
-    if args.mode not in [m.value for m in LaunchMode]:  # argparse passes "--mode=--" as []
-        raise ConfigError("--mode: choose sequential or side-by-side")
-    if args.gpus_per_arm is not None and args.gpus_per_arm > _MAX_GPUS_PER_ARM:
-        raise ConfigError(f"--gpus-per-arm {args.gpus_per_arm}: at most {_MAX_GPUS_PER_ARM}")
-    mode = LaunchMode(args.mode)
-    launcher, note = _launcher(args.vllm_python, dry_run=args.dry_run)
+    how = from_knobs(LaunchSettings, knob_values(args, LaunchSettings))
+    mode = LaunchMode(how.mode)
+    launcher, note = _launcher(how.vllm_python, dry_run=args.dry_run)
     specs = plan_arms(
         args.model,
         args.arm,
         launcher=launcher,
-        port=args.port,
+        port=how.port,
         mode=mode,
-        gpus_per_arm=args.gpus_per_arm,
+        gpus_per_arm=how.gpus_per_arm,
         served_model_name=args.served_model_name,
         host=args.host,
         extra_args=args.extra,

@@ -23,6 +23,7 @@ from replay.launch._launcher import (
 )
 from replay.launch._model_files import ModelFiles, read_model_files, vllm_version
 from replay.launch._prelaunch import LaunchFacts, check_workload_fits, launch_facts
+from replay.launch._settings import MAX_GPUS_PER_ARM, LaunchSettings
 from replay.launch._vllm_process import ServerProcess, log_tail, port_is_free
 from replay.launch._watch import HEALTH_FAILURES, ServerWatcher
 
@@ -30,8 +31,10 @@ __all__ = [
     "API_SERVER_MODULE",
     "DEFAULT_STARTUP_TIMEOUT_S",
     "HEALTH_FAILURES",
+    "MAX_GPUS_PER_ARM",
     "LaunchFacts",
     "LaunchMode",
+    "LaunchSettings",
     "LaunchedArm",
     "ModelFiles",
     "ServerProcess",

@@ -32,7 +32,7 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert "same GPU count" in html
     prof = load_profile(DEMO_PROFILE).backends
     expected = prof["auto"].step_s_batch1 / prof["latency_specialized"].step_s_batch1
-    level = next(lv for lv in summary["levels"] if lv["users"] == 1)
+    level = next(lv for lv in summary["levels"] if lv["load"] == {"kind": "users", "value": 1})
     ratio = next(r for r in level["ratios"]["latency_specialized"]
                  if r["metric"] == "interactivity.p90")["ratio"]
     if summary["validity"]["verdict"] == "invalid":

@@ -31,7 +31,8 @@ def test_search_limits_are_refused_naming_the_flag(
     urls = ["http://127.0.0.1:9", "http://127.0.0.1:9"]  # never asked
     assert main(_args(urls, tiny_workload, out, flag, value)) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and f"{flag} {value}" in err, err
+    assert len(err.splitlines()) == 1 and f"{flag}: must be" in err, err
+    assert f"(got {float(value):g}" in err.replace(".0)", ")"), err
     assert not out.exists()  # refused before anything is written
 
 

@@ -133,3 +133,26 @@ def test_compare_refuses_an_out_of_range_shared_knob_naming_its_flag(
                  "--duration", "5", "--metrics-interval", "-1"])
     assert code == 2
     assert "--metrics-interval" in capsys.readouterr().err
+
+
+def test_launch_and_search_flags_are_declared_once(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """``launch`` and ``compare --launch`` take the launch flags from one declaration
+    (the same bound, the same one-line error), and the experiment file's keys for the
+    launch and search flags are read off the same knobs."""
+    from replay.ab import SearchLimits
+    from replay.launch import LaunchSettings
+
+    out = tmp_path / "c"
+    for argv in (["launch", "--model", "m", "--arm", "auto", "--dry-run"],
+                 ["compare", "--launch", "--model", "m", "--arm", "auto", "--workload",
+                  str(tmp_path / "w.jsonl"), "--out", str(out), "--duration", "5"]):
+        assert main([*argv, "--gpus-per-arm", "5000"]) == 2
+        assert capsys.readouterr().err.strip() == \
+            "agentreplay: error: --gpus-per-arm: must be <= 4096 (got 5000)"
+    assert not out.exists()
+    for model in (LaunchSettings, SearchLimits):
+        for name, _info, knob in knobs(model):
+            assert knob.dest in EXPERIMENT_KEYS, name
+            assert getattr(_sub("compare").parse_args([]), knob.dest) == \
+                model.model_fields[name].get_default()

@@ -1,0 +1,37 @@
+"""How far ``compare --search`` may go: its knobs, declared once (``replay.knobs``),
+so the flags, the experiment file's keys and their bounds come from one place."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from replay.errors import ConfigError
+from replay.knobs import Knob
+from replay.text import plural
+
+__all__ = ["SearchLimits", "check_search_start"]
+
+
+class SearchLimits(BaseModel):
+    """The largest level, the runs per arm, and when a bracket is narrow enough."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_users: Annotated[int, Field(ge=1, le=1_000_000), Knob(
+        "--search-max-users", "largest user count the search tries", metavar="N")] = 256
+    max_probes: Annotated[int, Field(ge=1, le=10_000), Knob(
+        "--search-max-probes", "at most this many runs per arm in a search; when they run "
+        "out the answer is the bracket as far as it got", metavar="N")] = 12
+    precision: Annotated[float | None, Field(gt=0, lt=10), Knob(
+        "--search-precision", "stop bisecting once (failed - passed) / passed is at most "
+        "this relative width, e.g. 0.1 for 10%% (default: one user wide)",
+        metavar="WIDTH")] = None
+
+
+def check_search_start(start: int, limits: SearchLimits) -> None:
+    """Refuse a first level the limits cannot reach, naming the flags."""
+    if not 1 <= start <= limits.max_users:
+        raise ConfigError(f"--users {start}: the search starts at 1 to "
+                          f"{plural(limits.max_users, 'user')} (--search-max-users)")
