@@ -38,6 +38,7 @@ __all__ = [
     "figure",
     "legend_outside",
     "legends_outside_axes",
+    "level_points",
     "level_style",
     "level_styles",
     "numeric_levels",
@@ -74,17 +75,19 @@ def _pyplot() -> Any:
 
 @dataclass(frozen=True)
 class ArmLevels:
-    """One arm's level summaries (in load order), their loads, and its runs."""
+    """One arm's level summaries (in load order) and its runs."""
 
     arm: str
     summaries: list[RunSummary]
     runs: list[RunData]
-    loads: list[LoadLevel] | None = None
-    """The load of each summary (users, sessions/s or time scale); None: users."""
 
     def points(self) -> list[tuple[LoadLevel, RunSummary]]:
-        loads = self.loads or [s.level for s in self.summaries]
-        return sorted(zip(loads, self.summaries, strict=True), key=lambda p: p[0].value)
+        return level_points(self.summaries)
+
+
+def level_points(summaries: list[RunSummary]) -> list[tuple[LoadLevel, RunSummary]]:
+    """Each summary with its load (users, sessions/s or time scale), in load order."""
+    return sorted(((s.level, s) for s in summaries), key=lambda p: p[0].value)
 
 
 def run_load(run: RunData) -> LoadLevel:

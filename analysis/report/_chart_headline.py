@@ -20,7 +20,15 @@ import numpy as np
 
 from analysis.judge import CapacityRow
 from analysis.metrics import RunSummary
-from analysis.report._chart_base import axis_label, color, figure, legend_outside, render, safe
+from analysis.report._chart_base import (
+    axis_label,
+    color,
+    figure,
+    legend_outside,
+    level_points,
+    render,
+    safe,
+)
 from analysis.report._format import display_label, time_unit
 from analysis.schema import LoadLevel, SloTier, direction_text, metric
 
@@ -40,21 +48,18 @@ def _floor_text(floor: float) -> str:
 
 @dataclass(frozen=True)
 class Series:
-    """One line of the headline chart: a name and its level summaries with their loads."""
+    """One line of the headline chart: a name and its level summaries."""
 
     name: str
     summaries: list[RunSummary]
     color_index: int
     dashed: bool = False
     marker: str = "o"
-    loads: list[LoadLevel] | None = None
-    """The load of each summary; None: its users."""
     capacity: tuple[CapacityRow, ...] = ()
     """This line's capacity rows (one per tier), marked on the tier floors."""
 
     def points(self) -> list[tuple[LoadLevel, RunSummary]]:
-        loads = self.loads or [s.level for s in self.summaries]
-        return sorted(zip(loads, self.summaries, strict=True), key=lambda p: p[0].value)
+        return level_points(self.summaries)
 
 
 def _points(s: Series, quantity: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -118,7 +118,7 @@ def history_series(entries: Sequence[HistoryEntry]) -> list[Series]:
             series.append(Series(
                 name=f"{e.name} / {arm}" if arm else e.name, color_index=len(series),
                 dashed=j > 0, marker=_MARKERS[i % len(_MARKERS)],
-                summaries=[lv.arms[arm] for lv in levels], loads=[lv.load for lv in levels],
+                summaries=[lv.arms[arm] for lv in levels],
                 capacity=tuple(r for r in e.comparison.capacity if r.arm == arm)))
     return series
 

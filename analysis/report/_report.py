@@ -127,8 +127,7 @@ def report_context(
     others = arms[1:]
     by_arm = [
         ArmLevels(arm=a, summaries=[lv.arms[a] for lv in comparison.levels if a in lv.arms],
-                  runs=[r for r in runs if r.manifest.label == a],
-                  loads=[lv.load for lv in comparison.levels if a in lv.arms])
+                  runs=[r for r in runs if r.manifest.label == a])
         for a in arms
     ]
     single = len(arms) == 1
@@ -136,7 +135,7 @@ def report_context(
     detail: list[tuple[str, str]] = []
     if charts:
         headline = headline_chart(
-            [Series(name=a.arm or "run", summaries=a.summaries, color_index=i, loads=a.loads,
+            [Series(name=a.arm or "run", summaries=a.summaries, color_index=i,
                     capacity=tuple(r for r in comparison.capacity if r.arm == a.arm))
              for i, a in enumerate(by_arm)], comparison.tiers)
         detail = _detail_charts(comparison, by_arm)

@@ -162,8 +162,8 @@ def test_headline_chart_axes_come_from_the_catalogue(
     from analysis.report._chart_headline import Series, headline_chart
 
     c, _ = sweep
-    series = [Series(name=a, summaries=[lv.arms[a] for lv in c.levels], color_index=i,
-                     loads=[lv.load for lv in c.levels]) for i, a in enumerate(c.arms)]
+    series = [Series(name=a, summaries=[lv.arms[a] for lv in c.levels], color_index=i)
+              for i, a in enumerate(c.arms)]
     _relabel(monkeypatch, "ttft_due.p90", label="P90 TTFT since due")
     svg = headline_chart(series, c.tiers)
     assert display_label("interactivity.p90") in svg
