@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from analysis import judge_fairness
 from replay.ab._driver import (
@@ -34,6 +34,7 @@ from replay.ab._order import PlannedRun, is_run_reusable, launch_groups, plan_ru
 from replay.ab._preflight import preflight, probe_facts, stand_in
 from replay.ab._state import State, check_resume
 from replay.client import ServerFacts
+from replay.launch import LaunchSettings
 from replay.load import ServerWatchHook
 
 if TYPE_CHECKING:
@@ -50,14 +51,10 @@ class LaunchOptions:
 
     model: str
     """The model directory every arm serves."""
-    vllm_python: str | None = None
-    """Python of the vLLM install (None: found as ``replay.launch`` resolves it)."""
-    mode: Literal["sequential", "side-by-side"] = "sequential"
+    servers: LaunchSettings = field(default_factory=LaunchSettings)
+    """The vLLM install, ports, mode and GPUs (the flags ``launch`` takes too)."""
     extra_args: Sequence[str] = ()
     """More vLLM arguments, the same for every arm."""
-    port: int = 8000
-    """The first arm's port (side by side: the next arms take the next ports)."""
-    gpus_per_arm: int | None = None
     startup_timeout_s: float | None = None
     """None: ``replay.launch.DEFAULT_STARTUP_TIMEOUT_S``."""
     base_env: Mapping[str, str] | None = None
@@ -107,7 +104,7 @@ def compare_launched(launch: LaunchOptions, arms: Sequence[str],
     if before_load is not None:
         before_load()
     run.logs.mkdir(parents=True, exist_ok=True)
-    if LaunchMode(launch.mode) is LaunchMode.SIDE_BY_SIDE:
+    if LaunchMode(launch.servers.mode) is LaunchMode.SIDE_BY_SIDE:
         _side_by_side(run)
     else:
         _sequential(run, arms)
@@ -123,19 +120,20 @@ def _prepare(launch: LaunchOptions, arms: Sequence[str], path: str, out: Path,
     from replay.launch import LaunchMode, launch_facts, plan_arms, resolve_vllm_launcher
 
     _check_arms(arms)
-    launcher = resolve_vllm_launcher(launch.vllm_python)
-    specs = plan_arms(launch.model, arms, launcher=launcher, port=launch.port,
-                      mode=LaunchMode(launch.mode), gpus_per_arm=launch.gpus_per_arm,
+    servers = launch.servers
+    launcher = resolve_vllm_launcher(servers.vllm_python)
+    specs = plan_arms(launch.model, arms, launcher=launcher, port=servers.port,
+                      mode=LaunchMode(servers.mode), gpus_per_arm=servers.gpus_per_arm,
                       extra_args=launch.extra_args, env=None)
     known = launch_facts(launch.model, launcher, launch.extra_args, path, opts.vocab_size)
     if opts.vocab_size is None and known.vocab_size is not None:
         opts = opts.model_copy(update={"vocab_size": known.vocab_size})
     settings = {**_settings(arms, path, opts), **known.settings(launch.extra_args),
-                "launch_mode": launch.mode, "launch_gpus_per_arm": launch.gpus_per_arm}
+                "launch_mode": servers.mode, "launch_gpus_per_arm": servers.gpus_per_arm}
     check_resume(out, settings)
     by_label = {s.label: s for s in specs}
     plan = plan_runs(arms, opts.levels, opts.repeats, rates=opts.rates)
-    state = State(out, settings, plan, {a: by_label[a].url for a in arms}, launch.mode)
+    state = State(out, settings, plan, {a: by_label[a].url for a in arms}, servers.mode)
     return _Launched(path, out, opts, launch, plan, state, by_label, live)
 
 

@@ -159,9 +159,7 @@ def _run_compare(args: argparse.Namespace, opts: CompareOptions, launch: LaunchS
         bad = [a for a in args.arm if "=" in a]
         if bad:
             raise ConfigError(f"--launch takes arm labels without URLs, got {bad[0]!r}")
-        how = LaunchOptions(args.model, vllm_python=launch.vllm_python, mode=launch.mode,
-                            extra_args=tuple(extra), port=launch.port,
-                            gpus_per_arm=launch.gpus_per_arm)
+        how = LaunchOptions(args.model, servers=launch, extra_args=tuple(extra))
         result = compare_launched(how, args.arm, args.workload, args.out, opts, live=live,
                                   before_load=lambda: _advise(args.workload, opts))
     else:

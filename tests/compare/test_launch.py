@@ -24,6 +24,7 @@ from replay.ab import (
     launch_groups,
     plan_runs,
 )
+from replay.launch import LaunchSettings
 from replay.sim import free_port
 
 FAKE = r'''#!{python}
@@ -63,9 +64,9 @@ def test_launched_arms_run_in_order_and_are_stopped(
     out = tmp_path / "cmp"
     arms = ["auto", "latency_specialized"]
     port = free_port()
-    launch = LaunchOptions(str(tmp_path), vllm_python=str(fake_python), mode=mode,
-                           port=port, gpus_per_arm=1 if mode == "side-by-side" else None,
-                           startup_timeout_s=30)  # type: ignore[arg-type]
+    servers = LaunchSettings(vllm_python=str(fake_python), mode=mode, port=port,  # type: ignore[arg-type]
+                             gpus_per_arm=1 if mode == "side-by-side" else None)
+    launch = LaunchOptions(str(tmp_path), servers=servers, startup_timeout_s=30)
     result = compare_launched(launch, arms, tiny_workload, out, _opts())
     plan = plan_runs(arms, [1, 2], 1)
     names = [r.name for r in plan]
