@@ -1,6 +1,6 @@
 """A minimal vLLM-shaped streaming server whose timing is known, for client benchmarks.
 
-Why not ``replay/sim``: this stub must cost as little server CPU as possible, so
+Why not ``replay/servers/sim``: this stub must cost as little server CPU as possible, so
 that on one pinned core it outpaces any client on another; it speaks HTTP/1.1
 over a raw asyncio protocol (keep-alive, chunked SSE responses) and models
 nothing but a shared decode step.

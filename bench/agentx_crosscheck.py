@@ -48,7 +48,7 @@ import orjson  # noqa: E402
 from peers import PEERS_DIR, ensure_tokenizer, ensure_tool  # noqa: E402
 
 from replay.client import parse_prometheus  # noqa: E402
-from replay.sim import SimServerProcess, load_profile  # noqa: E402
+from replay.servers.sim import SimServerProcess, load_profile  # noqa: E402
 
 WEKA = REPO.parent / "shared" / "traces" / "weka"
 if not WEKA.is_dir():  # a user's clone has no ../shared: the sample copied for the tests

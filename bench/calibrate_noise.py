@@ -42,8 +42,8 @@ def _variants(profile: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def main() -> None:
     from analysis import read_run
-    from replay.calibrate._calibrate import _shape
-    from replay.calibrate._predict import measured_metrics, predict_level
+    from replay.twin._calibrate import _shape
+    from replay.twin._predict import measured_metrics, predict_level
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dir", type=Path, help="a bench/calibrate_real.py --keep directory")

@@ -84,7 +84,7 @@ def _server(url: str | None) -> Iterator[str]:
     if url:
         yield url.rstrip("/")
         return
-    from replay.launch._launcher import launch_arm, plan_arms, resolve_vllm_launcher
+    from replay.servers.launch._launcher import launch_arm, plan_arms, resolve_vllm_launcher
     from tests.vllm.conftest import (
         CPU_ARGS,
         CPU_ENV,
@@ -139,7 +139,7 @@ def main() -> None:
         # floor under any prediction error
         (again,) = run_levels(url, wl, root / "runs", args.duration, LEVELS[-1:], "-repeat")
     (hold,) = cal["holdouts"]
-    from replay.calibrate import measured_metrics
+    from replay.twin import measured_metrics
 
     repeat = measured_metrics(again).as_dict()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "

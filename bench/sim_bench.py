@@ -30,7 +30,7 @@ import aiohttp
 import orjson
 
 from replay.client import parse_prometheus
-from replay.sim import SimServerProcess, load_profile, modelled_decode
+from replay.servers.sim import SimServerProcess, load_profile, modelled_decode
 
 _LATE = ("vllm_sim:engine_step_actual_seconds_total", "vllm_sim:engine_step_model_seconds_total")
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from replay.sim import SimServerProcess, load_profile
+from replay.servers.sim import SimServerProcess, load_profile
 from traces import Request, Session, WorkloadHeader, write_workload
 
 _BLOCK = 16

@@ -6,7 +6,7 @@ Times the sweep ``agentreplay plan --twin`` runs (by default 20 levels, users 1:
 level and in total. A workload is generated when none is given (``coding-agent``
 profile, 256 sessions, at the profile's context).
 
-    python bench/twin_bench.py [--twin replay/sim/profiles/kimi-k3-gb300-tp16.json]
+    python bench/twin_bench.py [--twin replay/servers/sim/profiles/kimi-k3-gb300-tp16.json]
         [--workload FILE] [--users 1:256] [--levels 20] [--duration 900] [--jobs N]
 
 These are figures of the machine (other load slows them); no test asserts them.
@@ -34,7 +34,8 @@ def _cpu_s() -> float:
 def main() -> None:
     here = Path(__file__).resolve().parents[1]
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--twin", default=str(here / "replay/sim/profiles/kimi-k3-gb300-tp16.json"))
+    profiles = here / "replay/servers/sim/profiles"
+    ap.add_argument("--twin", default=str(profiles / "kimi-k3-gb300-tp16.json"))
     ap.add_argument("--workload")
     ap.add_argument("--users", default="1:256")
     ap.add_argument("--levels", type=int, default=20)

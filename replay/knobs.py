@@ -7,7 +7,7 @@ here from the model: the argparse flag (type, choices and default from the
 field), the values read back from the parsed arguments, the experiment file's
 key and accepted TOML types, the flag an error names, and the resume check.
 Adding a knob shared by ``run`` and ``compare`` is one annotated field on
-:class:`~replay.load.SharedSettings`; ``serve-sim`` (``replay.sim.SimConfig``) and
+:class:`~replay.load.SharedSettings`; ``serve-sim`` (``replay.servers.sim.SimConfig``) and
 ``plan --twin`` (``replay.twin.PlanSettings``) declare theirs the same way, and
 :func:`from_knobs` reports a bad value as one line naming its flag.
 """

@@ -1,5 +1,5 @@
 """Fitting a simulator twin's step-time model to a run's own records (pure: arrays in,
-parameters out). Sits on the schema wing only; ``replay.calibrate`` does the I/O."""
+parameters out). Sits on the schema wing only; ``replay.twin`` does the I/O."""
 
 from analysis.fit._model import (
     GroupResidual,

@@ -1,6 +1,6 @@
 """Fitting the simulator's step-time model to reconstructed steps (scipy least squares).
 
-The model is serve-sim's (``replay.sim`` profiles)::
+The model is serve-sim's (``replay.servers.sim`` profiles)::
 
     step(b, ctx, p) = (s1 + slope * (b - 1)) * (1 + ctx / ctx_ref) + p / prefill_rate
 

@@ -67,7 +67,7 @@ def run_demo(out: str | os.PathLike[str] = "results/demo", *, quick: bool = Fals
     """
     import shutil
 
-    from replay.sim import SimServerProcess
+    from replay.servers.sim import SimServerProcess
 
     s = demo_settings(quick)
     out_p = Path(out)

@@ -24,7 +24,7 @@ from replay.ab._options import CompareOptions
 from replay.ab._search_limits import SearchLimits
 from replay.errors import ConfigError
 from replay.knobs import experiment_types
-from replay.launch import LaunchSettings
+from replay.servers.launch import LaunchSettings
 
 __all__ = ["EXPERIMENT_KEYS", "apply_experiment", "experiment_toml", "load_experiment"]
 

@@ -34,11 +34,11 @@ from replay.ab._order import PlannedRun, is_run_reusable, launch_groups, plan_ru
 from replay.ab._preflight import preflight, probe_facts, stand_in
 from replay.ab._state import State, check_resume
 from replay.client import ServerFacts
-from replay.launch import LaunchSettings
 from replay.load import ServerWatchHook
+from replay.servers.launch import LaunchSettings
 
 if TYPE_CHECKING:
-    from replay.launch import VllmArmSpec
+    from replay.servers.launch import VllmArmSpec
 
 __all__ = ["LaunchOptions", "compare_launched"]
 
@@ -56,7 +56,7 @@ class LaunchOptions:
     extra_args: Sequence[str] = ()
     """More vLLM arguments, the same for every arm."""
     startup_timeout_s: float | None = None
-    """None: ``replay.launch.DEFAULT_STARTUP_TIMEOUT_S``."""
+    """None: ``replay.servers.launch.DEFAULT_STARTUP_TIMEOUT_S``."""
     base_env: Mapping[str, str] | None = None
     """The servers' environment (None: this process's)."""
 
@@ -82,7 +82,7 @@ class _Launched:
 
     @property
     def timeout(self) -> float:
-        from replay.launch import DEFAULT_STARTUP_TIMEOUT_S
+        from replay.servers.launch import DEFAULT_STARTUP_TIMEOUT_S
 
         return self.launch.startup_timeout_s or DEFAULT_STARTUP_TIMEOUT_S
 
@@ -98,7 +98,7 @@ def compare_launched(launch: LaunchOptions, arms: Sequence[str],
 
     ``before_load`` runs once the settings passed their checks, before any server
     starts (a start takes minutes)."""
-    from replay.launch import LaunchMode
+    from replay.servers.launch import LaunchMode
 
     run = _prepare(launch, arms, os.fspath(workload), Path(out), opts, live)
     if before_load is not None:
@@ -117,7 +117,7 @@ def _prepare(launch: LaunchOptions, arms: Sequence[str], path: str, out: Path,
     before any server starts: model files, vLLM version, context length and
     vocabulary are stored so that a resume refuses a changed model, install or
     argument."""
-    from replay.launch import LaunchMode, launch_facts, plan_arms, resolve_vllm_launcher
+    from replay.servers.launch import LaunchMode, launch_facts, plan_arms, resolve_vllm_launcher
 
     _check_arms(arms)
     servers = launch.servers
@@ -139,7 +139,7 @@ def _prepare(launch: LaunchOptions, arms: Sequence[str], path: str, out: Path,
 
 def _side_by_side(run: _Launched) -> None:
     """Every arm up at once; one fairness preflight over all of them, then the plan."""
-    from replay.launch import ServerWatcher, build_command, launch_arms
+    from replay.servers.launch import ServerWatcher, build_command, launch_arms
 
     with _server_deaths(run.watching), \
             launch_arms(list(run.by_label.values()), run.logs, startup_timeout=run.timeout,
@@ -158,7 +158,7 @@ def _side_by_side(run: _Launched) -> None:
 
 def _sequential(run: _Launched, arms: Sequence[str]) -> None:
     """One server at a time, started for each group of consecutive runs of one arm."""
-    from replay.launch import ServerWatcher, arm_log_path, launch_arm
+    from replay.servers.launch import ServerWatcher, arm_log_path, launch_arm
 
     groups = launch_groups(run.plan)
     _say(run.live, f"plan: {len(run.plan)} runs in A B B A order; launched one at a time "
@@ -197,7 +197,7 @@ def _always(value: T) -> Callable[[str], T]:
 def _judge_against_first(run: _Launched, first: tuple[str, str, ServerFacts], arm: str,
                          url: str, facts: ServerFacts) -> None:
     """The fairness preflight of a sequential launch: this arm against the first one."""
-    from replay.launch import build_command
+    from replay.servers.launch import build_command
 
     verdict = judge_fairness(
         [stand_in(first[0], first[1], [first[2]], run.opts),

@@ -1,6 +1,6 @@
 """``agentreplay calibrate``: fit a ``serve-sim`` twin profile to runs of a server.
 
-All fitting is in ``analysis.fit`` and ``replay.calibrate``; this module parses the
+All fitting is in ``analysis.fit`` and ``replay.twin``; this module parses the
 options, writes the twin file and prints the residuals (and held-out predictions)
 with rich.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from replay.calibrate import Calibration
+    from replay.twin import Calibration
 
 __all__ = ["register"]
 
@@ -46,8 +46,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from replay.calibrate import calibrate
     from replay.errors import ConfigError
+    from replay.twin import calibrate
 
     out = Path(args.output)
     if out.exists() and not args.force:

@@ -1,31 +1,25 @@
-"""``agentreplay compare`` and ``agentreplay demo``: A/B comparisons end to end."""
+"""``agentreplay compare``: an A/B comparison of server configurations end to end."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from analysis import Validity
-    from replay.ab import CompareOptions, CompareResult, Live, SearchLimits
-    from replay.launch import LaunchSettings
+    from replay.ab import CompareOptions, Live, SearchLimits
+    from replay.servers.launch import LaunchSettings
+
+from replay.cli._compare_out import live_flags, live_mode, print_result
 
 __all__ = ["register"]
-
-
-def _live_flags(p: argparse.ArgumentParser) -> None:
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--quiet", action="store_true", help="no live view")
-    mode.add_argument("--plain", action="store_true", help="periodic log lines (CI, non-TTY)")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from replay.ab import CompareOptions, SearchLimits
     from replay.knobs import add_knob_flags
-    from replay.launch import LaunchSettings
     from replay.load import SharedSettings
+    from replay.servers.launch import LaunchSettings
 
     p = subparsers.add_parser(
         "compare", help="A/B compare server configurations (fairness-checked, resumable)",
@@ -67,7 +61,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="with --save-config: replace the file if it exists")
     p.add_argument("vllm_args", nargs=argparse.REMAINDER,
                    help="after --: extra vLLM arguments for launched arms")
-    _live_flags(p)
+    live_flags(p)
     add_knob_flags(p.add_argument_group("load settings (the same flags in run)"),
                    SharedSettings, required=False)
     add_knob_flags(p.add_argument_group("the comparison"), CompareOptions,
@@ -75,30 +69,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=_compare)
     p.set_defaults(compare_defaults={a.dest: a.default for a in p._actions})
 
-    d = subparsers.add_parser(
-        "demo", help="compare two simulated servers end to end (about a minute)",
-        description="Start two simulated vLLM servers (decode backends auto and "
-        "latency_specialized), run a short comparison and write report.html.")
-    d.add_argument("--out", default="results/demo", help="output directory")
-    d.add_argument("--quick", action="store_true", help="fewer levels, shorter runs")
-    d.add_argument("--force", action="store_true",
-                   help="replace a previous demo in --out (without it, one is refused)")
-    _live_flags(d)
-    d.set_defaults(func=_demo)
-
-
-def _live(args: argparse.Namespace) -> Live:
-    import sys
-
-    if args.quiet:
-        return "quiet"
-    if args.plain or not sys.stderr.isatty():
-        return "plain"
-    return "rich"
-
 
 def _compare(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from replay.ab import (
         CompareOptions,
@@ -109,8 +81,8 @@ def _compare(args: argparse.Namespace) -> int:
     )
     from replay.errors import ConfigError
     from replay.knobs import from_knobs, knob_values
-    from replay.launch import LaunchSettings
     from replay.load import check_writable_dir, validated
+    from replay.servers.launch import LaunchSettings
 
     done = _experiment(args)
     if done is not None:
@@ -150,7 +122,7 @@ def _run_compare(args: argparse.Namespace, opts: CompareOptions, launch: LaunchS
     extra = list(args.vllm_args)
     if extra and extra[0] == "--":
         extra = extra[1:]
-    live = _live(args)
+    live = live_mode(args)
     if args.search:
         return _search(args, opts, extra, live, limits)
     if args.launch:
@@ -168,7 +140,7 @@ def _run_compare(args: argparse.Namespace, opts: CompareOptions, launch: LaunchS
         result = compare_arms(_url_arms(args.arm, "(or use --launch)"), args.workload,
                               args.out, opts, live=live,
                              before_load=lambda: _advise(args.workload, opts))
-    return _print(result)
+    return print_result(result)
 
 
 def _advise(workload: str, opts: CompareOptions) -> None:
@@ -198,7 +170,6 @@ def _scenario(args: argparse.Namespace, values: dict[str, object],
 def _experiment(args: argparse.Namespace) -> int | None:
     """--config fills the flags, --save-config writes them (and ends the command);
     a comparison that runs stores its experiment file with its results."""
-    from pathlib import Path
 
     from replay.ab import apply_experiment
     from replay.errors import ConfigError
@@ -221,7 +192,6 @@ def _experiment(args: argparse.Namespace) -> int | None:
 
 def _store_experiment(args: argparse.Namespace, target: object = None) -> None:
     """The experiment file, by default ``OUT/experiment.toml`` (once the settings are valid)."""
-    from pathlib import Path
 
     from analysis import EXPERIMENT_FILE
     from replay.ab import experiment_toml
@@ -268,112 +238,6 @@ def _search(args: argparse.Namespace, opts: CompareOptions, extra: list[str],
 
     print_validity(result.validity, "search", simulated=result.simulated)  # the last word
     return EXIT_INVALID if any(a.ended == "invalid" for a in result.answers) else 0
-
-
-def _print(result: CompareResult) -> int:
-    """Verdict and report path on stdout (progress went to stderr), then the
-    comparison's validity; exit 3 when it is invalid."""
-    from rich.console import Console
-
-    from replay.cli import print_validity
-
-    console = Console(stderr=False)
-    fairness = result.fairness_sentence
-    if fairness.startswith("UNFAIR"):
-        console.print(f"warning: {fairness}", style="bold red", markup=False, soft_wrap=True)
-    sim = "[SIMULATED] " if _simulated(result.out / "summary.json") else ""
-    console.print(sim + result.verdict, markup=False, highlight=False, soft_wrap=True)
-    console.print(f"report: {result.report}", markup=False, highlight=False, soft_wrap=True)
-    _print_scenario(result.out / "summary.json")
-    _print_acceptance(result.out / "summary.json", console)
-    return print_validity(result.validity, "comparison", simulated=bool(sim))
-
-
-def _print_acceptance(summary: Path, console: Any) -> None:
-    """Per arm and level, the measured speculative acceptance length beside the claimed
-    one (only where either is known)."""
-    import orjson
-
-    from replay.cli._run_summary import acceptance_line
-
-    try:
-        data = orjson.loads(summary.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return
-    for lv in data.get("levels") or [] if isinstance(data, dict) else []:
-        label = (lv.get("load") or {}).get("label", "?")
-        for arm, s in (lv.get("arms") or {}).items():
-            spec = s.get("speculation") or {}
-            line = acceptance_line(spec.get("acceptance_length"),
-                                   spec.get("claimed_acceptance_length"))
-            if line:
-                console.print(f"{arm} at {label}: {line}", markup=False, highlight=False,
-                              soft_wrap=True)
-
-
-def _simulated(summary: Path) -> bool:
-    """Whether the comparison's runs were served by the simulator (summary.json says)."""
-    import orjson
-
-    try:
-        data = orjson.loads(summary.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return False
-    return isinstance(data, dict) and bool(data.get("simulated"))
-
-
-def _print_scenario(summary: Path) -> None:
-    """One line on stderr when the comparison ran under ``--scenario``: whether every
-    run satisfied it (the reasons are in summary.json and the report)."""
-    import sys
-
-    import orjson
-
-    try:
-        data = orjson.loads(summary.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return
-    name = data.get("scenario") if isinstance(data, dict) else None
-    if not name:
-        return
-    notes = data.get("scenario_notes") or []
-    state = "satisfied" if data.get("scenario_satisfied") else \
-        f"NOT satisfied ({len(notes)} reason(s) in {summary.name})"
-    print(f"agentreplay: scenario {name}: {state}", file=sys.stderr)
-
-
-def _demo(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from replay.ab import run_demo
-    from replay.errors import ConfigError
-    from replay.load import check_writable_dir
-
-    out = Path(args.out)
-    if not args.force and ((out / "comparison.json").exists() or (out / "runs").exists()):
-        raise ConfigError(f"--out {out}: holds a previous demo; --force replaces it, "
-                          "or give another --out")
-    check_writable_dir(out)
-    result = run_demo(args.out, quick=args.quick, live=_live(args))
-    code = _print(result)
-    hint = demo_flag_hint(result.validity)
-    if hint:
-        print(f"agentreplay: {hint}", file=sys.stderr)
-    return code
-
-
-def demo_flag_hint(validity: Validity | None) -> str | None:
-    """The demo's settings are fixed: a fix named by a reason (``--warmup``, ...) is
-    one the user can only apply with ``compare``; say so once, with the command."""
-    import re
-
-    flags = sorted({f for r in (validity.reasons if validity else [])
-                    for f in re.findall(r"--[a-z][a-z-]+", r.message)})
-    if not flags:
-        return None
-    return (f"the demo's settings are fixed, so the fixes named above ({', '.join(flags)}) "
-            "apply to `agentreplay compare`: the README's 'Comparing two server "
-            "configurations' runs the same comparison with your own settings")
 
 
 def _url_arms(texts: list[str], hint: str = "") -> list[tuple[str, str]]:

@@ -16,7 +16,7 @@ __all__ = ["register"]
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from replay.knobs import add_knob_flags
-    from replay.launch import LaunchSettings
+    from replay.servers.launch import LaunchSettings
 
     parser = subparsers.add_parser(
         "launch",
@@ -74,7 +74,7 @@ def _launcher(vllm_python: str | None, *, dry_run: bool) -> tuple[tuple[str, ...
     need vLLM here and falls back to the command as written (``vllm serve`` or
     ``PY -m ...``), noting why."""
     from replay.errors import ConfigError
-    from replay.launch import API_SERVER_MODULE, resolve_vllm_launcher
+    from replay.servers.launch import API_SERVER_MODULE, resolve_vllm_launcher
 
     try:
         return resolve_vllm_launcher(vllm_python), ""
@@ -89,7 +89,7 @@ def _launcher(vllm_python: str | None, *, dry_run: bool) -> tuple[tuple[str, ...
 
 def run(args: argparse.Namespace) -> int:
     from replay.knobs import from_knobs, knob_values
-    from replay.launch import (
+    from replay.servers.launch import (
         DEFAULT_STARTUP_TIMEOUT_S,
         LaunchMode,
         LaunchSettings,

@@ -13,7 +13,7 @@ __all__ = ["register"]
 
 def register(subparsers: Any) -> None:
     from replay.knobs import add_knob_flags
-    from replay.sim import SimConfig
+    from replay.servers.sim import SimConfig
 
     p = subparsers.add_parser(
         "serve-sim", help="run a simulated vLLM server (labelled simulated everywhere)",
@@ -29,7 +29,7 @@ def register(subparsers: Any) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from replay.knobs import from_knobs, knob_values
-    from replay.sim import SimConfig, parse_faults
+    from replay.servers.sim import SimConfig, parse_faults
 
     if args.old_time_scale is not None:
         print("agentreplay: serve-sim --time-scale is now --speedup (same meaning); "
@@ -50,7 +50,7 @@ def _run(args: argparse.Namespace) -> int:
 
 async def _serve(config: Any) -> int | None:
     """Serve until a stop signal; returns the signal number."""
-    from replay.sim import SimServer
+    from replay.servers.sim import SimServer
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -78,7 +78,7 @@ async def run_load(
     before the first request: warnings given there come before the load, yet a run
     refused by the server still fails in one line.
 
-    ``watch`` (e.g. ``replay.launch.ServerWatcher`` of a launched server) is read
+    ``watch`` (e.g. ``replay.servers.launch.ServerWatcher`` of a launched server) is read
     when the run closes: a server that died is stamped in ``server_watch``.
     """
     path = str(workload_path)
@@ -215,7 +215,7 @@ async def _run(executor: Executor, settings: RunSettings, manifest: RunManifest,
 
 
 class ServerWatchHook(Protocol):
-    """What a run reads of a server watch (``replay.launch.ServerWatcher`` fits)."""
+    """What a run reads of a server watch (``replay.servers.launch.ServerWatcher`` fits)."""
 
     died: bool
     detail: str | None

@@ -1,7 +1,11 @@
-"""The digital twin: a simulator profile run on simulated time, for fast what-if sweeps.
+"""The digital twin, all of it: fitted from runs, run on simulated time, planned on.
+
+``calibrate`` fits a twin to run directories (the fitting itself is pure:
+``analysis.fit``) and writes it as a ``serve-sim --profile`` file; ``predict_level``
+checks it on a held-out level.
 
 ``simulate_level`` replays a workload's closed-loop users through the unchanged
-lanes (``replay.load``) against in-process ``replay.sim.Engine`` replicas on a
+lanes (``replay.load``) against in-process ``replay.servers.sim.Engine`` replicas on a
 fast-forwarding event loop (``VirtualLoop``), and summarises the records with
 ``analysis`` (``RunSummary``). ``level_ladder`` and ``capacities`` read each SLO
 tier's modelled capacity off a ladder of levels; ``load_twin`` reads a twin file (a
@@ -16,10 +20,13 @@ from replay.twin._band import (
     outside_measured,
     widened_tiers,
 )
+from replay.twin._calibrate import Calibration, Holdout, LevelFacts, calibrate
 from replay.twin._clock import Advancer, Deadlock, VirtualLoop, virtual_time
 from replay.twin._engines import Routing, TwinEngines
+from replay.twin._fitted_profile import clock_scale, decode_backend, step_budget, twin_profile
 from replay.twin._level import LevelResult, Workload, load_workload, simulate_level
 from replay.twin._plan import PlanSettings
+from replay.twin._predict import LevelMetrics, LoadShape, measured_metrics, predict_level
 from replay.twin._sweep import (
     TierCapacity,
     capacities,
@@ -31,25 +38,37 @@ from replay.twin._sweep import (
 
 __all__ = [
     "Advancer",
+    "Calibration",
     "Deadlock",
     "ErrorBand",
+    "Holdout",
+    "LevelFacts",
+    "LevelMetrics",
     "LevelResult",
+    "LoadShape",
     "PlanSettings",
     "Routing",
     "TierCapacity",
     "TwinEngines",
     "VirtualLoop",
     "Workload",
+    "calibrate",
     "calibration_error",
     "capacities",
+    "clock_scale",
+    "decode_backend",
     "interval_text",
     "level_ladder",
     "load_twin",
     "load_workload",
+    "measured_metrics",
     "outside_measured",
+    "predict_level",
     "replicas_needed",
     "run_ladder",
     "simulate_level",
+    "step_budget",
+    "twin_profile",
     "virtual_time",
     "widened_tiers",
 ]

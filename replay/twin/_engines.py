@@ -2,7 +2,7 @@
 
 :class:`TwinEngines` is the :data:`~replay.twin._clock.Advancer` of a
 :class:`~replay.twin._clock.VirtualLoop`: given an idle interval it runs
-``replay.sim.Engine`` steps back to back (each step starts when the previous one
+``replay.servers.sim.Engine`` steps back to back (each step starts when the previous one
 ends, or when work arrives, exactly as serve-sim's ``StepLoop`` chains deadlines)
 and returns early only when a request finishes. Per step it does one array store
 (the step's end time); a request's token times are read in bulk when it ends,
@@ -31,7 +31,7 @@ import orjson
 
 from analysis import ErrorKind
 from replay.client import CacheMark, Hashed, PrefixCacheModel, StreamOutcome, Timeouts, ids_text
-from replay.sim import Backend, DecodeRun, Engine, SimProfile, SimRequest, block_hashes
+from replay.servers.sim import Backend, DecodeRun, Engine, SimProfile, SimRequest, block_hashes
 from replay.twin._clock import Deadlock
 
 __all__ = ["PromptTap", "Routing", "TwinEngines"]
@@ -81,7 +81,7 @@ class PromptTap(PrefixCacheModel):
 
     def engine_prompt(self, prompt: np.ndarray, block_size: int) -> tuple[list[int], list[int]]:
         """The prompt as the engine takes it, and its block hash chain
-        (``replay.sim.block_hashes``), hashing only the blocks past what the chain's
+        (``replay.servers.sim.block_hashes``), hashing only the blocks past what the chain's
         previous prompt shared with it.
 
         The engine reads a prompt's token values only to hash blocks it was not given

@@ -50,7 +50,7 @@ from replay.load import (
     make_context,
     retimed,
 )
-from replay.sim import Backend, SimProfile, server_info
+from replay.servers.sim import Backend, SimProfile, server_info
 from replay.twin._clock import VirtualLoop, virtual_time
 from replay.twin._engines import PromptTap, Routing, TwinEngines
 from traces import Session, WorkloadHeader, iter_sessions, read_header

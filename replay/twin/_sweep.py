@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from analysis import SloTier
 from analysis.judge import Bracket, bracket_of, meets_tier
 from replay.errors import ConfigError
-from replay.sim import SimProfile
+from replay.servers.sim import SimProfile
 from replay.twin._level import LevelResult, Workload, simulate_level
 
 __all__ = ["TierCapacity", "capacities", "level_ladder", "load_twin", "replicas_needed",

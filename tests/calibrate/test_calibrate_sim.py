@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from replay.cli import main
-from replay.sim import SimServerProcess, load_profile, read_step_log, step_log_path
+from replay.servers.sim import SimServerProcess, load_profile, read_step_log, step_log_path
 from tests.compare.conftest import profile_variant
 from traces import generate, write_workload
 

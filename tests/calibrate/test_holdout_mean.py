@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from replay.calibrate import LevelMetrics
-from replay.calibrate._calibrate import Holdout
-from replay.calibrate._predict import mean_metrics
+from replay.twin import LevelMetrics
+from replay.twin._calibrate import Holdout
+from replay.twin._predict import mean_metrics
 
 
 def test_each_metric_is_the_mean_of_the_runs_that_have_it() -> None:

@@ -3,7 +3,7 @@ both factors, so a reader sees how much of the held-out error is the machine's."
 
 from __future__ import annotations
 
-from replay.calibrate._calibrate import LevelFacts, _stall_notes
+from replay.twin._calibrate import LevelFacts, _stall_notes
 
 
 def _level(users: int, stall: float | None) -> LevelFacts:

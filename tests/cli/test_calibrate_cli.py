@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from replay.cli import main
-from replay.sim import load_profile, server_info
+from replay.servers.sim import load_profile, server_info
 from tests.analysis.builders import make_run
 from tests.analysis.fit.test_fit import PROFILE, engine_records
 

@@ -136,7 +136,7 @@ def test_an_open_loop_run_records_no_user_count() -> None:
 
 def test_the_demo_says_where_a_named_fix_applies() -> None:
     from analysis import Validity, ValidityReason
-    from replay.cli._cmd_compare import demo_flag_hint
+    from replay.cli._cmd_demo import demo_flag_hint
 
     cold = ValidityReason(code="cache_cold", severity="caveat",
                           message="the cache was cold (a longer --warmup warms it)")

@@ -19,7 +19,7 @@ import termios
 import time
 from pathlib import Path
 
-from replay.sim import SimServerProcess
+from replay.servers.sim import SimServerProcess
 
 REPO = Path(__file__).resolve().parents[2]
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>78]|\r")

@@ -74,7 +74,7 @@ def test_run_help_shows_the_defaults(
 
 
 def test_serve_sim_help_lists_every_bundled_profile(capsys: pytest.CaptureFixture[str]) -> None:
-    from replay.sim import list_profiles
+    from replay.servers.sim import list_profiles
 
     with pytest.raises(SystemExit):
         main(["serve-sim", "--help"])

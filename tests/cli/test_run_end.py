@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from replay.cli import main
-from replay.sim import SimServerProcess
+from replay.servers.sim import SimServerProcess
 
 pytestmark = pytest.mark.integration
 

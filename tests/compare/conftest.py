@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replay.sim import SimServerProcess, load_profile
+from replay.servers.sim import SimServerProcess, load_profile
 from traces import generate, write_workload
 
 TIME_SCALE = 4.0

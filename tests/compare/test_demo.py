@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from replay.ab import DEMO_PROFILE
-from replay.sim import load_profile
+from replay.servers.sim import load_profile
 from tests.compare.conftest import exit_for
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,8 +24,8 @@ from replay.ab import (
     launch_groups,
     plan_runs,
 )
-from replay.launch import LaunchSettings
-from replay.sim import free_port
+from replay.servers.launch import LaunchSettings
+from replay.servers.sim import free_port
 
 FAKE = r'''#!{python}
 import json, os, sys

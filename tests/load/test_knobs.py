@@ -141,7 +141,7 @@ def test_launch_and_search_flags_are_declared_once(tmp_path: Path,
     (the same bound, the same one-line error), and the experiment file's keys for the
     launch and search flags are read off the same knobs."""
     from replay.ab import SearchLimits
-    from replay.launch import LaunchSettings
+    from replay.servers.launch import LaunchSettings
 
     out = tmp_path / "c"
     for argv in (["launch", "--model", "m", "--arm", "auto", "--dry-run"],

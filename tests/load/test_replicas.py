@@ -21,7 +21,7 @@ import pytest
 from analysis import RequestRecord, RunManifest, read_run
 from analysis.schema import MetricSample
 from replay.cli import main
-from replay.sim import SimServerProcess, TruthRecord, load_profile
+from replay.servers.sim import SimServerProcess, TruthRecord, load_profile
 from tests.compare.conftest import profile_variant
 from tests.replay.conftest import make_workload
 

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from analysis import assess_run, compare_runs, measure, read_run, read_runs, summarize
 from replay.load import RunSettings, auto_drain, resolve_drain, run_load
-from replay.sim import SimConfig, SimServer, TruthRecord
+from replay.servers.sim import SimConfig, SimServer, TruthRecord
 from tests.replay.conftest import make_workload, serve_app
 from traces import iter_sessions
 

@@ -20,7 +20,7 @@ from analysis import LoadSettings, RunManifest, compare_runs, read_run
 from replay.cli import main
 from replay.errors import ConfigError
 from replay.load import SCENARIOS, entry_turn, judge_scenario, scenario_values
-from replay.sim import SimServerProcess
+from replay.servers.sim import SimServerProcess
 from tests.replay.conftest import chain_requests
 from traces import Session, WorkloadHeader, write_workload
 

@@ -14,7 +14,7 @@ import pytest
 
 from analysis import RunManifest, measure, read_run, summarize
 from replay.cli import main
-from replay.sim import SimServerProcess
+from replay.servers.sim import SimServerProcess
 from tests.replay.conftest import make_workload
 
 

@@ -18,7 +18,7 @@ from analysis import RequestRecord, RunManifest
 from replay.cli import main
 from replay.errors import ConfigError
 from replay.load import RunSettings, connections_for, run_load
-from replay.sim import SimConfig, SimServer, SimServerProcess
+from replay.servers.sim import SimConfig, SimServer, SimServerProcess
 from tests.replay.conftest import chain_requests, make_workload
 from traces import Session, Subagent, WorkloadHeader, write_workload
 

@@ -15,7 +15,7 @@ import pytest
 from analysis import RunManifest, measure, read_run, summarize
 from replay.cli import main
 from replay.load import RunSettings, run_load
-from replay.sim import SimConfig, SimServer, SimServerProcess, TruthRecord
+from replay.servers.sim import SimConfig, SimServer, SimServerProcess, TruthRecord
 from tests.replay.conftest import chain_requests, make_workload
 from traces import Session, WorkloadHeader, write_workload
 
@@ -117,7 +117,8 @@ def test_drain_cuts_are_incomplete_records_counted(tmp_path: Path) -> None:
 
 
 class _DeadServer:
-    """A server watch that saw the server die (as ``replay.launch.ServerWatcher`` reports)."""
+    """A server watch that saw the server die (as ``replay.servers.launch.ServerWatcher``
+    reports)."""
 
     died = True
     detail = "arm x: server process 4242 exited during the run"

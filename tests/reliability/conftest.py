@@ -19,7 +19,7 @@ from analysis import (
 from analysis.judge import analyse_run
 from analysis.read import steady_window
 from replay.load import RunConfig
-from replay.sim import TruthRecord
+from replay.servers.sim import TruthRecord
 
 REPO = Path(__file__).resolve().parents[2]
 

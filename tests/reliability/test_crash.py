@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from replay.sim import SimServerProcess
+from replay.servers.sim import SimServerProcess
 from tests.reliability.conftest import REPO, cli, manifest, records, truth_file
 from tests.replay.conftest import make_workload
 

@@ -18,7 +18,7 @@ import pytest
 import replay.load._writer as writer_mod
 from analysis import RunManifest
 from replay.load import RunWriter
-from replay.sim import SimServerProcess
+from replay.servers.sim import SimServerProcess
 from tests.reliability.test_fuzz_commands import _call
 from tests.replay.conftest import make_workload
 

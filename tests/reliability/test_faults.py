@@ -14,7 +14,7 @@ import pytest
 from analysis import compare_runs, read_runs, render_report
 from analysis.schema import STATUSES, is_error_kind
 from replay.load import run_load, run_load_sync
-from replay.sim import (
+from replay.servers.sim import (
     FAULT_OUTCOMES,
     FaultKind,
     SimConfig,

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from replay.cli import main
-from replay.sim import SimServerProcess, free_port
+from replay.servers.sim import SimServerProcess, free_port
 from tests.reliability.corrupt import corrupt
 from tests.replay.conftest import make_workload
 

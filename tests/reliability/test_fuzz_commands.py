@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from replay.cli import build_parser, main
-from replay.sim import free_port
+from replay.servers.sim import free_port
 from tests.replay.conftest import make_workload
 
 _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],

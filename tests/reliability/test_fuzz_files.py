@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replay.sim import SimServerProcess, free_port
+from replay.servers.sim import SimServerProcess, free_port
 from tests.reliability.corrupt import corrupt
 from tests.reliability.test_fuzz_commands import _call, check_clean
 from tests.replay.conftest import make_workload

@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replay.sim import SimServerProcess
+from replay.servers.sim import SimServerProcess
 from tests.reliability.conftest import REPO
 from tests.reliability.test_fuzz_commands import _call
 from tests.replay.conftest import make_workload

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from replay.cli import build_parser
-from replay.sim import SimServerProcess, free_port
+from replay.servers.sim import SimServerProcess, free_port
 from tests.reliability.conftest import manifest
 from tests.reliability.test_fuzz_commands import _call
 from tests.replay.conftest import make_workload

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 
-from replay.sim import SimServerProcess
+from replay.servers.sim import SimServerProcess
 from tests.analysis.builders import make_run, rec
 from tests.reliability.conftest import REPO, cli
 from tests.reliability.test_fuzz_commands import _call

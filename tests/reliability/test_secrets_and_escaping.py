@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-import replay.sim._server as sim_server
-from replay.sim import SimConfig, SimServer, load_profile
+import replay.servers.sim._server as sim_server
+from replay.servers.sim import SimConfig, SimServer, load_profile
 from tests.reliability.conftest import cli, manifest, records
 from tests.replay.conftest import make_workload
 
@@ -82,7 +82,7 @@ def test_api_key_only_in_the_authorization_header(tmp_path: Path) -> None:
 
 def test_bad_target_url_message_hides_credentials(tmp_path: Path) -> None:
     wl = make_workload(tmp_path / "wl.jsonl")
-    from replay.sim import free_port
+    from replay.servers.sim import free_port
 
     res = cli("run", "--target", f"http://bob:{_URL_SECRET}@127.0.0.1:{free_port()}",
               "--workload", str(wl), "--duration", "1", "--out", str(tmp_path / "r"),

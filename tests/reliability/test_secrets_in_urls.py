@@ -8,7 +8,7 @@ from pathlib import Path
 
 from analysis import public_url, read_extras
 from analysis.schema import scrub_urls
-from replay.sim import SimServerProcess
+from replay.servers.sim import SimServerProcess
 from tests.reliability.conftest import cli
 from tests.replay.conftest import make_workload
 

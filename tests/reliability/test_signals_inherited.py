@@ -13,7 +13,7 @@ from pathlib import Path
 
 import orjson
 
-from replay.sim import SimServerProcess
+from replay.servers.sim import SimServerProcess
 from tests.reliability.chat_server import chat_server
 from tests.reliability.conftest import REPO
 from tests.replay.conftest import make_workload

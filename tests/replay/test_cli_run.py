@@ -13,7 +13,7 @@ import pytest
 
 from analysis import RunManifest
 from replay.cli import main
-from replay.sim import SimServerProcess
+from replay.servers.sim import SimServerProcess
 from tests.replay.conftest import make_workload
 
 

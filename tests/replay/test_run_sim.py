@@ -15,7 +15,7 @@ from analysis import RequestRecord, RunManifest
 from analysis.schema import MetricSample
 from replay.errors import ConfigError, TargetError
 from replay.load import RunSettings, open_plan, run_load, run_load_sync
-from replay.sim import SimConfig, SimServer, SimServerProcess, TruthRecord, load_profile
+from replay.servers.sim import SimConfig, SimServer, SimServerProcess, TruthRecord, load_profile
 from tests.replay.conftest import make_workload
 
 

@@ -25,7 +25,7 @@ def test_compare_search_against_the_simulated_backends(tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]
                                                        ) -> None:
     from replay.ab import DEMO_PROFILE
-    from replay.sim import SimServerProcess
+    from replay.servers.sim import SimServerProcess
 
     wl = _workload(tmp_path / "wl.jsonl")
     out = tmp_path / "search"

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from replay.load import RunSettings, run_load, run_load_sync
-from replay.sim import SimServerProcess, load_profile
+from replay.servers.sim import SimServerProcess, load_profile
 from tests.reliability.conftest import manifest, records, truth_file
 from tests.replay.conftest import chain_requests
 from traces import Session, WorkloadHeader, write_workload

@@ -19,7 +19,7 @@ from analysis import RequestRecord, RunManifest
 from analysis.schema import Coverage
 from replay.errors import ConfigError
 from replay.load import RunSettings, run_load_sync, split_users
-from replay.sim import SimServerProcess, load_profile
+from replay.servers.sim import SimServerProcess, load_profile
 from tests.replay.conftest import chain_requests
 from traces import Session, WorkloadHeader, write_workload
 

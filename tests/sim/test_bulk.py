@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from replay.sim import DecodeRun, Engine, load_profile
+from replay.servers.sim import DecodeRun, Engine, load_profile
 
 
 def _arrivals(seed: int) -> dict[int, list[tuple[str, list[int], int]]]:

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from replay.sim import Engine, PrefixCache, load_profile
+from replay.servers.sim import Engine, PrefixCache, load_profile
 
 
 def _profile(num_blocks: int, block_size: int = 4, max_len: int = 48):
@@ -114,7 +114,7 @@ def test_fully_cached_prompt_recomputes_last_token() -> None:
 
 def test_partial_block_never_hits() -> None:
     cache = PrefixCache(8, 4)
-    from replay.sim import block_hashes
+    from replay.servers.sim import block_hashes
 
     hashes = block_hashes([1, 2, 3, 4, 5, 6], 4)
     assert len(hashes) == 1  # the 2-token tail is not a block

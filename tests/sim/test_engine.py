@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from replay.sim import Engine, list_profiles, load_profile
+from replay.servers.sim import Engine, list_profiles, load_profile
 
 
 def _drain(engine: Engine) -> list:

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from replay.errors import ConfigError
-from replay.sim import SimConfig, SimServer, parse_faults
+from replay.servers.sim import SimConfig, SimServer, parse_faults
 from tests.sim._util import body, run, stream
 
 MAX = 10

@@ -21,7 +21,7 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from replay.sim import SimConfig, SimServer
+from replay.servers.sim import SimConfig, SimServer
 from tests.sim._util import run
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "vllm"
@@ -29,7 +29,7 @@ OPTS = {"include_usage": True, "continuous_usage_stats": True}
 PROMPT = list(range(10, 40))
 MESSAGES = [{"role": "system", "content": "You are terse."},
             {"role": "user", "content": "Say something about t12 and t13."}]
-# Keys the simulator adds on purpose (documented in replay/sim/_config.py server_info).
+# Keys the simulator adds on purpose (documented in replay/servers/sim/_config.py server_info).
 SIM_ONLY_INFO = {"simulated", "sim_profile", "sim_profile_description", "sim_acceptance_length",
                  "time_scale", "slowdown",
                  "vllm_config.model_config.hf_config.vocab_size", "vllm_config.device_config.gpu"}

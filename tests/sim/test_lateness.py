@@ -13,7 +13,7 @@ import pytest
 
 from replay.cli import main
 from replay.client import parse_prometheus
-from replay.sim import (
+from replay.servers.sim import (
     SimConfig,
     SimServer,
     SimServerProcess,

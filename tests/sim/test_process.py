@@ -10,7 +10,7 @@ import pytest
 
 from replay.cli import main
 from replay.errors import TargetError
-from replay.sim import SimServerProcess
+from replay.servers.sim import SimServerProcess
 
 
 def _get(url: str) -> tuple[int, dict[str, str], bytes]:
@@ -70,7 +70,7 @@ def test_serve_sim_flags_are_the_sim_config_knobs() -> None:
     profile) differ from a SimConfig built in code (a free port, 'small')."""
     from replay.cli import build_parser
     from replay.knobs import from_knobs, knob_values, knobs
-    from replay.sim import SERVE_SIM_PROFILE, SimConfig
+    from replay.servers.sim import SERVE_SIM_PROFILE, SimConfig
 
     parser = build_parser()
     args = parser.parse_args(["serve-sim", "--speedup", "3", "--port", "0", "--split-tokens",

@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 
 from replay.client import parse_prometheus
-from replay.sim import SimConfig, SimServer, load_profile, modelled_decode
+from replay.servers.sim import SimConfig, SimServer, load_profile, modelled_decode
 from tests.sim._util import body, run, stream
 
 KIMI = "kimi-k3-gb300-tp16"

@@ -7,7 +7,7 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from replay.sim import SimConfig, SimServer, SimTokenizer
+from replay.servers.sim import SimConfig, SimServer, SimTokenizer
 from tests.sim._util import body, run, stream
 
 
@@ -233,7 +233,7 @@ def test_prefix_cache_reported_in_usage_and_reset() -> None:
 def test_request_overhead_is_spent_before_the_engine() -> None:
     """``request_overhead_s`` (scaled like every modelled time) passes between arrival
     and the engine queue: the truth log shows it, and the first token comes after it."""
-    from replay.sim import load_profile
+    from replay.servers.sim import load_profile
 
     profile = load_profile("small").model_copy(update={"request_overhead_s": 2.0})
 
@@ -284,7 +284,7 @@ def test_split_tokens_writes_one_token_per_event_and_instant_is_fast() -> None:
 def test_sim_package_exports_are_sorted_and_complete() -> None:
     import importlib
 
-    sim = importlib.import_module("replay.sim")
+    sim = importlib.import_module("replay.servers.sim")
     public = sorted(n for n in dir(sim) if not n.startswith("_")
                     and not isinstance(getattr(sim, n), type(importlib)))
     assert sim.__all__ == sorted(sim.__all__)
@@ -292,7 +292,7 @@ def test_sim_package_exports_are_sorted_and_complete() -> None:
 
 
 def test_nonstream_disconnect_and_stream_error_faults() -> None:
-    from replay.sim import parse_faults
+    from replay.servers.sim import parse_faults
 
     async def go(spec: str):
         cfg = SimConfig(time_scale=50.0, faults=parse_faults(spec))

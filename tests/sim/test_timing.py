@@ -15,7 +15,7 @@ import aiohttp
 import numpy as np
 import pytest
 
-from replay.sim import Engine, SimConfig, SimServer, StepTruth, TruthRecord, load_profile
+from replay.servers.sim import Engine, SimConfig, SimServer, StepTruth, TruthRecord, load_profile
 from tests.sim._util import Stream, body, run, stream
 
 _EARLY_NS = 2_000_000

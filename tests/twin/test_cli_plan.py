@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from replay.cli import main
-from replay.sim import load_profile
+from replay.servers.sim import load_profile
 from tests.replay.conftest import make_workload
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replay.sim import load_profile
+from replay.servers.sim import load_profile
 from replay.twin import load_workload, simulate_level
 from tests.replay.conftest import make_workload
 

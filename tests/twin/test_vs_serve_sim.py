@@ -13,7 +13,7 @@ import pytest
 
 from analysis import measure, read_run, summarize
 from replay.load import RunSettings, run_load
-from replay.sim import SimServerProcess, load_profile
+from replay.servers.sim import SimServerProcess, load_profile
 from replay.twin import load_workload, simulate_level
 from tests.replay.conftest import make_workload
 

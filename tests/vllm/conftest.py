@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from replay.launch._launcher import (
+from replay.servers.launch._launcher import (
     LaunchedArm,
     fetch_server_info,
     group_members,
@@ -25,7 +25,7 @@ from replay.launch._launcher import (
     plan_arms,
     resolve_vllm_launcher,
 )
-from replay.launch._vllm_process import port_is_free
+from replay.servers.launch._vllm_process import port_is_free
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_SERVER = Path(__file__).with_name("fake_vllm_server.py")

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from bench.calibrate_real import LEVELS, calibrate, make_workload, run_levels
-from replay.launch._launcher import LaunchedArm
-from replay.sim import load_profile
+from replay.servers.launch._launcher import LaunchedArm
+from replay.servers.sim import load_profile
 
 pytestmark = pytest.mark.vllm
 

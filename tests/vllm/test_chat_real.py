@@ -19,8 +19,8 @@ import pytest
 
 from analysis import measure, read_run, summarize
 from replay.client._poller import parse_prometheus
-from replay.launch._launcher import LaunchedArm
 from replay.load import RunSettings, run_load_sync
+from replay.servers.launch._launcher import LaunchedArm
 from tests.vllm.test_replay_real import BS, TURNS, _session
 from traces import WorkloadHeader, write_workload
 

@@ -25,8 +25,8 @@ import orjson
 import pytest
 
 from analysis import measure, read_run, summarize
-from replay.launch._launcher import LaunchedArm
 from replay.load import RunSettings, run_load_sync
+from replay.servers.launch._launcher import LaunchedArm
 from traces import Request, Session, WorkloadHeader, write_workload
 
 pytestmark = pytest.mark.vllm

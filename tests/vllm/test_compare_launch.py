@@ -20,14 +20,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from replay.launch._launcher import (
+from replay.servers.launch._launcher import (
     LaunchedArm,
     group_members,
     launch_arm,
     plan_arms,
     resolve_vllm_launcher,
 )
-from replay.launch._vllm_process import port_is_free
+from replay.servers.launch._vllm_process import port_is_free
 from tests.vllm.conftest import CPU_ARGS, CPU_ENV, SERVED_NAME, STARTUP_TIMEOUT_S, free_port
 from traces import Request, Session, WorkloadHeader, write_workload
 

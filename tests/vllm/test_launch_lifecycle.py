@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from replay.errors import TargetError
-from replay.launch._launcher import (
+from replay.servers.launch._launcher import (
     LaunchMode,
     fetch_server_info,
     group_members,
@@ -145,11 +145,11 @@ def _leftover_fakes() -> list[int]:
 
 def test_cli_launch_serves_until_ctrl_c_then_stops(tmp_path: Path, monkeypatch, capsys) -> None:
     import replay.cli._cmd_launch as cli_launch
-    import replay.launch
+    import replay.servers.launch
     from replay.cli import main
 
     monkeypatch.setattr(
-        replay.launch, "resolve_vllm_launcher", lambda py: fake_launcher()
+        replay.servers.launch, "resolve_vllm_launcher", lambda py: fake_launcher()
     )  # the command imports the package's public name
     seen: list[dict] = []
 
@@ -173,7 +173,7 @@ def test_cli_launch_serves_until_ctrl_c_then_stops(tmp_path: Path, monkeypatch, 
 
 
 def test_second_ctrl_c_while_stopping_kills_at_once(tmp_path: Path, monkeypatch) -> None:
-    from replay.launch._vllm_process import ServerProcess
+    from replay.servers.launch._vllm_process import ServerProcess
 
     real_stop = ServerProcess.stop
     graces: list[float] = []
@@ -199,11 +199,11 @@ def test_second_ctrl_c_while_stopping_kills_at_once(tmp_path: Path, monkeypatch)
 def test_cli_launch_stops_servers_on_sigterm_and_sighup(tmp_path: Path, monkeypatch,
                                                         signum: int) -> None:
     import replay.cli._cmd_launch as cli_launch
-    import replay.launch
+    import replay.servers.launch
     from replay.cli import main
 
     monkeypatch.setattr(
-        replay.launch, "resolve_vllm_launcher", lambda py: fake_launcher()
+        replay.servers.launch, "resolve_vllm_launcher", lambda py: fake_launcher()
     )  # the command imports the package's public name
     monkeypatch.setattr(cli_launch, "_tick", lambda: os.kill(os.getpid(), signum))
     before = signal.getsignal(signum)

@@ -9,7 +9,7 @@ import pytest
 
 from replay.cli import main
 from replay.errors import ConfigError
-from replay.launch._launcher import (
+from replay.servers.launch._launcher import (
     API_SERVER_MODULE,
     LaunchMode,
     build_command,

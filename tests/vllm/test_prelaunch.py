@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from replay.errors import ConfigError
-from replay.launch._model_files import max_model_len_arg, read_model_files, vllm_version
-from replay.launch._prelaunch import launch_facts
+from replay.servers.launch._model_files import max_model_len_arg, read_model_files, vllm_version
+from replay.servers.launch._prelaunch import launch_facts
 from traces import Request, Session, WorkloadHeader, write_workload
 
 

@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from replay.errors import TargetError
-from replay.launch._launcher import (
+from replay.servers.launch._launcher import (
     LaunchedArm,
     check_server_info,
     fetch_server_info,

@@ -21,8 +21,8 @@ import orjson
 import pytest
 
 from replay.client._poller import parse_prometheus
-from replay.launch._launcher import LaunchedArm
 from replay.load import RunConfig, run_load_sync
+from replay.servers.launch._launcher import LaunchedArm
 from traces import Request, Session, Vocab, WorkloadHeader, build_prompt, write_workload
 
 pytestmark = pytest.mark.vllm

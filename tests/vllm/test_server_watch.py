@@ -7,8 +7,8 @@ import signal
 import threading
 from pathlib import Path
 
-from replay.launch._launcher import launch_arm, plan_arms
-from replay.launch._watch import HEALTH_FAILURES, ServerWatcher
+from replay.servers.launch._launcher import launch_arm, plan_arms
+from replay.servers.launch._watch import HEALTH_FAILURES, ServerWatcher
 from tests.vllm.conftest import fake_launcher, free_port
 
 

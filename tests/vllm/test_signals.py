@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from replay.launch._vllm_process import port_is_free
+from replay.servers.launch._vllm_process import port_is_free
 from tests.vllm.conftest import free_port
 from traces import Request, Session, WorkloadHeader, write_workload
 

@@ -12,7 +12,7 @@ import pytest
 
 from analysis import read_run
 from analysis.fit import fit_steps, running_at, step_samples, ttft_samples
-from replay.sim import Engine, SimProfile, load_profile
+from replay.servers.sim import Engine, SimProfile, load_profile
 from tests.analysis.builders import make_run
 
 _TIMING = {"step_s_batch1": 0.02, "step_s_batch64": 0.2}

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from replay.errors import ConfigError
-from replay.launch._model_files import (
+from replay.servers.launch._model_files import (
     ModelFiles,
     max_model_len_arg,
     read_model_files,

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from replay.sim._engine import Engine, SimRequest
-from replay.sim._noise import noise_factors
+from replay.servers.sim._engine import Engine, SimRequest
+from replay.servers.sim._noise import noise_factors
 
 __all__ = ["DecodeRun"]
 

@@ -8,7 +8,7 @@ probabilities (``SimProfile.step_noise``, fitted by ``agentreplay calibrate``).
 
 The factor of step ``i`` is a pure function of the engine's seed and ``i`` (a
 counter-based hash, SplitMix64), so a run of steps planned at once
-(``replay.sim.DecodeRun``) draws exactly what step-by-step calls would, however
+(``replay.servers.sim.DecodeRun``) draws exactly what step-by-step calls would, however
 many of the planned steps are used.
 """
 

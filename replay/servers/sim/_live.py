@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from replay.sim._engine import SimRequest
+from replay.servers.sim._engine import SimRequest
 
 __all__ = ["Live"]
 

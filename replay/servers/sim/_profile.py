@@ -1,6 +1,6 @@
 """Simulator profiles: a model, its hardware figures and one step-time model per backend.
 
-Profiles are JSON data files in ``replay/sim/profiles/``. The decode backend
+Profiles are JSON data files in ``replay/servers/sim/profiles/``. The decode backend
 (``auto`` or ``latency_specialized``) is a variant inside a profile: both
 variants share every field except their step times, so the two arms of an A/B
 comparison report identical ``/server_info`` apart from ``decode_backend``.
@@ -111,7 +111,7 @@ class SimProfile(_Model):
     backends: dict[Backend, BackendTiming]
     step_noise: tuple[float, ...] | None = None
     """Each step's time multiplied by a factor drawn from this distribution, given as its
-    quantiles at evenly spaced probabilities (``replay.sim._noise``); None: every step
+    quantiles at evenly spaced probabilities (``replay.servers.sim._noise``); None: every step
     takes its modelled time. Fitted by ``calibrate`` where a server's steps vary."""
     calibration: dict[str, Any] | None = None
     """What a fitted twin was fitted on and how well (``agentreplay calibrate``); the
@@ -146,7 +146,7 @@ class SimProfile(_Model):
 
 def list_profiles() -> list[str]:
     """Names of the bundled profiles."""
-    files = importlib.resources.files("replay.sim").joinpath("profiles")
+    files = importlib.resources.files("replay.servers.sim").joinpath("profiles")
     return sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".json"))
 
 
@@ -165,7 +165,9 @@ def load_profile(name_or_path: str) -> SimProfile:
             raise ConfigError(
                 f"unknown sim profile {name_or_path!r}; known: {', '.join(names)}"
             )
-        res = importlib.resources.files("replay.sim").joinpath(f"profiles/{name_or_path}.json")
+        res = importlib.resources.files(__package__ or "replay.servers.sim").joinpath(
+            f"profiles/{name_or_path}.json"
+        )
         raw = res.read_bytes()
         where = f"profile {name_or_path}"
     try:

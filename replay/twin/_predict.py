@@ -75,8 +75,8 @@ def predict_level(profile: dict[str, Any], workload: str | os.PathLike[str], use
     """What the twin of ``profile`` says ``users`` users of ``workload`` get (the
     profile's clock). The twin that ``plan --twin`` sweeps makes the prediction, so the
     held-out error a calibration shows is that instrument's own error."""
-    from replay.sim import SimProfile
-    from replay.twin import load_workload, simulate_level
+    from replay.servers.sim import SimProfile
+    from replay.twin._level import load_workload, simulate_level
 
     shape = shape or LoadShape()
     result = simulate_level(

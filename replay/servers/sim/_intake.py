@@ -9,8 +9,8 @@ from __future__ import annotations
 import orjson
 from pydantic import ValidationError
 
-from replay.sim._protocol import ChatRequest, CompletionRequest
-from replay.sim._tokenizer import SimTokenizer
+from replay.servers.sim._protocol import ChatRequest, CompletionRequest
+from replay.servers.sim._tokenizer import SimTokenizer
 
 __all__ = ["HTTPError", "Intake"]
 

@@ -16,7 +16,7 @@ import urllib.request
 from collections.abc import Callable
 from types import TracebackType
 
-from replay.launch._vllm_process import group_members
+from replay.servers.launch._vllm_process import group_members
 
 __all__ = ["HEALTH_FAILURES", "ServerWatcher"]
 

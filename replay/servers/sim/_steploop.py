@@ -17,10 +17,10 @@ import logging
 import time
 from collections.abc import Callable
 
-from replay.sim._engine import Engine, SimRequest, StepResult
-from replay.sim._live import Live
-from replay.sim._prometheus import ITL_BUCKETS, TTFT_BUCKETS, Histogram
-from replay.sim._truth import StepTruth
+from replay.servers.sim._engine import Engine, SimRequest, StepResult
+from replay.servers.sim._live import Live
+from replay.servers.sim._prometheus import ITL_BUCKETS, TTFT_BUCKETS, Histogram
+from replay.servers.sim._truth import StepTruth
 
 __all__ = ["StepLoop"]
 

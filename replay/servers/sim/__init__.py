@@ -28,14 +28,14 @@ pure performance model), ``_decode`` (the published decode benchmark on that mod
 exactly as many ``step()`` calls; the twin's fast path).
 """
 
-from replay.sim._bulk import DecodeRun
-from replay.sim._cache import PrefixCache, block_hashes
-from replay.sim._config import SERVE_SIM_PROFILE, SimConfig, server_info, step_log_path
-from replay.sim._decode import DecodePoint, modelled_decode
-from replay.sim._engine import Engine, EngineCounters, SimRequest, StepResult
-from replay.sim._faults import FAULT_OUTCOMES, FaultKind, FaultSpec, parse_faults
-from replay.sim._process import SimServerProcess, free_port
-from replay.sim._profile import (
+from replay.servers.sim._bulk import DecodeRun
+from replay.servers.sim._cache import PrefixCache, block_hashes
+from replay.servers.sim._config import SERVE_SIM_PROFILE, SimConfig, server_info, step_log_path
+from replay.servers.sim._decode import DecodePoint, modelled_decode
+from replay.servers.sim._engine import Engine, EngineCounters, SimRequest, StepResult
+from replay.servers.sim._faults import FAULT_OUTCOMES, FaultKind, FaultSpec, parse_faults
+from replay.servers.sim._process import SimServerProcess, free_port
+from replay.servers.sim._profile import (
     Backend,
     BackendTiming,
     SimProfile,
@@ -43,10 +43,10 @@ from replay.sim._profile import (
     list_profiles,
     load_profile,
 )
-from replay.sim._server import SimServer
-from replay.sim._steploop import StepLoop
-from replay.sim._tokenizer import SimTokenizer
-from replay.sim._truth import StepTruth, TruthRecord, read_step_log
+from replay.servers.sim._server import SimServer
+from replay.servers.sim._steploop import StepLoop
+from replay.servers.sim._tokenizer import SimTokenizer
+from replay.servers.sim._truth import StepTruth, TruthRecord, read_step_log
 
 __all__ = [
     "Backend",

@@ -1,11 +1,12 @@
-"""``agentreplay plan --twin FILE``: capacity planning on the twin, in simulated time.
+"""``agentreplay plan``: capacity per SLO tier, measured or modelled.
 
-The flags are added to ``plan`` by :func:`add_twin_flags`; :func:`run_twin_plan`
-runs the ladder of levels (``replay.twin``), prints each level's P90
-interactivity, P90 TTFT (from when the request was due, as the SLO tiers judge
-it) and output throughput, then each SLO tier's
-modelled capacity and, with ``--agents K``, the replicas (and GPUs) K agents need.
-Every figure is labelled "modelled (twin)": it comes from a performance model.
+Given result directories it prints the measured brackets (``analysis.capacity_view``).
+With ``--twin FILE`` it runs a ladder of levels on the twin in simulated time
+(``replay.twin``), prints each level's P90 interactivity, P90 TTFT (from when the
+request was due, as the SLO tiers judge it) and output throughput, then each SLO
+tier's modelled capacity and, with ``--agents K``, the replicas (and GPUs) K agents
+need. Every twin figure is labelled "modelled (twin)": it comes from a performance
+model.
 """
 
 from __future__ import annotations
@@ -15,14 +16,105 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from replay.cli._results import EXIT_INVALID, analyse, common_flags, invalid, tiers, verdict_lines
+
 if TYPE_CHECKING:
     from analysis import SloTier
     from analysis.judge import CapacityRow
     from replay.twin import ErrorBand, LevelResult, PlanSettings, TierCapacity
 
-__all__ = ["add_twin_flags", "plan_settings", "run_twin_plan"]
+__all__ = ["register"]
 
 LABEL = "modelled (twin)"
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    plan = subparsers.add_parser(
+        "plan", help="print the capacity table: load per arm meeting each SLO tier",
+        description="Capacity planning from a sweep of load levels: per arm and SLO tier, the "
+                    "measured levels its capacity lies between (the largest level up to which "
+                    "every level met the tier, the first that failed), and the arms' capacity "
+                    "ratio as far as those brackets bound it. With --twin FILE the levels are "
+                    "simulated on the twin (modelled, no server), each tier's capacity with "
+                    "the twin's held-out error as a prediction interval, beside the "
+                    "measured brackets of any DIR given.")
+    plan.add_argument("paths", nargs="*", metavar="DIR",
+                      help="run directories, or directories containing run directories")
+    common_flags(plan)
+    add_twin_flags(plan)
+    plan.set_defaults(func=run_plan)
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from analysis import capacity_view
+
+    if args.twin is not None:
+        return _twin_plan(args)
+    if not args.paths:
+        from replay.errors import ConfigError
+
+        raise ConfigError("plan: give result directories (DIR ...), or --twin FILE with "
+                          "--workload FILE to plan on a twin")
+    _, comparison = analyse(args, args.paths)
+    console = Console()
+    if not console.is_terminal:  # piped or captured: do not squeeze the table to 80 columns
+        console.width = 160
+    if comparison.fairness.overridden:
+        console.print(f"warning: {comparison.fairness.sentence}", style="bold red",
+                      markup=False)
+    if comparison.simulated:
+        console.print("[SIMULATED] runs served by a performance model, not GPUs",
+                      style="yellow", markup=False)
+    view = capacity_view(comparison)
+    table = Table(caption="per GPU and decode tok/s/GPU: measured at the passing level",
+                  title=f"Capacity: measured load ({view['unit']}) bracketing each SLO tier "
+                        "(met at the lower level, failed at the upper; nothing interpolated)")
+    table.add_column("tier")
+    for a in view["arms"]:
+        table.add_column(Text(f"{a or 'run'}: {view['unit']}"), justify="right")
+        table.add_column("per GPU", justify="right")
+        table.add_column("tok/s/GPU", justify="right")
+    for o in view["others"]:
+        head = f"{o} / {view['arms'][0]}"
+        table.add_column(Text(head), justify="right", min_width=len(head))
+    for row in view["rows"]:
+        cells: list[Text | str] = [Text(row["tier"])]
+        for x in row["arms"]:
+            if x is None:
+                cells += ["not measured", "", ""]
+                continue
+            cells += [Text(x["users"]), x["per_gpu"], x["decode"]]
+        cells += [Text(r["value"]) for r in row["ratios"]]
+        table.add_row(*cells)
+    console.print(table)
+    if view["others"]:
+        console.print("ratio: capacity over the baseline's as bounded by the two brackets "
+                      "(A in [a1, a2), B in [b1, b2): B/A between b1/a2 and b2/a1); unknown "
+                      "when that range holds 1x (either arm may serve more)",
+                      markup=False, highlight=False, soft_wrap=True)
+    for line in verdict_lines(comparison)[1:]:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    return EXIT_INVALID if invalid(comparison) else 0
+
+
+def _twin_plan(args: argparse.Namespace) -> int:
+    from replay.errors import ConfigError
+
+    if not 0 <= args.max_failure_share <= 1:
+        raise ConfigError(f"--max-failure-share: must be between 0 and 1, got "
+                          f"{args.max_failure_share}")
+    plan = plan_settings(args)
+    if not args.paths:
+        return run_twin_plan(args, plan, tiers(args.slo), args.max_failure_share)
+    # measured runs given too: the twin is judged on their tiers, its capacities printed
+    # beside their brackets (never instead of them)
+    _, comparison = analyse(args, args.paths)
+    return run_twin_plan(args, plan, tuple(comparison.tiers), args.max_failure_share,
+                         measured=comparison.capacity)
 
 
 def add_twin_flags(p: argparse.ArgumentParser) -> None:

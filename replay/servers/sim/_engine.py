@@ -23,9 +23,9 @@ import zlib
 from collections import deque
 from dataclasses import dataclass, field
 
-from replay.sim._cache import PrefixCache, block_hashes
-from replay.sim._noise import noise_factor
-from replay.sim._profile import Backend, SimProfile
+from replay.servers.sim._cache import PrefixCache, block_hashes
+from replay.servers.sim._noise import noise_factor
+from replay.servers.sim._profile import Backend, SimProfile
 
 __all__ = ["Engine", "EngineCounters", "SimRequest", "StepResult"]
 
@@ -121,7 +121,7 @@ class Engine:
         self.running: list[SimRequest] = []
         self.counters = EngineCounters()
         self.seed = seed
-        """Also the key of each step's noise factor (``replay.sim._noise``)."""
+        """Also the key of each step's noise factor (``replay.servers.sim._noise``)."""
         self._rng = random.Random(seed)
         table_rng = random.Random(f"sim-output-{seed}")
         self.output_table = [

@@ -16,11 +16,11 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from replay.sim._engine import Engine
-from replay.sim._faults import FaultKind, FaultSpec
-from replay.sim._live import Live
-from replay.sim._protocol import ChatRequest, CompletionRequest, error_body, usage
-from replay.sim._tokenizer import SimTokenizer
+from replay.servers.sim._engine import Engine
+from replay.servers.sim._faults import FaultKind, FaultSpec
+from replay.servers.sim._live import Live
+from replay.servers.sim._protocol import ChatRequest, CompletionRequest, error_body, usage
+from replay.servers.sim._tokenizer import SimTokenizer
 
 __all__ = ["DONE", "Responder", "json_response", "open_stream", "sse"]
 

@@ -52,7 +52,7 @@ def decode_backend(manifest: RunManifest) -> str:
 
 def twin_profile(fit: StepFit, manifest: RunManifest, scale: float) -> tuple[dict[str, Any],
                                                                           list[str]]:
-    """The profile document (``replay.sim`` format) and the facts it had to assume."""
+    """The profile document (``replay.servers.sim`` format) and the facts it had to assume."""
     info = manifest.server_info or {}
     model_cfg, cache = _section(info, "model_config"), _section(info, "cache_config")
     sched, par = _section(info, "scheduler_config"), _section(info, "parallel_config")

@@ -28,15 +28,15 @@ from analysis.fit import (
 )
 from analysis.read import find_run_dirs
 from analysis.schema import level_of
-from replay.calibrate._predict import (
+from replay.errors import ConfigError
+from replay.twin._fitted_profile import clock_scale, decode_backend, step_budget, twin_profile
+from replay.twin._predict import (
     LevelMetrics,
     LoadShape,
     mean_metrics,
     measured_metrics,
     predict_level,
 )
-from replay.calibrate._twin import clock_scale, decode_backend, step_budget, twin_profile
-from replay.errors import ConfigError
 
 __all__ = ["Calibration", "Holdout", "LevelFacts", "calibrate"]
 

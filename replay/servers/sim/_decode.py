@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from replay.sim._engine import Engine
-from replay.sim._profile import Backend, SimProfile
+from replay.servers.sim._engine import Engine
+from replay.servers.sim._profile import Backend, SimProfile
 
 __all__ = ["DecodePoint", "modelled_decode"]
 

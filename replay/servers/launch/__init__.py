@@ -1,9 +1,9 @@
 """Starting and watching vLLM servers: specs, processes, health.
 
-Other packages import these names from ``replay.launch``, never its private modules.
+Other packages import these names from ``replay.servers.launch``, never its private modules.
 """
 
-from replay.launch._launcher import (
+from replay.servers.launch._launcher import (
     API_SERVER_MODULE,
     DEFAULT_STARTUP_TIMEOUT_S,
     LaunchedArm,
@@ -21,11 +21,11 @@ from replay.launch._launcher import (
     plan_arms,
     resolve_vllm_launcher,
 )
-from replay.launch._model_files import ModelFiles, read_model_files, vllm_version
-from replay.launch._prelaunch import LaunchFacts, check_workload_fits, launch_facts
-from replay.launch._settings import MAX_GPUS_PER_ARM, LaunchSettings
-from replay.launch._vllm_process import ServerProcess, log_tail, port_is_free
-from replay.launch._watch import HEALTH_FAILURES, ServerWatcher
+from replay.servers.launch._model_files import ModelFiles, read_model_files, vllm_version
+from replay.servers.launch._prelaunch import LaunchFacts, check_workload_fits, launch_facts
+from replay.servers.launch._settings import MAX_GPUS_PER_ARM, LaunchSettings
+from replay.servers.launch._vllm_process import ServerProcess, log_tail, port_is_free
+from replay.servers.launch._watch import HEALTH_FAILURES, ServerWatcher
 
 __all__ = [
     "API_SERVER_MODULE",

@@ -18,16 +18,16 @@ import orjson
 from aiohttp import web
 
 from replay.errors import ConfigError
-from replay.sim._config import SimConfig, server_info, step_log_path
-from replay.sim._engine import Engine, SimRequest
-from replay.sim._intake import HTTPError, Intake
-from replay.sim._live import Live
-from replay.sim._prometheus import Histogram, render_metrics
-from replay.sim._protocol import error_body
-from replay.sim._respond import DONE, Responder, json_response, open_stream, sse
-from replay.sim._steploop import StepLoop
-from replay.sim._tokenizer import SimTokenizer
-from replay.sim._truth import StepTruth, TruthRecord
+from replay.servers.sim._config import SimConfig, server_info, step_log_path
+from replay.servers.sim._engine import Engine, SimRequest
+from replay.servers.sim._intake import HTTPError, Intake
+from replay.servers.sim._live import Live
+from replay.servers.sim._prometheus import Histogram, render_metrics
+from replay.servers.sim._protocol import error_body
+from replay.servers.sim._respond import DONE, Responder, json_response, open_stream, sse
+from replay.servers.sim._steploop import StepLoop
+from replay.servers.sim._tokenizer import SimTokenizer
+from replay.servers.sim._truth import StepTruth, TruthRecord
 
 __all__ = ["SimServer"]
 

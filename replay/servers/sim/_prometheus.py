@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import time
 
-from replay.sim._engine import Engine
+from replay.servers.sim._engine import Engine
 
 __all__ = ["Histogram", "render_metrics"]
 

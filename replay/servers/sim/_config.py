@@ -8,9 +8,9 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from replay.knobs import Knob
-from replay.sim._faults import FaultSpec
-from replay.sim._profile import Backend, SimProfile, list_profiles, load_profile
-from replay.sim._vllm_tree import BASE_VLLM_CONFIG, SYSTEM_ENV_KEYS
+from replay.servers.sim._faults import FaultSpec
+from replay.servers.sim._profile import Backend, SimProfile, list_profiles, load_profile
+from replay.servers.sim._vllm_tree import BASE_VLLM_CONFIG, SYSTEM_ENV_KEYS
 
 __all__ = ["SERVE_SIM_PROFILE", "SimConfig", "server_info", "step_log_path"]
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from replay.errors import TargetError
-from replay.launch._spec import (
+from replay.servers.launch._spec import (
     API_SERVER_MODULE,
     LaunchMode,
     VllmArmSpec,
@@ -35,7 +35,7 @@ from replay.launch._spec import (
     plan_arms,
     resolve_vllm_launcher,
 )
-from replay.launch._vllm_process import ServerProcess, group_members, port_is_free
+from replay.servers.launch._vllm_process import ServerProcess, group_members, port_is_free
 
 __all__ = [
     "API_SERVER_MODULE",

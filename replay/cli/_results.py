@@ -1,0 +1,123 @@
+"""What ``report`` and ``plan`` share: the flags that choose how results are judged, and
+reading result directories into one comparison (``analysis``) with those rules."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from analysis import Comparison, Rules, RunData, SloTier
+
+__all__ = [
+    "EXIT_INVALID", "add_failure_share_flag", "analyse", "common_flags", "experiment_slo",
+    "experiment_value", "invalid", "rules", "tiers", "verdict_lines",
+]
+
+EXIT_INVALID = 3
+
+
+def tiers(values: list[str] | None) -> tuple[SloTier, ...]:
+    from analysis import DEFAULT_TIERS, parse_tier
+
+    if not values:
+        return DEFAULT_TIERS
+    return tuple(parse_tier(v) for v in values)
+
+
+def common_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--slo", action="append", metavar="FLOOR:TTFT",
+                   help="SLO tier: P90 interactivity floor (tok/s/user) and P90 TTFT ceiling "
+                        "(s), e.g. 100:10; repeatable (default: 30:15, 100:15 and 300:15)")
+    p.add_argument("--allow-unfair", action="store_true",
+                   help="report arms whose server configs differ beyond the decode backend "
+                        "(every section then carries a warning) (default: refuse)")
+    p.add_argument("--baseline", metavar="LABEL",
+                   help="arm label used as the baseline (default: 'auto' if present, "
+                        "else the first label)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    add_failure_share_flag(p)
+
+
+def add_failure_share_flag(p: argparse.ArgumentParser) -> None:
+    """``--max-failure-share`` (``report``, ``plan``), as ``compare`` declares it."""
+    from replay.ab import CompareOptions
+    from replay.knobs import add_knob_flags
+
+    add_knob_flags(p, CompareOptions, ("max_failure_share",))
+
+
+def rules(args: argparse.Namespace, directory: str) -> Rules:
+    """The analysis thresholds: ``--max-failure-share``, or when left at its default
+    the experiment file's value stored with the results."""
+    from analysis import DEFAULT_MAX_FAILURE_SHARE, Rules
+    from replay.errors import ConfigError
+
+    share = args.max_failure_share
+    if share == DEFAULT_MAX_FAILURE_SHARE:
+        share = experiment_value(directory, "max_failure_share", share)
+    if not 0 <= share <= 1:
+        raise ConfigError(f"--max-failure-share: must be between 0 and 1, got {share}")
+    return Rules(max_failure_share=share)
+
+
+def analyse(args: argparse.Namespace, paths: list[str]) -> tuple[list[RunData], Comparison]:
+    from analysis import compare_runs, read_runs
+    from replay.ab import missing_runs
+    from replay.load import rejudge_scenarios
+
+    runs = read_runs(paths)
+    rejudge_scenarios(runs)  # stamps that summarise a run: from its evidence
+    missing = missing_runs(Path(paths[0])) if len(paths) == 1 else []
+    comparison = compare_runs(runs, allow_unfair=args.allow_unfair, baseline=args.baseline,
+                              tiers=tiers(args.slo or experiment_slo(paths[0])),
+                              seed=args.seed, rules=rules(args, paths[0]), missing=missing)
+    return runs, comparison
+
+
+def experiment_slo(directory: str) -> list[str] | None:
+    """The SLO tiers of the experiment file stored with the results, if any."""
+    slo = experiment_value(directory, "slo", None)
+    return list(slo) if slo else None
+
+
+def experiment_value(directory: str, key: str, default: Any) -> Any:
+    """One setting of the experiment file stored with the results, else ``default``."""
+    import sys
+
+    from analysis import EXPERIMENT_FILE
+    from replay.ab import load_experiment
+    from replay.errors import ConfigError
+
+    path = Path(directory) / EXPERIMENT_FILE
+    if not path.is_file():
+        return default
+    try:
+        return load_experiment(path, "stored experiment file").get(key, default)
+    except ConfigError as exc:  # the results are still reportable: say so (once), go on
+        if str(path) not in _NOTED:
+            _NOTED.add(str(path))
+            print(f"agentreplay: note: {exc}; its settings are not used for this report",
+                  file=sys.stderr)
+        return default
+
+
+_NOTED: set[str] = set()
+
+
+def verdict_lines(c: Comparison) -> list[str]:
+    from analysis.report import validity_view, verdict_text
+
+    v = validity_view(c, [])
+    sim = "[SIMULATED] " if c.simulated else ""
+    lines = [sim + verdict_text(c), f"{sim}validity: {v['verdict']}"]
+    for g in v.get("groups", []):
+        more = f" (and {g['count'] - 1} more like it)" if g["count"] > 1 else ""
+        lines.append(f"  {g['severity']} [{g['code']}]: {g['example']}{more}")
+    return lines
+
+
+def invalid(c: Comparison) -> bool:
+    v = getattr(c, "validity", None)
+    return v is not None and v.verdict == "invalid"
