@@ -25,7 +25,7 @@ from analysis.schema import (
     direction_text,
     metric,
 )
-from tests.report.builders import make_sweep
+from tests.analysis.report.builders import make_sweep
 
 _DISTRIBUTIONS = ("ttft", "ttft_due", "e2e", "tpot", "itl", "interactivity",
                   "interactivity_user", "session_latency", "schedule_lag")

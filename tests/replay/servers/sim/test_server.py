@@ -8,7 +8,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from replay.servers.sim import SimConfig, SimServer, SimTokenizer
-from tests.sim._util import body, run, stream
+from tests.replay.servers.sim._util import body, run, stream
 
 
 def _sim(**kw) -> SimServer:

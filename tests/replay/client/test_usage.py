@@ -17,7 +17,7 @@ from replay.client._usage import (
     usage_problem,
 )
 
-_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
+_FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "vllm"
 
 
 def _count(events: list[tuple[int, int | None, bool, bool]]) -> tuple[TokenCounter, list[int]]:

@@ -19,7 +19,7 @@ from analysis import (
 )
 from analysis.report import LEVEL_COLUMNS
 from replay.cli import main
-from tests.report.builders import make_sweep
+from tests.analysis.report.builders import make_sweep
 
 
 @pytest.fixture(scope="module")

@@ -115,7 +115,7 @@ def test_search_answer_of_one_user_says_user() -> None:
     assert ": at least 1 user (" in answer.text()
 
 
-_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
+_FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "traces"
 
 
 @pytest.mark.parametrize("fmt", ["mooncake", "azure", "tracelab"])

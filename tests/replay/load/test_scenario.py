@@ -307,7 +307,7 @@ def test_compare_carries_the_scenario_into_every_run_and_the_summary(
     """compare --scenario agentx --scenario-unsafe: every run follows the rules and
     is judged; summary.json and the report say the comparison did not satisfy them
     (its windows are 1 s), naming each run."""
-    from tests.compare.conftest import sims
+    from tests.replay.ab.conftest import sims
 
     wl = _weka_like(tmp_path / "wl.jsonl", sessions=2, turns=8)
     out = tmp_path / "cmp"

@@ -11,7 +11,7 @@ import pytest
 from replay.ab import CompareOptions, compare_arms, is_run_complete, plan_runs
 from replay.cli import main
 from replay.errors import ConfigError
-from tests.compare.conftest import exit_for, profile_variant, sims
+from tests.replay.ab.conftest import exit_for, profile_variant, sims
 
 
 def _opts(**kw: object) -> CompareOptions:

@@ -10,7 +10,7 @@ import pytest
 
 from replay.errors import ConfigError
 from replay.servers.sim import SimConfig, SimServer, parse_faults
-from tests.sim._util import body, run, stream
+from tests.replay.servers.sim._util import body, run, stream
 
 MAX = 10
 

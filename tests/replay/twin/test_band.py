@@ -16,8 +16,8 @@ from replay.twin import (
     outside_measured,
     widened_tiers,
 )
-from tests.report.builders import make_sweep
-from tests.twin.test_cli_plan import _plan, _twin, wl  # noqa: F401 - the fixture
+from tests.analysis.report.builders import make_sweep
+from tests.replay.twin.test_cli_plan import _plan, _twin, wl  # noqa: F401 - the fixture
 
 
 def _holdouts(*errs: tuple[float, float]) -> dict[str, object]:

@@ -94,7 +94,7 @@ def test_bare_json_lines_are_junk_not_events() -> None:
 def test_real_vllm_streams_have_no_junk(name: str) -> None:
     from pathlib import Path
 
-    raw = (Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / name).read_bytes()
+    raw = (Path(__file__).resolve().parents[2] / "fixtures" / "vllm" / name).read_bytes()
     p = SSEParser()
     payloads = p.feed_payloads(raw)
     assert payloads[-1] == b"[DONE]" and p.junk is None

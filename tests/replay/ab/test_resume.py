@@ -13,9 +13,9 @@ from pathlib import Path
 import orjson
 
 from replay.ab import is_run_complete, is_run_reusable, plan_runs
-from tests.compare.conftest import exit_for, sims
+from tests.replay.ab.conftest import exit_for, sims
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _cmd(urls: list[str], workload: Path, out: Path) -> list[str]:

@@ -9,7 +9,7 @@ import pytest
 
 from replay.client import parse_prometheus
 from replay.servers.sim import SimConfig, SimServer, load_profile, modelled_decode
-from tests.sim._util import body, run, stream
+from tests.replay.servers.sim._util import body, run, stream
 
 KIMI = "kimi-k3-gb300-tp16"
 DSPARK = "kimi-k3-gb300-tp16-dspark"

@@ -10,7 +10,7 @@ import pytest
 
 from replay.ab import load_experiment
 from replay.cli import main
-from tests.report.builders import make_sweep
+from tests.analysis.report.builders import make_sweep
 
 ARGS = ["compare", "--arm", "auto=http://127.0.0.1:1", "--arm", "ls=http://127.0.0.1:2",
         "--workload", "wl.jsonl", "--duration", "5", "--warmup", "2", "--users", "1,4",

@@ -12,7 +12,7 @@ from analysis import RunManifest
 from replay.ab import CompareOptions, compare_arms, plan_runs
 from replay.cli import main
 from replay.errors import ConfigError
-from tests.compare.conftest import sims
+from tests.replay.ab.conftest import sims
 from tests.replay.conftest import make_workload
 
 DEAD = [("auto", "http://127.0.0.1:9"), ("latency_specialized", "http://127.0.0.1:9")]

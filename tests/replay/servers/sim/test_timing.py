@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from replay.servers.sim import Engine, SimConfig, SimServer, StepTruth, TruthRecord, load_profile
-from tests.sim._util import Stream, body, run, stream
+from tests.replay.servers.sim._util import Stream, body, run, stream
 
 _EARLY_NS = 2_000_000
 """Slack for clock rounding (the step loop itself never delivers before a deadline)."""

@@ -11,9 +11,9 @@ import pytest
 
 from replay.ab import DEMO_PROFILE
 from replay.servers.sim import load_profile
-from tests.compare.conftest import exit_for
+from tests.replay.ab.conftest import exit_for
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.slow

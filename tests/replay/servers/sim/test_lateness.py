@@ -21,7 +21,7 @@ from replay.servers.sim import (
     read_step_log,
     step_log_path,
 )
-from tests.sim._util import body, run, stream
+from tests.replay.servers.sim._util import body, run, stream
 
 ACTUAL = "vllm_sim:engine_step_actual_seconds_total"
 MODEL = "vllm_sim:engine_step_model_seconds_total"

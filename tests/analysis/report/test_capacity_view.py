@@ -10,7 +10,7 @@ import pytest
 
 from analysis import capacity_view, compare_runs, read_runs, render_report
 from analysis.report._chart_headline import Series, capacity_marks, headline_chart
-from tests.report.builders import make_sweep
+from tests.analysis.report.builders import make_sweep
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from replay.cli import main
-from tests.report.builders import make_sweep
-from tests.report.chromium import in_first_screen, measure, screenshot
+from tests.analysis.report.builders import make_sweep
+from tests.analysis.report.chromium import in_first_screen, measure, screenshot
 
 DECISION = ["verdict", "validity", "summary-table"]
 

@@ -22,7 +22,7 @@ from analysis import RequestRecord, RunManifest, read_run
 from analysis.schema import MetricSample
 from replay.cli import main
 from replay.servers.sim import SimServerProcess, TruthRecord, load_profile
-from tests.compare.conftest import profile_variant
+from tests.replay.ab.conftest import profile_variant
 from tests.replay.conftest import make_workload
 
 _SCALE = 4.0

@@ -9,7 +9,7 @@ import pytest
 
 from replay.ab import plan_runs, run_verdict
 from replay.cli import main
-from tests.compare.conftest import sims
+from tests.replay.ab.conftest import sims
 from tests.replay.conftest import chain_requests
 from traces import Session, WorkloadHeader, write_workload
 

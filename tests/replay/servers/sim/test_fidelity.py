@@ -22,9 +22,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from replay.servers.sim import SimConfig, SimServer
-from tests.sim._util import run
+from tests.replay.servers.sim._util import run
 
-FIX = Path(__file__).resolve().parent.parent / "fixtures" / "vllm"
+FIX = Path(__file__).resolve().parents[3] / "fixtures" / "vllm"
 OPTS = {"include_usage": True, "continuous_usage_stats": True}
 PROMPT = list(range(10, 40))
 MESSAGES = [{"role": "system", "content": "You are terse."},
