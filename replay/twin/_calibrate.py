@@ -154,7 +154,7 @@ def _facts(users: int, runs: list[RunData], fit: StepFit, s: StepSamples,
         mean_gap_s=float(s.gap_s[m].mean()) if m.any() else 0.0,
         mean_pred_gap_s=float(pred.mean()) if m.any() else 0.0,
         mean_idle_ttft_s=float(t.ttft_s[idle].mean()) if idle.any() else None,
-        mean_pred_idle_ttft_s=float(fit.ttft_overhead_s + rate_inv
+        mean_pred_idle_ttft_s=float(fit.ttft_overhead_s + rate_inv * fit.noise_mean
                                     * t.uncached_tokens[idle].mean()) if idle.any() else None,
         cache_hit_share=float(np.mean(hits)) if hits else None,
         stall_factor=level_stall_factor(fit, s, users),
@@ -210,9 +210,9 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
     steps, ttfts = [], []
     for u in sorted(by_level):
         for r in by_level[u]:
-            steps.append(step_samples(r.requests, group=u,
-                                      chunk_tokens=step_budget(r.manifest)))
-            ttfts.append(ttft_samples(r.requests, group=u))
+            budget = step_budget(r.manifest)
+            steps.append(step_samples(r.requests, group=u, chunk_tokens=budget))
+            ttfts.append(ttft_samples(r.requests, group=u, chunk_tokens=budget))
     s_all, t_all = StepSamples.concat(steps), TtftSamples.concat(ttfts)
     use = np.isin(s_all.group, fitted)
     use_t = np.isin(t_all.group, fitted)
