@@ -182,9 +182,10 @@ def chunk_noise(noise: tuple[float, ...] | None, chunks: np.ndarray) -> np.ndarr
 def _fit_prefill(decode: np.ndarray, s: StepSamples, t: TtftSamples,
                  noise: tuple[float, ...] | None) -> tuple[float, float, float]:
     """1/prefill_rate and the TTFT overhead, the decode part held: the gaps with a
-    prefill in them and the idle TTFTs, each level's gaps one block and each level's
-    idle TTFTs one more (an idle TTFT is the cleanest sight of the prefill: no decode
-    shares its steps). Both in log residuals under the robust loss, so both fit the
+    prefill in them (each level's one block) and the idle TTFTs, all of them together
+    weighing as much as all the gaps (an idle TTFT is the cleanest sight of the
+    prefill: no decode shares its steps; each counts alike, wherever it was seen, as a
+    busy level holds only a few). Both in log residuals under the robust loss, so both fit the
     typical value; an idle TTFT's typical value is the overhead plus its prefill times
     the median noise of its chunk count (``chunk_noise``)."""
     if not len(s) and not len(t):
@@ -196,7 +197,9 @@ def _fit_prefill(decode: np.ndarray, s: StepSamples, t: TtftSamples,
         gap = _gap_model(np.array([decode[0], decode[1], decode[2], x[0]]), s)
         return np.concatenate([np.log(gap) - log_gap, np.log(x[1] + t_unc * x[0]) - log_ttft])
 
-    weights = np.concatenate([_block_weights(s.group), _block_weights(t.group)])
+    gap_w = _block_weights(s.group)
+    blocks = max(float(gap_w.sum()), 1.0)
+    weights = np.concatenate([gap_w, np.full(len(t), blocks / max(len(t), 1))])
     t0 = float(np.min(t.ttft_s)) if len(t) else 1e-3
     r0 = float(np.median(t.ttft_s / np.maximum(t_unc, 1.0))) if len(t) else 1e-5
     x, cost = _robust(residuals, np.array([r0, t0 / 2]), np.array([0.0, 1e-6]),
