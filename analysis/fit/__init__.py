@@ -8,6 +8,7 @@ from analysis.fit._model import (
     level_stall_factor,
     predict_gap,
 )
+from analysis.fit._phases import PrefillCheck, prefill_check
 from analysis.fit._samples import (
     StepSamples,
     TtftSamples,
@@ -18,11 +19,13 @@ from analysis.fit._samples import (
 
 __all__ = [
     "GroupResidual",
+    "PrefillCheck",
     "StepFit",
     "StepSamples",
     "TtftSamples",
     "fit_steps",
     "level_stall_factor",
+    "prefill_check",
     "predict_gap",
     "running_at",
     "step_samples",

@@ -118,4 +118,6 @@ def _print(cal: Calibration, out: Path) -> None:
         console.print(f"assumed: {note}")
     for note in prof["calibration"]["notes"]:
         console.print(f"note: {note}")
+    for warning in prof["calibration"].get("warnings", []):
+        console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
     console.print(f"twin written to {out} (serve-sim --profile {out})")

@@ -16,12 +16,14 @@ import numpy as np
 
 from analysis import RunData, read_run
 from analysis.fit import (
+    PrefillCheck,
     StepFit,
     StepSamples,
     TtftSamples,
     fit_steps,
     level_stall_factor,
     predict_gap,
+    prefill_check,
     running_at,
     step_samples,
     ttft_samples,
@@ -30,6 +32,7 @@ from analysis.read import find_run_dirs
 from analysis.schema import level_of
 from replay.errors import ConfigError
 from replay.twin._fitted_profile import clock_scale, decode_backend, step_budget, twin_profile
+from replay.twin._misfit import misfit_warnings
 from replay.twin._predict import (
     LevelMetrics,
     LoadShape,
@@ -57,6 +60,8 @@ class LevelFacts:
     mean_pred_idle_ttft_s: float | None
     cache_hit_share: float | None
     stall_factor: float | None = None
+    idle_ttfts: int = 0
+    """Requests of the level sent to an idle server (the idle TTFT means' sample)."""
     """This level's mean single step over the fitted typical one (``level_stall_factor``);
     the twin plays back the fitted levels' (``calibration.fit.step_noise_mean``)."""
 
@@ -158,6 +163,7 @@ def _facts(users: int, runs: list[RunData], fit: StepFit, s: StepSamples,
                                     * t.uncached_tokens[idle].mean()) if idle.any() else None,
         cache_hit_share=float(np.mean(hits)) if hits else None,
         stall_factor=level_stall_factor(fit, s, users),
+        idle_ttfts=int(idle.sum()),
     )
 
 
@@ -213,6 +219,8 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
             budget = step_budget(r.manifest)
             steps.append(step_samples(r.requests, group=u, chunk_tokens=budget))
             ttfts.append(ttft_samples(r.requests, group=u, chunk_tokens=budget))
+    per_run = [(r, t) for r, t in zip([r for u in sorted(by_level) for r in by_level[u]],
+                                      ttfts, strict=True)]
     s_all, t_all = StepSamples.concat(steps), TtftSamples.concat(ttfts)
     use = np.isin(s_all.group, fitted)
     use_t = np.isin(t_all.group, fitted)
@@ -240,7 +248,26 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
     profile["calibration"] = _block(cal, fitted, holdout, assumed, scale, backend)
     profile["calibration"]["notes"] += _invalid_notes(runs)
     profile["calibration"]["notes"] += _stall_notes(levels, fit.noise_mean, holdout)
+    checks = [(r.path, c) for r, t in per_run
+              if (c := _histogram_check(r, t, fit, scale)) is not None]
+    profile["calibration"]["prefill_histogram"] = [
+        {"run": path, "requests": c.requests, "measured_s": c.measured_s,
+         "predicted_s": c.predicted_s, "relative_error": c.error,
+         "implied_prefill_tokens_per_s": None if c.rate_tokens_per_s is None
+         else c.rate_tokens_per_s / scale} for path, c in checks]
+    profile["calibration"]["warnings"] = misfit_warnings(levels, fit, fitted, checks)
     return cal
+
+
+def _histogram_check(run: RunData, t: TtftSamples, fit: StepFit,
+                     scale: float) -> PrefillCheck | None:
+    """The server's prefill-time histogram against the fit, where it was scraped."""
+    total = run.metrics.get("request_prefill_time_seconds_sum")
+    count = run.metrics.get("request_prefill_time_seconds_count")
+    if total is None or count is None:
+        return None
+    return prefill_check(run.requests, run.metrics.t_s, total, count, fit, t.uncached_tokens,
+                         t.alone, t.batch_at_send, step_budget(run.manifest))
 
 
 def _invalid_notes(runs: list[RunData]) -> list[str]:

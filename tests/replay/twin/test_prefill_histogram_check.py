@@ -1,0 +1,59 @@
+"""``calibrate`` holds its fitted prefill against serve-sim's own
+``vllm:request_prefill_time_seconds`` histogram (scraped by the client's poller), and
+names a fit that the histogram contradicts. The truth is the profile this test wrote."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from analysis import read_run
+from analysis.fit import prefill_check, ttft_samples
+from replay.cli import main
+from replay.servers.sim import SimServerProcess
+from replay.twin import calibrate
+from replay.twin._fitted_profile import step_budget
+from replay.twin._misfit import misfit_warnings
+from tests.replay.ab.conftest import profile_variant
+from traces import generate, write_workload
+
+_TIMING = {"step_s_batch1": 0.004, "step_s_batch64": 0.02}
+
+
+def test_the_prefill_histogram_agrees_with_a_right_fit_and_names_a_wrong_one(
+        tmp_path: Path) -> None:
+    wl = tmp_path / "wl.jsonl"
+    header, sessions = generate("coding-agent", sessions=6, seed=2, block_size=16,
+                                max_context=4096, prompt_scale=0.05, think_scale=0.0005,
+                                output_scale=0.1)
+    write_workload(wl, header, sessions)
+    noise = [0.9, 0.95, 1.0, 1.05, 1.2, 2.0]
+    profile = profile_variant(tmp_path, backends={"auto": _TIMING, "latency_specialized": _TIMING},
+                              prefill_tokens_per_s=20000.0, max_num_batched_tokens=512,
+                              step_noise=noise, request_overhead_s=0.003)
+    run = tmp_path / "u1"
+    with SimServerProcess(str(profile), "auto") as srv:
+        code = main(["run", "--target", srv.url, "--workload", str(wl), "--users", "1",
+                     "--warmup", "1", "--duration", "10", "--drain", "10", "--quiet",
+                     "--out", str(run), "--metrics-interval", "0.5"])
+    assert code in (0, 3)
+    cal = calibrate([str(run)])
+    checks = cal.profile["calibration"]["prefill_histogram"]
+    assert len(checks) == 1 and checks[0]["requests"] >= 10
+    # one user: every request ran alone, its prefill is the model's (a busy machine may
+    # stretch steps; the twin fitted those same steps, so both sides carry it)
+    assert abs(checks[0]["relative_error"]) < 0.15
+    assert not any("request_prefill_time" in w for w in cal.profile["calibration"]["warnings"])
+    data = read_run(run)
+    t = ttft_samples(data.requests, chunk_tokens=step_budget(data.manifest))
+    wrong = replace(cal.fit, prefill_tokens_per_s=cal.fit.prefill_tokens_per_s * 4)
+    got = prefill_check(data.requests, data.metrics.t_s,
+                        np.asarray(data.metrics.get("request_prefill_time_seconds_sum")),
+                        np.asarray(data.metrics.get("request_prefill_time_seconds_count")),
+                        wrong, t.uncached_tokens, t.alone, t.batch_at_send,
+                        step_budget(data.manifest))
+    assert got is not None and got.error < -0.5
+    warned = misfit_warnings(cal.levels, wrong, [1], [(str(run), got)])
+    assert any("vllm:request_prefill_time_seconds" in w for w in warned)
