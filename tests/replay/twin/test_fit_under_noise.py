@@ -27,7 +27,8 @@ def _kimi_variant() -> dict[str, Any]:
     tok/s, context reference x0.7, heavy-tailed noise; plus a 15 ms request overhead."""
     base = load_profile("kimi-k3-gb300-tp16").model_dump(mode="json")
     t = base["backends"]["auto"]
-    timing = {"step_s_batch1": t["step_s_batch1"] * 0.7, "step_s_batch64": t["step_s_batch64"] * 1.3}
+    timing = {"step_s_batch1": t["step_s_batch1"] * 0.7,
+              "step_s_batch64": t["step_s_batch64"] * 1.3}
     return {**base, "name": "hidden-kimi", "backends": {"auto": timing,
                                                         "latency_specialized": timing},
             "prefill_tokens_per_s": 42000.0, "ctx_ref_tokens": int(base["ctx_ref_tokens"] * 0.7),
