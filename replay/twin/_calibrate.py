@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis import RunData, read_run
+from analysis import RunData, judge_fairness, read_run
 from analysis.fit import (
     PrefillCheck,
     StepFit,
@@ -121,11 +121,48 @@ def _runs(dirs: list[str], arm: str | None) -> list[RunData]:
     if other is not None:
         raise ConfigError(f"{other.path}: a run at {level_of(other.manifest).label}; calibrate "
                           "fits closed-loop levels (users), so give it runs made with --users")
+    _one_engine(runs)
+    _one_config(runs)
     scales = {clock_scale(r.manifest) for r in runs}
     if len(scales) > 1:
         raise ConfigError(f"the runs were made at different sim time scales {sorted(scales)}; "
                           "calibrate runs of one server setting")
     return runs
+
+
+def _one_engine(runs: list[RunData]) -> None:
+    """A twin is one engine: runs against a fleet (several ``--target``) are refused.
+    Their records say which replica served each request, but a fleet's steps, scrapes
+    and held-out level are the fleet's (its routing, its replicas' caches), and a twin
+    fitted to them as one engine over-stated capacity silently; ``plan --twin --replicas
+    N`` answers for the fleet from a twin of one of its servers."""
+    fleet = next((r for r in runs if len(r.manifest.replicas) > 1), None)
+    if fleet is not None:
+        raise ConfigError(f"{fleet.path}: measured against a {len(fleet.manifest.replicas)}-"
+                          "replica fleet; calibrate fits one engine: give it runs against "
+                          "one of those servers, then plan --twin --replicas "
+                          f"{len(fleet.manifest.replicas)} for the fleet")
+
+
+_SERVER_FIELDS = ("vllm_config.", "vllm_env.", "command.", "model", "gpu_count", "api",
+                  "simulated")
+
+
+def _one_config(runs: list[RunData]) -> None:
+    """Every run from one server configuration: what ``compare``'s fairness judge diffs
+    (the ``/server_info`` config, environment, model, GPUs), the decode backend
+    included; the workload and load settings may differ (they are the levels)."""
+    verdict = judge_fairness([r.manifest for r in runs], allow_unfair=True,
+                             require_config=False)
+    diffs = [d for d in verdict.differences if d.verdict in ("refused", "allowed")
+             and d.field.startswith(_SERVER_FIELDS)]
+    if diffs:
+        d = diffs[0]
+        path = {r.manifest.run_id: r.path for r in runs}.get(d.run, d.run)
+        more = f" (and {len(diffs) - 1} more)" if len(diffs) > 1 else ""
+        raise ConfigError(f"the runs come from different server configurations: {path} "
+                          f"differs from {runs[0].path} in {d.field} ({d.other} vs "
+                          f"{d.baseline}){more}; calibrate the runs of one configuration")
 
 
 def _hit_share(run: RunData) -> float | None:
