@@ -110,7 +110,8 @@ def _print(cal: Calibration, out: Path) -> None:
             ht.add_column(col, justify="right")
         err = h.errors()
         for key, name in (("p90_interactivity", "P90 interactivity tok/s/user"),
-                          ("p90_ttft_s", "P90 TTFT from schedule s"), ("output_tok_s", "output tok/s")):
+                          ("p90_ttft_s", "P90 TTFT from schedule s"),
+                          ("output_tok_s", "output tok/s")):
             ht.add_row(name, _num(h.predicted.as_dict()[key]), _num(h.measured.as_dict()[key]),
                        _pct(err[key]))
         console.print(ht)
