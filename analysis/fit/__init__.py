@@ -8,7 +8,12 @@ from analysis.fit._model import (
     level_stall_factor,
     predict_gap,
 )
-from analysis.fit._phases import PrefillCheck, prefill_check
+from analysis.fit._phases import (
+    PrefillCheck,
+    overhead_given_rate,
+    prefill_check,
+    prefill_pinned,
+)
 from analysis.fit._samples import (
     StepSamples,
     TtftSamples,
@@ -25,7 +30,9 @@ __all__ = [
     "TtftSamples",
     "fit_steps",
     "level_stall_factor",
+    "overhead_given_rate",
     "prefill_check",
+    "prefill_pinned",
     "predict_gap",
     "running_at",
     "step_samples",

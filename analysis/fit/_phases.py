@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.fit._model import StepFit
+from analysis.fit._model import StepFit, chunk_noise
 from analysis.schema import RequestColumns
 
-__all__ = ["PrefillCheck", "prefill_check"]
+__all__ = ["PrefillCheck", "overhead_given_rate", "prefill_check", "prefill_pinned"]
 
 _MIN_REQUESTS = 10
 _MIN_ALONE_SHARE = 0.8
@@ -82,3 +82,24 @@ def prefill_check(cols: RequestColumns, t_s: np.ndarray, prefill_sum: np.ndarray
     rate = (float(unc.sum()) * fit.noise_mean / prefill_part
             if prefill_part > 0 and unc.sum() > 0 else None)
     return PrefillCheck(int(count), measured, predicted, rate)
+
+
+def prefill_pinned(uncached: np.ndarray) -> bool:
+    """Whether idle TTFTs can tell the prefill rate from the request overhead: enough of
+    them, over uncached prompts of different sizes (the 90th percentile at least twice
+    the 10th). Prompts all alike (a decode benchmark: fixed fresh input) give one TTFT
+    size, which any split into overhead and prefill explains."""
+    if len(uncached) < 5:
+        return False
+    lo, hi = np.percentile(uncached, [10, 90])
+    return bool(hi > 0 and hi >= 2 * lo)
+
+
+def overhead_given_rate(ttft_s: np.ndarray, uncached: np.ndarray, chunks: np.ndarray,
+                        rate: float, noise: tuple[float, ...] | None) -> float:
+    """The request overhead of idle TTFTs once the prefill rate is known (the typical
+    value: a median, as the records' fit takes it)."""
+    if not len(ttft_s) or rate <= 0:
+        return 0.0
+    prefill = uncached / rate * chunk_noise(noise, chunks)
+    return float(max(np.median(ttft_s - prefill), 0.0))

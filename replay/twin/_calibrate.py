@@ -8,7 +8,7 @@ arm is picked with ``arm`` (its runs' label).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,10 @@ from analysis.fit import (
     TtftSamples,
     fit_steps,
     level_stall_factor,
+    overhead_given_rate,
     predict_gap,
     prefill_check,
+    prefill_pinned,
     running_at,
     step_samples,
     ttft_samples,
@@ -269,6 +271,8 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
         raise ConfigError(f"cannot fit: {exc}; run longer or at more users") from None
     first = runs[0].manifest
     scale = clock_scale(first)
+    fit, source = _prefill_from_histograms(
+        fit, t_fit, [(r, t) for r, t in per_run if int(level_of(r.manifest).value) in fitted])
     profile, assumed = twin_profile(fit, first, scale)
     levels = [_facts(u, by_level[u], fit, s_all, t_all) for u in sorted(by_level)]
     cal = Calibration(profile, fit, levels)
@@ -286,18 +290,38 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
     profile["calibration"]["notes"] += _invalid_notes(runs)
     profile["calibration"]["notes"] += _stall_notes(levels, fit.noise_mean, holdout)
     checks = [(r.path, c) for r, t in per_run
-              if (c := _histogram_check(r, t, fit, scale)) is not None]
+              if (c := _histogram_check(r, t, fit)) is not None]
     profile["calibration"]["prefill_histogram"] = [
         {"run": path, "requests": c.requests, "measured_s": c.measured_s,
          "predicted_s": c.predicted_s, "relative_error": c.error,
          "implied_prefill_tokens_per_s": None if c.rate_tokens_per_s is None
          else c.rate_tokens_per_s / scale} for path, c in checks]
+    profile["calibration"]["prefill_source"] = source
     profile["calibration"]["warnings"] = misfit_warnings(levels, fit, fitted, checks)
     return cal
 
 
-def _histogram_check(run: RunData, t: TtftSamples, fit: StepFit,
-                     scale: float) -> PrefillCheck | None:
+def _prefill_from_histograms(fit: StepFit, t: TtftSamples,
+                             runs: list[tuple[RunData, TtftSamples]]) -> tuple[StepFit, str]:
+    """The prefill rate from the server's ``request_prefill_time_seconds`` where the
+    records cannot tell it from the overhead (``prefill_pinned``: idle prompts all of
+    one size) and the histogram was scraped; the overhead then from the idle TTFTs.
+    Otherwise the records' fit stands (the histogram still checks it)."""
+    idle = t.alone & (t.ttft_s > 0)
+    if prefill_pinned(t.uncached_tokens[idle]):
+        return fit, "records (idle TTFTs)"
+    rates = [c.rate_tokens_per_s for r, rt in runs
+             if (c := _histogram_check(r, rt, fit)) is not None and c.rate_tokens_per_s]
+    if not rates:
+        return fit, "records (idle TTFTs of one size: the rate and overhead are not told apart)"
+    rate = float(np.median(rates))
+    overhead = overhead_given_rate(t.ttft_s[idle], t.uncached_tokens[idle], t.chunks[idle],
+                                   rate, fit.noise)
+    return (replace(fit, prefill_tokens_per_s=rate, ttft_overhead_s=overhead),
+            "vllm:request_prefill_time_seconds (idle TTFTs of one size)")
+
+
+def _histogram_check(run: RunData, t: TtftSamples, fit: StepFit) -> PrefillCheck | None:
     """The server's prefill-time histogram against the fit, where it was scraped."""
     total = run.metrics.get("request_prefill_time_seconds_sum")
     count = run.metrics.get("request_prefill_time_seconds_count")
