@@ -84,7 +84,8 @@ def _print(cal: Calibration, out: Path) -> None:
         f"twin: step {timing['step_s_batch1'] * 1e3:.2f} ms at batch 1, "
         f"{timing['step_s_batch64'] * 1e3:.2f} ms at 64; ctx_ref {prof['ctx_ref_tokens']} "
         f"tokens; prefill {prof['prefill_tokens_per_s']:.4g} tok/s "
-        f"(fitted on {f.gaps} gaps, {f.ttfts} idle TTFTs)")
+        f"(fitted on {f.gaps} gaps, {f.ttfts} idle TTFTs; prefill rate from "
+        f"{prof['calibration'].get('prefill_source', 'records')})")
     fitted = set(prof["calibration"]["fitted_levels"])
     t = Table(title="fit residuals per level (batch: decode batch rebuilt from the records; "
                     "running: the server's num_requests_running; stalls: the level's mean "
