@@ -65,31 +65,31 @@ def test_the_prefill_histogram_agrees_with_a_right_fit_and_names_a_wrong_one(
 def test_prompts_of_one_size_take_the_prefill_rate_from_the_histogram(tmp_path: Path) -> None:
     """A decode workload: every prompt 1000 fresh tokens, so every idle TTFT is one
     size, and any split into overhead and prefill explains it (the records' fit read
-    595K tok/s and 72 ms). The server's prefill-time histogram excludes the overhead:
-    the rate comes from it, the overhead from the TTFTs. Truth: 20,000 tok/s, 20 ms."""
+    19,077 tok/s and 681 ms here). The server's prefill-time histogram excludes the overhead:
+    the rate comes from it, the overhead from the TTFTs. Truth: 2,000 tok/s, 200 ms
+    (long, so a loaded machine's late token reads, which the client-side overhead
+    carries and the server's histogram does not, stay a few percent of it)."""
     wl = tmp_path / "wl.jsonl"
     header, sessions = generate("decode", sessions=2, input_tokens=1000, output_tokens=20,
                                 requests_per_session=400, block_size=16, max_context=4096)
     write_workload(wl, header, sessions)
     noise = [0.9, 0.95, 1.0, 1.05, 1.2, 2.0]
     profile = profile_variant(tmp_path, backends={"auto": _TIMING, "latency_specialized": _TIMING},
-                              prefill_tokens_per_s=20000.0, step_noise=noise,
-                              request_overhead_s=0.02)
+                              prefill_tokens_per_s=2000.0, step_noise=noise,
+                              request_overhead_s=0.2)
     run = tmp_path / "u1"
     with SimServerProcess(str(profile), "auto") as srv:
         code = main(["run", "--target", srv.url, "--workload", str(wl), "--users", "1",
-                     "--warmup", "1", "--duration", "8", "--drain", "5", "--quiet",
+                     "--warmup", "1", "--duration", "11", "--drain", "5", "--quiet",
                      "--out", str(run), "--metrics-interval", "0.5"])
     assert code in (0, 3)
     cal = calibrate([str(run)])
     doc = cal.profile
     assert doc["calibration"]["prefill_source"].startswith("vllm:request_prefill_time_seconds")
-    # the fit's typical step is the noise's centre (about 1.05 here): within 10% on a
-    # quiet machine (seen: -7%); the bounds leave room for a loaded one, whose late
-    # token reads the client-side parts (noise, overhead, TTFTs) carry and the server's
-    # histogram does not. Either way far from the records-only split (30x, 3.6x).
-    assert doc["prefill_tokens_per_s"] == pytest.approx(20000.0, rel=0.15)
-    assert doc["request_overhead_s"] == pytest.approx(0.02, rel=0.3)
+    # the fit's typical step is the noise's centre (about 1.05 here): within 15%
+    # (the records-only split read 9.5x and 3.4x here: 19,077 tok/s and 681 ms)
+    assert doc["prefill_tokens_per_s"] == pytest.approx(2000.0, rel=0.15)
+    assert doc["request_overhead_s"] == pytest.approx(0.2, rel=0.15)
     (lv,) = cal.levels
     assert lv.mean_idle_ttft_s is not None and lv.mean_pred_idle_ttft_s is not None
-    assert lv.mean_pred_idle_ttft_s == pytest.approx(lv.mean_idle_ttft_s, rel=0.2)
+    assert lv.mean_pred_idle_ttft_s == pytest.approx(lv.mean_idle_ttft_s, rel=0.1)
