@@ -6,9 +6,10 @@ The model is serve-sim's (``replay.servers.sim`` profiles)::
 
 times a per-step noise factor. A gap spanning ``k`` steps (coalesced reads) counts
 ``k`` decode steps. TTFT of a request sent to an idle engine (nothing else in flight) is
-``overhead + p / prefill_rate``: its prefill steps have no decode part, and the overhead
-(HTTP, tokenizing, opening a connection) is fitted with it. Busy-engine TTFTs wait for a
-step in flight and are not used.
+``overhead + p / prefill_rate`` times the noise of its ``n`` prefill steps (typically
+the median of the mean of ``n`` draws, ``chunk_noise``): its prefill steps have no
+decode part, and the overhead (HTTP, tokenizing, opening a connection) is fitted with
+it. Busy-engine TTFTs wait for a step in flight and are not used.
 
 The decode structure is fitted on the gaps without a prefill, then the prefill rate and
 overhead on the rest with it held (``fit_steps`` says why). Typical and tail apart,
