@@ -8,6 +8,12 @@ from analysis.fit._model import (
     level_stall_factor,
     predict_gap,
 )
+from analysis.fit._phases import (
+    PrefillCheck,
+    overhead_given_rate,
+    prefill_check,
+    prefill_pinned,
+)
 from analysis.fit._samples import (
     StepSamples,
     TtftSamples,
@@ -18,12 +24,16 @@ from analysis.fit._samples import (
 
 __all__ = [
     "GroupResidual",
+    "PrefillCheck",
     "StepFit",
     "StepSamples",
     "TtftSamples",
     "fit_steps",
     "level_stall_factor",
+    "overhead_given_rate",
     "predict_gap",
+    "prefill_check",
+    "prefill_pinned",
     "running_at",
     "step_samples",
     "ttft_samples",

@@ -6,9 +6,10 @@ The model is serve-sim's (``replay.servers.sim`` profiles)::
 
 times a per-step noise factor. A gap spanning ``k`` steps (coalesced reads) counts
 ``k`` decode steps. TTFT of a request sent to an idle engine (nothing else in flight) is
-``overhead + p / prefill_rate``: its prefill steps have no decode part, and the overhead
-(HTTP, tokenizing, opening a connection) is fitted with it. Busy-engine TTFTs wait for a
-step in flight and are not used.
+``overhead + p / prefill_rate`` times the noise of its ``n`` prefill steps (typically
+the median of the mean of ``n`` draws, ``chunk_noise``): its prefill steps have no
+decode part, and the overhead (HTTP, tokenizing, opening a connection) is fitted with
+it. Busy-engine TTFTs wait for a step in flight and are not used.
 
 The decode structure is fitted on the gaps without a prefill, then the prefill rate and
 overhead on the rest with it held (``fit_steps`` says why). Typical and tail apart,
@@ -32,13 +33,14 @@ from scipy.optimize import least_squares
 
 from analysis.fit._samples import StepSamples, TtftSamples
 
-__all__ = ["GroupResidual", "StepFit", "fit_steps", "predict_gap"]
+__all__ = ["GroupResidual", "StepFit", "chunk_noise", "fit_steps", "predict_gap"]
 
 _MAX_CTX_REF = 1e9
 _ROBUST_SCALE = 0.1
 """Relative residual (about 10%) beyond which a gap counts as an outlier of the fit."""
 _NOISE_QUANTILES = 101
 _MIN_NOISE_STEPS = 50
+_CHUNK_DRAWS = 2001
 
 
 @dataclass(frozen=True)
@@ -158,30 +160,59 @@ def _fit_decode(s: StepSamples) -> tuple[np.ndarray, float]:
                    _block_weights(s.group))
 
 
-def _fit_prefill(decode: np.ndarray, s: StepSamples, t_obs: np.ndarray,
-                 t_unc: np.ndarray) -> tuple[float, float, float]:
+def chunk_noise(noise: tuple[float, ...] | None, chunks: np.ndarray) -> np.ndarray:
+    """The typical (median) factor of a prefill spread over ``chunks`` noisy steps: the
+    median of the mean of that many draws of the step noise (1 without noise). One
+    step's is the noise median; many steps' tends to the noise mean, so a long
+    prompt's TTFT carries the stalls' mean and a short one's does not (a mean fit to
+    idle TTFTs mistook that for a fast prefill and a long overhead)."""
+    out = np.ones(len(chunks))
+    if noise is None or not len(chunks):
+        return out
+    q = np.asarray(noise)
+    rng = np.random.default_rng(0)
+    for n in np.unique(chunks):
+        k = int(min(max(n, 1), 256))
+        u = rng.random((_CHUNK_DRAWS, k)) * (len(q) - 1)
+        i = np.minimum(u.astype(np.int64), len(q) - 2)
+        draws = q[i] + (q[i + 1] - q[i]) * (u - i)
+        out[chunks == n] = float(np.median(draws.mean(axis=1)))
+    return out
+
+
+def _fit_prefill(decode: np.ndarray, s: StepSamples, t: TtftSamples,
+                 noise: tuple[float, ...] | None) -> tuple[float, float, float]:
     """1/prefill_rate and the TTFT overhead, the decode part held: the gaps with a
-    prefill in them (each level's one block) and the idle TTFTs (one more block)."""
-    if not len(s) and not len(t_obs):
+    prefill in them (each level's one block) and the idle TTFTs, all of them together
+    weighing as much as all the gaps (an idle TTFT is the cleanest sight of the
+    prefill: no decode shares its steps; each counts alike, wherever it was seen, as a
+    busy level holds only a few). Both in log residuals under the robust loss, so both fit the
+    typical value; an idle TTFT's typical value is the overhead plus its prefill times
+    the median noise of its chunk count (``chunk_noise``)."""
+    if not len(s) and not len(t):
         return 0.0, 0.0, 0.0
-    log_gap, log_ttft = np.log(s.gap_s), np.log(t_obs)
+    log_gap, log_ttft = np.log(s.gap_s), np.log(t.ttft_s)
+    t_unc = t.uncached_tokens * chunk_noise(noise, t.chunks)
 
     def residuals(x: np.ndarray) -> np.ndarray:
         gap = _gap_model(np.array([decode[0], decode[1], decode[2], x[0]]), s)
         return np.concatenate([np.log(gap) - log_gap, np.log(x[1] + t_unc * x[0]) - log_ttft])
 
-    weights = np.concatenate([_block_weights(s.group),
-                              np.full(len(t_obs), 1.0 / max(len(t_obs), 1))])
-    t0 = float(np.median(t_obs)) if len(t_obs) else 1e-3
-    x, cost = _robust(residuals, np.array([1e-5, t0]), np.array([0.0, 1e-6]),
-                      np.array([np.inf, np.inf]), np.array([1e-5, t0]), weights)
-    return float(x[0]), float(x[1]) if len(t_obs) else 0.0, cost
+    gap_w = _block_weights(s.group)
+    blocks = max(float(gap_w.sum()), 1.0)
+    weights = np.concatenate([gap_w, np.full(len(t), blocks / max(len(t), 1))])
+    t0 = float(np.min(t.ttft_s)) if len(t) else 1e-3
+    r0 = float(np.median(t.ttft_s / np.maximum(t_unc, 1.0))) if len(t) else 1e-5
+    x, cost = _robust(residuals, np.array([r0, t0 / 2]), np.array([0.0, 1e-6]),
+                      np.array([np.inf, np.inf]), np.array([max(r0, 1e-9), t0]), weights)
+    return float(x[0]), float(x[1]) if len(t) else 0.0, cost
 
 
 def fit_steps(steps: StepSamples, ttfts: TtftSamples | None = None) -> StepFit:
     """Robust fit of the step model: the decode structure on decode-only gaps, then the
-    prefill rate and overhead on the gaps with a prefill and the idle TTFTs, then the
-    noise. Apart, because the prefill attribution is the rebuild's least certain part
+    noise on its single steps, then the prefill rate and overhead on the gaps with a
+    prefill and the idle TTFTs with that noise in the model (it multiplies prefill steps
+    too). Apart, because the prefill attribution is the rebuild's least certain part
     (chunking, the step a first token belongs to): fitted jointly, its misfit leaks
     into the batch and context terms (-20% at batch 64 on serve-sim)."""
     s = _subset(steps, (steps.batch >= 1) & ~steps.buffered)
@@ -189,17 +220,25 @@ def fit_steps(steps: StepSamples, ttfts: TtftSamples | None = None) -> StepFit:
     if plain.sum() < 8:
         raise ValueError("too few inter-token gaps to fit (need 8 with a decode batch "
                          "and no prefill)")
-    idle = ttfts.alone & (ttfts.ttft_s > 0) if ttfts is not None else None
-    t_obs = ttfts.ttft_s[idle] if ttfts is not None and idle is not None else np.zeros(0)
-    t_unc = ttfts.uncached_tokens[idle] if ttfts is not None and idle is not None else t_obs
+    idle = (ttfts.alone & (ttfts.ttft_s > 0) if ttfts is not None
+            else np.zeros(0, dtype=bool))
+    t = _subset_t(ttfts, idle) if ttfts is not None else None
     decode, cost = _fit_decode(_subset(s, plain))
-    inv_rate, overhead, cost_p = _fit_prefill(decode, _subset(s, ~plain), t_obs, t_unc)
     ctx_ref = 1.0 / decode[2] if decode[2] > 1.0 / _MAX_CTX_REF else 0.0
-    rate = 1.0 / inv_rate if inv_rate > 0 else 0.0
-    fit = StepFit(float(decode[0]), float(decode[1]), float(ctx_ref), float(rate), overhead,
-                  len(s), len(t_obs), cost + cost_p, ())
+    fit = StepFit(float(decode[0]), float(decode[1]), float(ctx_ref), 0.0, 0.0,
+                  len(s), len(t) if t is not None else 0, cost, ())
     fit = replace(fit, noise=_noise(fit, s))
+    empty = TtftSamples(*(np.zeros(0) for _ in range(6)))
+    inv_rate, overhead, cost_p = _fit_prefill(decode, _subset(s, ~plain),
+                                              t if t is not None else empty, fit.noise)
+    rate = 1.0 / inv_rate if inv_rate > 0 else 0.0
+    fit = replace(fit, prefill_tokens_per_s=float(rate), ttft_overhead_s=overhead,
+                  cost=cost + cost_p)
     return replace(fit, groups=_groups(fit, s, ttfts))
+
+
+def _subset_t(t: TtftSamples, m: np.ndarray) -> TtftSamples:
+    return TtftSamples(**{k: getattr(t, k)[m] for k in t.__dataclass_fields__})
 
 
 def _clean_ratios(fit: StepFit, s: StepSamples) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -258,7 +297,7 @@ def _groups(fit: StepFit, s: StepSamples, ttfts: TtftSamples | None) -> tuple[Gr
             ttfts=int(tm.sum()) if tm is not None else 0,
             mean_ttft_s=float(ttfts.ttft_s[tm].mean()) if has_t and ttfts is not None
             and tm is not None else None,
-            mean_pred_ttft_s=float(fit.ttft_overhead_s + inv_rate
+            mean_pred_ttft_s=float(fit.ttft_overhead_s + inv_rate * fit.noise_mean
                                    * ttfts.uncached_tokens[tm].mean())
             if has_t and ttfts is not None and tm is not None else None,
         ))

@@ -62,6 +62,9 @@ class TtftSamples:
     alone: np.ndarray
     """Sent to an idle server (nothing else in flight)."""
     group: np.ndarray
+    chunks: np.ndarray
+    """Engine steps its prefill took on an idle server (the uncached prompt over the
+    step token budget, chunked prefill; 1 where the budget is unknown)."""
 
     def __len__(self) -> int:
         return len(self.ttft_s)
@@ -165,6 +168,11 @@ def _prefill_by_step(cols: RequestColumns, tl: _Timeline, ends: np.ndarray, eps:
     chunks of the step budget (``chunk_tokens`` minus the decode batch), the last chunk
     in the step that gave its first token, the earlier ones in the steps before it.
 
+    Only steps read after the request was sent can hold its chunks: a chunk computed in
+    a step nobody read (no other request decoding then) is in no gap, and is dropped
+    rather than laid on an unrelated earlier step (which made prefill look free: a
+    gap of a plain decode step charged with a whole chunk).
+
     A first token is read later than the same step's other tokens (a new stream's first
     chunk takes the server longer; vLLM's CPU server: up to about 0.7 ms), so ``eps``
     here is wider than the merge tolerance: the step is the last end within ``eps``
@@ -173,18 +181,21 @@ def _prefill_by_step(cols: RequestColumns, tl: _Timeline, ends: np.ndarray, eps:
     has = np.isfinite(cols.first_token_s)
     first = cols.first_token_s[has]
     unc = _uncached(cols)[has]
-    k = np.clip(np.searchsorted(ends, first - eps, side="left"), 0, max(len(ends) - 1, 0))
     if not len(ends):
         return out
+    k = np.clip(np.searchsorted(ends, first - eps, side="left"), 0, len(ends) - 1)
     if chunk_tokens is None:
         np.add.at(out, k, unc)
         return out
+    sent = np.where(np.isfinite(cols.sent_s[has]), cols.sent_s[has], -np.inf)
+    lo = np.searchsorted(ends, sent, side="right")
     budget = np.maximum(chunk_tokens - tl.batch(first - eps), 1)
     chunks = np.maximum(np.ceil(unc / budget), 1).astype(np.int64)
+    last = unc - budget * (chunks - 1)
     for i in np.flatnonzero(chunks > 1):
-        n = int(min(chunks[i], k[i] + 1))
+        n = int(max(min(chunks[i], k[i] - lo[i] + 1), 1))
         out[k[i] - n + 1:k[i]] += budget[i]
-        out[k[i]] += unc[i] - budget[i] * (n - 1)
+        out[k[i]] += last[i]
     one = chunks == 1
     np.add.at(out, k[one], unc[one])
     return out
@@ -234,21 +245,27 @@ def _buffered(gaps: np.ndarray, owner: np.ndarray) -> np.ndarray:
     return np.asarray(short | before, dtype=bool)
 
 
-def ttft_samples(cols: RequestColumns, *, group: int = 0) -> TtftSamples:
+def ttft_samples(cols: RequestColumns, *, group: int = 0,
+                 chunk_tokens: int | None = None) -> TtftSamples:
     """TTFT of every request that got a first token, and what it had to prefill.
 
     ``alone`` marks the requests sent when no other was in flight: their TTFT is the
-    prefill alone (plus the fixed overhead). Lanes' first requests count too: they carry
-    the long uncached prompts that pin the prefill rate (opening a loopback connection
-    costs well under a millisecond, and the robust fit shrugs off a cold first one)."""
+    prefill alone (plus the fixed overhead), in ``chunks`` steps of at most
+    ``chunk_tokens`` (``max_num_batched_tokens``). Lanes' first requests count too: they
+    carry the long uncached prompts that pin the prefill rate (opening a loopback
+    connection costs well under a millisecond, and the robust fit shrugs off a cold
+    first one)."""
     has = np.isfinite(cols.first_token_s) & np.isfinite(cols.sent_s)
     tl = _timeline(cols)
     sent = cols.sent_s[has]
     others = running_at(cols, sent) - 1
+    unc = _uncached(cols)[has]
+    chunks = np.ones(len(unc)) if chunk_tokens is None else np.maximum(
+        np.ceil(unc / chunk_tokens), 1)
     return TtftSamples(
-        ttft_s=cols.first_token_s[has] - sent, uncached_tokens=_uncached(cols)[has],
+        ttft_s=cols.first_token_s[has] - sent, uncached_tokens=unc,
         batch_at_send=tl.batch(sent).astype(np.float64), alone=others <= 0,
-        group=np.full(int(has.sum()), group, dtype=np.int64),
+        group=np.full(int(has.sum()), group, dtype=np.int64), chunks=chunks,
     )
 
 

@@ -84,7 +84,8 @@ def _print(cal: Calibration, out: Path) -> None:
         f"twin: step {timing['step_s_batch1'] * 1e3:.2f} ms at batch 1, "
         f"{timing['step_s_batch64'] * 1e3:.2f} ms at 64; ctx_ref {prof['ctx_ref_tokens']} "
         f"tokens; prefill {prof['prefill_tokens_per_s']:.4g} tok/s "
-        f"(fitted on {f.gaps} gaps, {f.ttfts} idle TTFTs)")
+        f"(fitted on {f.gaps} gaps, {f.ttfts} idle TTFTs; prefill rate from "
+        f"{prof['calibration'].get('prefill_source', 'records')})")
     fitted = set(prof["calibration"]["fitted_levels"])
     t = Table(title="fit residuals per level (batch: decode batch rebuilt from the records; "
                     "running: the server's num_requests_running; stalls: the level's mean "
@@ -110,7 +111,8 @@ def _print(cal: Calibration, out: Path) -> None:
             ht.add_column(col, justify="right")
         err = h.errors()
         for key, name in (("p90_interactivity", "P90 interactivity tok/s/user"),
-                          ("p90_ttft_s", "P90 TTFT s"), ("output_tok_s", "output tok/s")):
+                          ("p90_ttft_s", "P90 TTFT from schedule s"),
+                          ("output_tok_s", "output tok/s")):
             ht.add_row(name, _num(h.predicted.as_dict()[key]), _num(h.measured.as_dict()[key]),
                        _pct(err[key]))
         console.print(ht)
@@ -118,4 +120,6 @@ def _print(cal: Calibration, out: Path) -> None:
         console.print(f"assumed: {note}")
     for note in prof["calibration"]["notes"]:
         console.print(f"note: {note}")
+    for warning in prof["calibration"].get("warnings", []):
+        console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
     console.print(f"twin written to {out} (serve-sim --profile {out})")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from replay.cli._results import EXIT_INVALID, analyse, common_flags, invalid, tiers, verdict_lines
 
 if TYPE_CHECKING:
-    from analysis import SloTier
+    from analysis import RunData, SloTier
     from analysis.judge import CapacityRow
     from replay.twin import ErrorBand, LevelResult, PlanSettings, TierCapacity
 
@@ -111,10 +111,45 @@ def _twin_plan(args: argparse.Namespace) -> int:
     if not args.paths:
         return run_twin_plan(args, plan, tiers(args.slo), args.max_failure_share)
     # measured runs given too: the twin is judged on their tiers, its capacities printed
-    # beside their brackets (never instead of them)
-    _, comparison = analyse(args, args.paths)
+    # beside their brackets (never instead of them), of its own model, backend and
+    # replica count only
+    runs, comparison = analyse(args, args.paths)
+    shown, note = _same_server(plan, runs)
     return run_twin_plan(args, plan, tuple(comparison.tiers), args.max_failure_share,
-                         measured=comparison.capacity)
+                         measured=[r for r in comparison.capacity if r.arm in shown],
+                         measured_note=note)
+
+
+def _same_server(plan: PlanSettings, runs: Sequence[RunData]) -> tuple[set[str], str]:
+    """The arms whose brackets may stand beside the twin (the twin's backend, as fitted,
+    and ``--replicas``), and a line saying which were shown and which not. A twin of
+    another model than the runs' is refused: its capacity is no answer for them."""
+    from replay.errors import ConfigError
+    from replay.twin import decode_backend, load_twin
+
+    profile, calibration = load_twin(plan.twin or "")
+    models = sorted({r.manifest.model for r in runs} - {profile.model})
+    if models:
+        raise ConfigError(f"--twin {plan.twin}: a twin of {profile.model}, the runs given "
+                          f"beside it are of {', '.join(models)}; plan a twin beside runs "
+                          "of its own model")
+    fitted = (calibration or {}).get("decode_backend")
+    backend = fitted if fitted in ("auto", "latency_specialized") else plan.backend
+    arms: dict[str, set[tuple[str, int]]] = {}
+    for r in runs:
+        arms.setdefault(r.manifest.label, set()).add(
+            (decode_backend(r.manifest), max(1, len(r.manifest.replicas))))
+    want = (backend, plan.replicas)
+    shown = {a for a, kinds in arms.items() if kinds == {want}}
+    other = sorted(set(arms) - shown)
+    note = (f"measured brackets beside the twin: those of backend {backend} on "
+            f"{plan.replicas} replica(s), the twin's: "
+            f"{', '.join(sorted(shown)) or 'none of the runs given'}")
+    if other:
+        note += "; not shown (another backend or replica count): " + ", ".join(
+            f"{a} ({'/'.join(f'{b}, {n} replica(s)' for b, n in sorted(arms[a]))})"
+            for a in other)
+    return shown, note
 
 
 def add_twin_flags(p: argparse.ArgumentParser) -> None:
@@ -162,7 +197,7 @@ def _against_measured(cap: TierCapacity, measured: Sequence[CapacityRow]) -> lis
 
 def run_twin_plan(args: argparse.Namespace, plan: PlanSettings, tiers: tuple[SloTier, ...],
                   max_failure_share: float,
-                  measured: Sequence[CapacityRow] = ()) -> int:
+                  measured: Sequence[CapacityRow] = (), measured_note: str | None = None) -> int:
     """Sweep the ladder on the twin and print the levels, capacities and replicas;
     each tier's twin capacity with its prediction interval (from the calibration's
     held-out error) and next to the measured brackets of ``measured``."""
@@ -215,6 +250,8 @@ def run_twin_plan(args: argparse.Namespace, plan: PlanSettings, tiers: tuple[Slo
               f"  {_fmt(s.output_tok_s):>12}  {s.counts.in_window:>8}  "
               f"{_fmt(fail, '.2f'):>5}  {met}", file=out)
     print(_error_line(band), file=out)
+    if measured_note is not None:
+        print(measured_note, file=out)
     by_tier = {c.tier: c for c in capacities(levels, results, judged)}
     stored: list[dict[str, object]] = []
     for cap in (by_tier[t] for t in tiers):

@@ -8,20 +8,24 @@ arm is picked with ``arm`` (its runs' label).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from analysis import RunData, read_run
+from analysis import RunData, judge_fairness, read_run
 from analysis.fit import (
+    PrefillCheck,
     StepFit,
     StepSamples,
     TtftSamples,
     fit_steps,
     level_stall_factor,
+    overhead_given_rate,
     predict_gap,
+    prefill_check,
+    prefill_pinned,
     running_at,
     step_samples,
     ttft_samples,
@@ -30,6 +34,7 @@ from analysis.read import find_run_dirs
 from analysis.schema import level_of
 from replay.errors import ConfigError
 from replay.twin._fitted_profile import clock_scale, decode_backend, step_budget, twin_profile
+from replay.twin._misfit import misfit_warnings
 from replay.twin._predict import (
     LevelMetrics,
     LoadShape,
@@ -57,6 +62,8 @@ class LevelFacts:
     mean_pred_idle_ttft_s: float | None
     cache_hit_share: float | None
     stall_factor: float | None = None
+    idle_ttfts: int = 0
+    """Requests of the level sent to an idle server (the idle TTFT means' sample)."""
     """This level's mean single step over the fitted typical one (``level_stall_factor``);
     the twin plays back the fitted levels' (``calibration.fit.step_noise_mean``)."""
 
@@ -116,11 +123,48 @@ def _runs(dirs: list[str], arm: str | None) -> list[RunData]:
     if other is not None:
         raise ConfigError(f"{other.path}: a run at {level_of(other.manifest).label}; calibrate "
                           "fits closed-loop levels (users), so give it runs made with --users")
+    _one_engine(runs)
+    _one_config(runs)
     scales = {clock_scale(r.manifest) for r in runs}
     if len(scales) > 1:
         raise ConfigError(f"the runs were made at different sim time scales {sorted(scales)}; "
                           "calibrate runs of one server setting")
     return runs
+
+
+def _one_engine(runs: list[RunData]) -> None:
+    """A twin is one engine: runs against a fleet (several ``--target``) are refused.
+    Their records say which replica served each request, but a fleet's steps, scrapes
+    and held-out level are the fleet's (its routing, its replicas' caches), and a twin
+    fitted to them as one engine over-stated capacity silently; ``plan --twin --replicas
+    N`` answers for the fleet from a twin of one of its servers."""
+    fleet = next((r for r in runs if len(r.manifest.replicas) > 1), None)
+    if fleet is not None:
+        raise ConfigError(f"{fleet.path}: measured against a {len(fleet.manifest.replicas)}-"
+                          "replica fleet; calibrate fits one engine: give it runs against "
+                          "one of those servers, then plan --twin --replicas "
+                          f"{len(fleet.manifest.replicas)} for the fleet")
+
+
+_SERVER_FIELDS = ("vllm_config.", "vllm_env.", "command.", "model", "gpu_count", "api",
+                  "simulated")
+
+
+def _one_config(runs: list[RunData]) -> None:
+    """Every run from one server configuration: what ``compare``'s fairness judge diffs
+    (the ``/server_info`` config, environment, model, GPUs), the decode backend
+    included; the workload and load settings may differ (they are the levels)."""
+    verdict = judge_fairness([r.manifest for r in runs], allow_unfair=True,
+                             require_config=False)
+    diffs = [d for d in verdict.differences if d.verdict in ("refused", "allowed")
+             and d.field.startswith(_SERVER_FIELDS)]
+    if diffs:
+        d = diffs[0]
+        path = {r.manifest.run_id: r.path for r in runs}.get(d.run, d.run)
+        more = f" (and {len(diffs) - 1} more)" if len(diffs) > 1 else ""
+        raise ConfigError(f"the runs come from different server configurations: {path} "
+                          f"differs from {runs[0].path} in {d.field} ({d.other} vs "
+                          f"{d.baseline}){more}; calibrate the runs of one configuration")
 
 
 def _hit_share(run: RunData) -> float | None:
@@ -154,10 +198,11 @@ def _facts(users: int, runs: list[RunData], fit: StepFit, s: StepSamples,
         mean_gap_s=float(s.gap_s[m].mean()) if m.any() else 0.0,
         mean_pred_gap_s=float(pred.mean()) if m.any() else 0.0,
         mean_idle_ttft_s=float(t.ttft_s[idle].mean()) if idle.any() else None,
-        mean_pred_idle_ttft_s=float(fit.ttft_overhead_s + rate_inv
+        mean_pred_idle_ttft_s=float(fit.ttft_overhead_s + rate_inv * fit.noise_mean
                                     * t.uncached_tokens[idle].mean()) if idle.any() else None,
         cache_hit_share=float(np.mean(hits)) if hits else None,
         stall_factor=level_stall_factor(fit, s, users),
+        idle_ttfts=int(idle.sum()),
     )
 
 
@@ -210,9 +255,11 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
     steps, ttfts = [], []
     for u in sorted(by_level):
         for r in by_level[u]:
-            steps.append(step_samples(r.requests, group=u,
-                                      chunk_tokens=step_budget(r.manifest)))
-            ttfts.append(ttft_samples(r.requests, group=u))
+            budget = step_budget(r.manifest)
+            steps.append(step_samples(r.requests, group=u, chunk_tokens=budget))
+            ttfts.append(ttft_samples(r.requests, group=u, chunk_tokens=budget))
+    per_run = [(r, t) for r, t in zip([r for u in sorted(by_level) for r in by_level[u]],
+                                      ttfts, strict=True)]
     s_all, t_all = StepSamples.concat(steps), TtftSamples.concat(ttfts)
     use = np.isin(s_all.group, fitted)
     use_t = np.isin(t_all.group, fitted)
@@ -224,6 +271,8 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
         raise ConfigError(f"cannot fit: {exc}; run longer or at more users") from None
     first = runs[0].manifest
     scale = clock_scale(first)
+    fit, source = _prefill_from_histograms(
+        fit, t_fit, [(r, t) for r, t in per_run if int(level_of(r.manifest).value) in fitted])
     profile, assumed = twin_profile(fit, first, scale)
     levels = [_facts(u, by_level[u], fit, s_all, t_all) for u in sorted(by_level)]
     cal = Calibration(profile, fit, levels)
@@ -240,7 +289,46 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
     profile["calibration"] = _block(cal, fitted, holdout, assumed, scale, backend)
     profile["calibration"]["notes"] += _invalid_notes(runs)
     profile["calibration"]["notes"] += _stall_notes(levels, fit.noise_mean, holdout)
+    checks = [(r.path, c) for r, t in per_run
+              if (c := _histogram_check(r, t, fit)) is not None]
+    profile["calibration"]["prefill_histogram"] = [
+        {"run": path, "requests": c.requests, "measured_s": c.measured_s,
+         "predicted_s": c.predicted_s, "relative_error": c.error,
+         "implied_prefill_tokens_per_s": None if c.rate_tokens_per_s is None
+         else c.rate_tokens_per_s / scale} for path, c in checks]
+    profile["calibration"]["prefill_source"] = source
+    profile["calibration"]["warnings"] = misfit_warnings(levels, fit, fitted, checks)
     return cal
+
+
+def _prefill_from_histograms(fit: StepFit, t: TtftSamples,
+                             runs: list[tuple[RunData, TtftSamples]]) -> tuple[StepFit, str]:
+    """The prefill rate from the server's ``request_prefill_time_seconds`` where the
+    records cannot tell it from the overhead (``prefill_pinned``: idle prompts all of
+    one size) and the histogram was scraped; the overhead then from the idle TTFTs.
+    Otherwise the records' fit stands (the histogram still checks it)."""
+    idle = t.alone & (t.ttft_s > 0)
+    if prefill_pinned(t.uncached_tokens[idle]):
+        return fit, "records (idle TTFTs)"
+    rates = [c.rate_tokens_per_s for r, rt in runs
+             if (c := _histogram_check(r, rt, fit)) is not None and c.rate_tokens_per_s]
+    if not rates:
+        return fit, "records (idle TTFTs of one size: the rate and overhead are not told apart)"
+    rate = float(np.median(rates))
+    overhead = overhead_given_rate(t.ttft_s[idle], t.uncached_tokens[idle], t.chunks[idle],
+                                   rate, fit.noise)
+    return (replace(fit, prefill_tokens_per_s=rate, ttft_overhead_s=overhead),
+            "vllm:request_prefill_time_seconds (idle TTFTs of one size)")
+
+
+def _histogram_check(run: RunData, t: TtftSamples, fit: StepFit) -> PrefillCheck | None:
+    """The server's prefill-time histogram against the fit, where it was scraped."""
+    total = run.metrics.get("request_prefill_time_seconds_sum")
+    count = run.metrics.get("request_prefill_time_seconds_count")
+    if total is None or count is None:
+        return None
+    return prefill_check(run.requests, run.metrics.t_s, total, count, fit, t.uncached_tokens,
+                         t.alone, t.batch_at_send, step_budget(run.manifest))
 
 
 def _invalid_notes(runs: list[RunData]) -> list[str]:

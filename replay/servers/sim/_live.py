@@ -16,12 +16,14 @@ class Live:
     __slots__ = (
         "req", "pending", "waiter", "finished", "emit_ns", "emit_tokens", "step_start_ns",
         "step_model_ns", "step_actual_ns", "first_token_ns", "scheduled_ns", "last_emit_ns",
-        "stopped", "arrival_ns", "sent",
+        "stopped", "arrival_ns", "sent", "queued_ns",
     )
 
     def __init__(self, req: SimRequest, arrival_ns: int) -> None:
         self.req = req
         self.arrival_ns = arrival_ns
+        self.queued_ns = arrival_ns
+        """When the engine got it (after ``request_overhead_s``): vLLM's queue start."""
         self.stopped = False
         """The server is stopping (or its step loop failed): the handler gives up."""
         self.sent = 0

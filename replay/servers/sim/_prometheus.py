@@ -14,7 +14,7 @@ import time
 
 from replay.servers.sim._engine import Engine
 
-__all__ = ["Histogram", "render_metrics"]
+__all__ = ["Histogram", "PhaseHistograms", "render_metrics"]
 
 TTFT_BUCKETS = (
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
@@ -24,6 +24,13 @@ ITL_BUCKETS = (
     0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
     10.0, 20.0, 40.0, 80.0,
 )
+
+REQUEST_LATENCY_BUCKETS = (
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+    120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
+)
+"""vLLM's edges for the per-request phase histograms (queue, prefill, decode)."""
+ITERATION_TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
 
 class Histogram:
@@ -55,13 +62,52 @@ class Histogram:
         return out
 
 
+class PhaseHistograms:
+    """vLLM's per-request phase histograms, observed when a request finishes (queue:
+    engine intake to first scheduled; prefill: first scheduled to first token; decode:
+    first to last token; per-request TPOT), and tokens per engine step. The twin's fit
+    reads their sums and counts (the poller keeps ``_sum``/``_count``)."""
+
+    def __init__(self) -> None:
+        self.queue = Histogram(REQUEST_LATENCY_BUCKETS)
+        self.prefill = Histogram(REQUEST_LATENCY_BUCKETS)
+        self.decode = Histogram(REQUEST_LATENCY_BUCKETS)
+        self.request_tpot = Histogram(ITL_BUCKETS)
+        self.iteration_tokens = Histogram(tuple(float(b) for b in ITERATION_TOKEN_BUCKETS))
+
+    def finished(self, queued_ns: int, scheduled_ns: int, first_ns: int, last_ns: int,
+                 output_tokens: int) -> None:
+        self.queue.observe((scheduled_ns - queued_ns) / 1e9)
+        self.prefill.observe((first_ns - scheduled_ns) / 1e9)
+        decode_s = (last_ns - first_ns) / 1e9
+        self.decode.observe(decode_s)
+        if output_tokens > 1:
+            self.request_tpot.observe(decode_s / (output_tokens - 1))
+
+    def families(self, itl: Histogram) -> list[tuple[str, str, Histogram]]:
+        return [
+            ("time_per_output_token_seconds", "Histogram of time per output token in "
+             "seconds.DEPRECATED: Use vllm:inter_token_latency_seconds instead.", itl),
+            ("request_time_per_output_token_seconds",
+             "Histogram of time_per_output_token_seconds per request.", self.request_tpot),
+            ("request_queue_time_seconds",
+             "Histogram of time spent in WAITING phase for request.", self.queue),
+            ("request_prefill_time_seconds",
+             "Histogram of time spent in PREFILL phase for request.", self.prefill),
+            ("request_decode_time_seconds",
+             "Histogram of time spent in DECODE phase for request.", self.decode),
+            ("iteration_tokens_total", "Histogram of number of tokens per engine_step.",
+             self.iteration_tokens),
+        ]
+
+
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def render_metrics(engine: Engine, model_name: str, ttft: Histogram, itl: Histogram,
                    created: float | None = None, *, step_model_s: float = 0.0,
-                   step_actual_s: float = 0.0) -> str:
+                   step_actual_s: float = 0.0, phases: PhaseHistograms | None = None) -> str:
     """The exposition text; counters are the engine's cumulative totals.
 
     Written as prometheus_client writes vLLM's: a counter's HELP/TYPE name ends in
@@ -116,6 +162,7 @@ def render_metrics(engine: Engine, model_name: str, ttft: Histogram, itl: Histog
     for name, doc, hist in (
         ("time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttft),
         ("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itl),
+        *(phases.families(itl) if phases is not None else ()),
     ):
         lines.append(f"# HELP vllm:{name} {doc}")
         lines.append(f"# TYPE vllm:{name} histogram")

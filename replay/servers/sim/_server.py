@@ -183,7 +183,7 @@ class SimServer:
         loop = self.loop
         text = render_metrics(self.engine, self.model_name, loop.ttft, loop.itl,
                               created=self.created, step_model_s=loop.model_s_total,
-                              step_actual_s=loop.actual_s_total)
+                              step_actual_s=loop.actual_s_total, phases=loop.phases)
         return web.Response(text=text, content_type="text/plain", charset="utf-8")
 
     async def _reset_prefix_cache(self, request: web.Request) -> web.Response:
@@ -280,7 +280,7 @@ class SimServer:
         req = self.engine.add(rid, prompt, max_tokens)
         live = Live(req, arrival)
         self._live[req] = live
-        queued = time.monotonic_ns()
+        queued = live.queued_ns = time.monotonic_ns()
         self.loop.notify()
         status = "ok"
         http_status = 200

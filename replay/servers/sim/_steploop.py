@@ -19,7 +19,12 @@ from collections.abc import Callable
 
 from replay.servers.sim._engine import Engine, SimRequest, StepResult
 from replay.servers.sim._live import Live
-from replay.servers.sim._prometheus import ITL_BUCKETS, TTFT_BUCKETS, Histogram
+from replay.servers.sim._prometheus import (
+    ITL_BUCKETS,
+    TTFT_BUCKETS,
+    Histogram,
+    PhaseHistograms,
+)
 from replay.servers.sim._truth import StepTruth
 
 __all__ = ["StepLoop"]
@@ -43,6 +48,7 @@ class StepLoop:
         self.on_step = on_step
         self.ttft = Histogram(TTFT_BUCKETS)
         self.itl = Histogram(ITL_BUCKETS)
+        self.phases = PhaseHistograms()
         self.model_s_total = 0.0
         """Sum of the steps' modelled durations (after time_scale)."""
         self.actual_s_total = 0.0
@@ -111,6 +117,7 @@ class StepLoop:
                 actual_ns: int) -> None:
         """Hand a finished step's tokens to the handlers of its requests."""
         live_map = self.live
+        step_tokens = 0
         for req in result.scheduled:
             live = live_map.get(req)
             if live is not None and live.scheduled_ns is None:
@@ -125,15 +132,22 @@ class StepLoop:
             live.step_start_ns.append(start_ns)
             live.step_model_ns.append(model_ns)
             live.step_actual_ns.append(actual_ns)
+            step_tokens += len(tokens)
             if live.first_token_ns is None:
+                step_tokens += req.num_prompt  # vLLM counts a prompt when it finishes
                 live.first_token_ns = end_ns
                 self.ttft.observe((end_ns - live.arrival_ns) / 1e9)
             else:
                 self.itl.observe((end_ns - live.last_emit_ns) / 1e9)
             live.last_emit_ns = end_ns
             live.wake()
+        if result.emissions:
+            self.phases.iteration_tokens.observe(step_tokens)
         for req in result.finished:
             live = live_map.get(req)
             if live is not None:
+                if live.first_token_ns is not None and live.scheduled_ns is not None:
+                    self.phases.finished(live.queued_ns, live.scheduled_ns, live.first_token_ns,
+                                         end_ns, req.num_output)
                 live.finished = True
                 live.wake()

@@ -75,7 +75,8 @@ def _fit_levels(tmp_path: Path, levels: tuple[int, ...], profile: SimProfile = P
                        load={"users": users, "duration_s": 10, "warmup_s": 0, "drain_s": 5})
         cols = read_run(run).requests
         steps.append(step_samples(cols, group=users, chunk_tokens=PROFILE.max_num_batched_tokens))
-        ttfts.append(ttft_samples(cols, group=users))
+        ttfts.append(ttft_samples(cols, group=users,
+                                  chunk_tokens=PROFILE.max_num_batched_tokens))
     return fit_steps(StepSamples.concat(steps), TtftSamples.concat(ttfts))
 
 

@@ -65,7 +65,9 @@ def test_interval_text_runs_from_strict_pass_to_loose_fail() -> None:
 def test_plan_twin_shows_the_interval_and_the_measured_bracket(
     tmp_path: Path, wl: Path, capsys: pytest.CaptureFixture[str],  # noqa: F811
 ) -> None:
-    twin = _twin(tmp_path, calibration=_holdouts((0.1, 0.2)))
+    # a twin of the measured runs' model, fitted on their backend (plan shows only those)
+    twin = _twin(tmp_path, calibration={**_holdouts((0.1, 0.2)), "decode_backend": "auto"},
+                 model="tiny-llama")
     slow = make_sweep(tmp_path / "slow", arms={"auto": 0.2}, levels=(1, 4))  # fails at 1
     code = main(_plan("--twin", str(twin), "--workload", str(wl), "--users", "1:6",
                       "--levels", "3", "--slo", "10:5", str(slow)))
@@ -94,7 +96,9 @@ def test_plan_twin_without_a_holdout_says_it_is_unchecked(
     tmp_path: Path, wl: Path, capsys: pytest.CaptureFixture[str],  # noqa: F811
 ) -> None:
     fast = make_sweep(tmp_path / "fast", arms={"auto": 0.001}, levels=(1, 4, 16))
-    code = main(_plan("--twin", str(_twin(tmp_path)), "--workload", str(wl), "--users", "1:6",
+    twin = _twin(tmp_path, calibration={"runs": 3, "decode_backend": "auto"},
+                 model="tiny-llama")
+    code = main(_plan("--twin", str(twin), "--workload", str(wl), "--users", "1:6",
                       "--levels", "3", "--slo", "10:5", str(fast)))
     got = capsys.readouterr()
     out = got.out
