@@ -44,8 +44,10 @@ from analysis.schema import (
     SloTier,
     Validity,
     ValidityReason,
+    duplicate_replica,
     parse_tier,
     public_url,
+    replica_key,
 )
 
 if _typing.TYPE_CHECKING:
@@ -105,7 +107,9 @@ __all__ = [
     "judge_fairness",
     "measure",
     "parse_tier",
+    "duplicate_replica",
     "public_url",
+    "replica_key",
     "read_extras",
     "read_run",
     "read_runs",

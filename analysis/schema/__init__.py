@@ -71,7 +71,9 @@ from analysis.schema._slo import (
     parse_tier,
 )
 from analysis.schema._urls import (
+    duplicate_replica,
     public_url,
+    replica_key,
     scrub_urls,
 )
 
@@ -130,6 +132,8 @@ __all__ = [
     "level_of",
     "metric",
     "parse_tier",
+    "duplicate_replica",
     "public_url",
+    "replica_key",
     "scrub_urls",
 ]

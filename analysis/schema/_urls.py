@@ -5,9 +5,10 @@ reports keep only scheme, host, port and path. The one place that is decided."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["public_url", "scrub_urls"]
+__all__ = ["duplicate_replica", "public_url", "replica_key", "scrub_urls"]
 
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/@\"'<>]*@")
 
@@ -27,6 +28,48 @@ def public_url(url: str) -> str:
         host = f"[{host}]"
     netloc = host + (f":{port}" if port else "")
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+_LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0", "::"})
+"""Names of this machine: ``http://localhost:8000`` and ``http://127.0.0.1:8000`` are one
+server (0.0.0.0 / :: as a target reach it too)."""
+_DEFAULT_PORT = {"http": 80, "https": 443}
+
+
+def replica_key(url: str) -> str:
+    """The server ``url`` reaches, as compared for duplicates in a replica list:
+    scheme and host in lower case, a loopback alias as one name, the scheme's default
+    port written out, and no user info, query, trailing slash or ``/v1`` (the API
+    root the tool appends itself). Two URLs with one key are one server, whose
+    figures a fleet of both would halve per GPU."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return url.strip()
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    if host in _LOOPBACK:
+        host = "loopback"
+    path = parts.path.rstrip("/")
+    while path.endswith("/v1"):
+        path = path[:-3].rstrip("/")
+    return f"{scheme}://{host}:{port or _DEFAULT_PORT.get(scheme, 0)}{path}"
+
+
+def duplicate_replica(urls: Sequence[str]) -> str | None:
+    """Why ``urls`` name one server twice (None when they do not): the one rule for
+    ``run --target`` repeated and ``compare --arm L=U1,U2``, comparing
+    :func:`replica_key` of each, since a fleet of one server counted twice halves every
+    per-GPU figure."""
+    keys = [replica_key(u) for u in urls]
+    for i, key in enumerate(keys):
+        if key in keys[:i]:
+            j = keys.index(key)
+            a, b = public_url(urls[j]), public_url(urls[i])
+            same = "is given twice" if a == b else f"and {a} are the same server"
+            return f"{b} {same}; give each replica once"
+    return None
 
 
 def scrub_urls(text: str) -> str:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 import aiohttp
 
-from analysis import RunManifest, replica_diffs
+from analysis import RunManifest, duplicate_replica, replica_diffs
 from analysis.schema import Replica
 from replay.client import MetricsPoller, ServerFacts, connect_url, probe_server, public_target
 from replay.errors import ConfigError, TargetError
@@ -32,15 +32,15 @@ _SAME = ("model", "max_model_len", "vocab_size", "block_size", "simulated")
 
 def split_targets(text: str, flag: str = "--arm") -> tuple[str, ...]:
     """``"URL1,URL2"`` (a compare arm served by several replicas) -> its URLs; an empty
-    part is a one-line error naming ``flag``."""
+    part or one server given twice (:func:`analysis.duplicate_replica`) is a one-line error
+    naming ``flag``."""
     urls = tuple(u.strip() for u in text.split(","))
     if not all(urls):
         raise ConfigError(f"{flag} {text!r}: give the replicas' URLs separated by commas, "
                           "e.g. http://a:8000,http://b:8000")
-    shown = [public_target(u) for u in urls]
-    twice = next((u for i, u in enumerate(shown) if u in shown[:i]), None)
+    twice = duplicate_replica(urls)
     if twice is not None:
-        raise ConfigError(f"{flag}: {twice} is given twice; give each replica once")
+        raise ConfigError(f"{flag}: {twice}")
     return urls
 
 
