@@ -48,6 +48,7 @@ from analysis.schema import (
     parse_tier,
     public_url,
     replica_key,
+    split_metric_values,
 )
 
 if _typing.TYPE_CHECKING:
@@ -110,6 +111,7 @@ __all__ = [
     "duplicate_replica",
     "public_url",
     "replica_key",
+    "split_metric_values",
     "read_extras",
     "read_run",
     "read_runs",

@@ -37,6 +37,7 @@ from analysis.schema._manifest_parts import (
     Verdict,
     WorkerInfo,
 )
+from analysis.schema._metric_values import MAX_METRIC_VALUE, split_metric_values
 from analysis.schema._metrics import (
     METRICS,
     PERCENTILES,
@@ -134,6 +135,8 @@ __all__ = [
     "parse_tier",
     "duplicate_replica",
     "public_url",
+    "split_metric_values",
+    "MAX_METRIC_VALUE",
     "replica_key",
     "scrub_urls",
 ]

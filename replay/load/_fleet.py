@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 import aiohttp
 
-from analysis import RunManifest, duplicate_replica, replica_diffs
+from analysis import RunManifest, duplicate_replica, replica_diffs, split_metric_values
 from analysis.schema import Replica
 from replay.client import MetricsPoller, ServerFacts, connect_url, probe_server, public_target
 from replay.errors import ConfigError, TargetError
@@ -134,9 +134,9 @@ class FleetMetrics:
 
     def _sink(self, k: int) -> Callable[[float, dict[str, float]], None]:
         def sink(t_s: float, values: dict[str, float]) -> None:
-            self._write(t_s, values, k)
-            self._latest[k] = values
-            self._show(t_s, self._fleet() if len(self._latest) > 1 else values)
+            self._write(t_s, values, k)  # the writer names what it drops
+            self._latest[k] = split_metric_values(values)[0]
+            self._show(t_s, self._fleet() if len(self._latest) > 1 else self._latest[k])
 
         return sink
 
