@@ -33,6 +33,7 @@ from analysis.read import (
 from analysis.schema import (
     DEFAULT_MAX_FAILURE_SHARE,
     DEFAULT_TIERS,
+    REDACTED,
     ErrorKind,
     LoadLevel,
     LoadSettings,
@@ -45,9 +46,11 @@ from analysis.schema import (
     Validity,
     ValidityReason,
     duplicate_replica,
+    is_secret_name,
     parse_tier,
     public_url,
     replica_key,
+    scrub_secrets,
     split_metric_values,
 )
 
@@ -109,7 +112,10 @@ __all__ = [
     "measure",
     "parse_tier",
     "duplicate_replica",
+    "REDACTED",
+    "is_secret_name",
     "public_url",
+    "scrub_secrets",
     "replica_key",
     "split_metric_values",
     "read_extras",

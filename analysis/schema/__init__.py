@@ -72,9 +72,12 @@ from analysis.schema._slo import (
     parse_tier,
 )
 from analysis.schema._urls import (
+    REDACTED,
     duplicate_replica,
+    is_secret_name,
     public_url,
     replica_key,
+    scrub_secrets,
     scrub_urls,
 )
 
@@ -134,7 +137,10 @@ __all__ = [
     "metric",
     "parse_tier",
     "duplicate_replica",
+    "REDACTED",
+    "is_secret_name",
     "public_url",
+    "scrub_secrets",
     "split_metric_values",
     "MAX_METRIC_VALUE",
     "replica_key",

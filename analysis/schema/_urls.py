@@ -8,7 +8,8 @@ import re
 from collections.abc import Sequence
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["duplicate_replica", "public_url", "replica_key", "scrub_urls"]
+__all__ = ["REDACTED", "duplicate_replica", "is_secret_name", "public_url", "replica_key",
+           "scrub_secrets", "scrub_urls"]
 
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/@\"'<>]*@")
 
@@ -76,3 +77,44 @@ def scrub_urls(text: str) -> str:
     """Free text with the user info of every URL in it removed (an experiment file or a
     log shown in a report)."""
     return _USERINFO.sub(r"\1", text)
+
+
+REDACTED = "***"
+"""What a secret is written as."""
+_SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "pwd",
+                           "credential", "credentials"})
+_NAME = r"[A-Za-z][\w.-]*"
+
+
+def is_secret_name(name: str) -> bool:
+    """A flag, JSON key or environment variable whose value is a secret: one of its
+    words (split at ``-``, ``_``, ``.``) is key, token, secret, password or credential
+    (``--api-key``, ``--hf-token``, ``HF_TOKEN``, ``OPENAI_API_KEY``; not
+    ``--max-num-batched-tokens`` nor ``--tokenizer``, nor ``--api-key-env``: that one
+    names the variable that holds the key)."""
+    words = re.split(r"[-_.]+", name.strip("-").lower())
+    return words[-1] != "env" and any(w in _SECRET_WORDS for w in words)
+
+
+def _value(m: re.Match[str]) -> str:
+    name, sep = m.group("name"), m.group("sep")
+    if not sep or not is_secret_name(name):
+        return m.group(0)
+    if not sep.strip() and m.group("pre") != "--":  # "the key is": prose, not a setting
+        return m.group(0)
+    return f"{m.group('pre')}{name}{sep}{REDACTED}"
+
+
+# --flag VALUE, --flag=VALUE, "--flag", "VALUE" (a TOML or Python list), "key": "VALUE"
+# (JSON, also escaped inside a string), NAME=VALUE (an environment), key = "VALUE" (TOML)
+_SECRET_VALUE = re.compile(
+    r"(?P<pre>--|\b|\\?[\"'])(?P<name>" + _NAME + r")(?![\w.-])"
+    r"(?P<sep>\\?[\"']?\s*[:=,]?\s*\[?\s*\\?[\"']?\s*|\s+)"
+    r"(?P<v>[^-\s\"'\\,}\[\]][^\s\"'\\,}\[\]]*)")
+
+
+def scrub_secrets(text: str) -> str:
+    """Free text with every URL's user info and the value of every secret-looking flag,
+    key or variable (:func:`is_secret_name`) replaced by ``***``: an experiment file, a
+    command line or a server log shown in a report or written with the results."""
+    return _SECRET_VALUE.sub(_value, scrub_urls(text))
