@@ -159,7 +159,10 @@ class RequestRecord(_Model):
     """usage.prompt_tokens_details.cached_tokens when the server reports it."""
     expected_cached_tokens: int | None = None
     """Prefix tokens the client predicts the server can reuse (infinite cache,
-    server block size, whole blocks only)."""
+    server block size, whole blocks only); None when unknown: the request was lost,
+    or its reusable prefix stopped at a shared block another request sent before it
+    was still computing (which the server scheduled first is not the client's to
+    know). Sums and shares count only the known ones."""
     think_applied_s: float = 0.0
     """The wait before this request that the lane actually applied (after the
     think scale and cap)."""

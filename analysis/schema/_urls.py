@@ -67,7 +67,7 @@ def duplicate_replica(urls: Sequence[str]) -> str | None:
     for i, key in enumerate(keys):
         if key in keys[:i]:
             j = keys.index(key)
-            a, b = public_url(urls[j]), public_url(urls[i])
+            a, b = public_url(urls[j]).rstrip("/"), public_url(urls[i]).rstrip("/")
             same = "is given twice" if a == b else f"and {a} are the same server"
             return f"{b} {same}; give each replica once"
     return None
