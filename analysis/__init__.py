@@ -33,6 +33,7 @@ from analysis.read import (
 from analysis.schema import (
     DEFAULT_MAX_FAILURE_SHARE,
     DEFAULT_TIERS,
+    REDACTED,
     ErrorKind,
     LoadLevel,
     LoadSettings,
@@ -44,8 +45,13 @@ from analysis.schema import (
     SloTier,
     Validity,
     ValidityReason,
+    duplicate_replica,
+    is_secret_name,
     parse_tier,
     public_url,
+    replica_key,
+    scrub_secrets,
+    split_metric_values,
 )
 
 if _typing.TYPE_CHECKING:
@@ -87,6 +93,7 @@ __all__ = [
     "ErrorKind",
     "LoadLevel",
     "LoadSettings",
+    "REDACTED",
     "RecordDict",
     "RequestRecord",
     "RequestStatus",
@@ -102,6 +109,8 @@ __all__ = [
     "bracket_of",
     "capacity_view",
     "compare_runs",
+    "duplicate_replica",
+    "is_secret_name",
     "judge_fairness",
     "measure",
     "parse_tier",
@@ -112,6 +121,9 @@ __all__ = [
     "record_latencies",
     "render_report",
     "replica_diffs",
+    "replica_key",
     "report_bundle",
+    "scrub_secrets",
+    "split_metric_values",
     "summarize",
 ]

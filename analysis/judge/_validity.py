@@ -258,6 +258,13 @@ def assess_run(
     if run.incomplete:
         found.add("run_incomplete", "caveat", "the run did not finish normally: "
                   + "; ".join(run.reasons))
+    if run.metrics.dropped:
+        shown = ", ".join(f"{k} ({n}x)" for k, n in list(run.metrics.dropped.items())[:5])
+        more = len(run.metrics.dropped) - 5
+        found.add("server_metric_unbelievable", "caveat",
+                  f"the server's /metrics gave non-finite, negative or absurd values for "
+                  f"{shown}{f' and {more} more' if more > 0 else ''}: those scrapes' "
+                  "values are kept as missing, not as if true")
     if run.manifest.interrupted:
         found.add("run_interrupted", "caveat", "the run was interrupted: its window is "
                   "shorter than planned and requests in flight were cancelled")

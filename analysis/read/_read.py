@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,9 @@ class MetricSeries:
     replica: np.ndarray | None = None
     """Which replica each scrape came from (None: all from one server). Counters of
     different replicas are never differenced against each other: use :meth:`split`."""
+    dropped: dict[str, int] = field(default_factory=dict)
+    """Metric name (with its prefix) -> scrapes whose value was not believable
+    (non-finite, negative, absurd: ``MetricSample.dropped``), kept as missing (NaN)."""
 
     def get(self, name: str) -> np.ndarray | None:
         return self.values.get(name.removeprefix("vllm:"))
@@ -176,8 +180,9 @@ def _read_metrics(path: Path) -> tuple[MetricSeries, str | None]:
     order = np.argsort(t, kind="stable")
     rep = np.array([s.replica for s in samples], dtype=np.int64)
     replica = rep[order] if rep.size and rep.max() > 0 else None
+    dropped = Counter(name for s in samples for name in s.dropped)
     return MetricSeries(t[order], {k: v[order] for k, v in values.items()},
-                        replica), truncated
+                        replica, dict(sorted(dropped.items()))), truncated
 
 
 def read_manifest(path: Path) -> RunManifest:

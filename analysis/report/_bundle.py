@@ -21,7 +21,7 @@ from analysis.report._export import requests_csv
 from analysis.report._export_levels import levels_csv, summary_schema
 from analysis.report._report import render_report
 from analysis.report._twin import TWIN_PLAN_FILE, twin_section
-from analysis.schema import scrub_urls
+from analysis.schema import scrub_secrets
 
 __all__ = ["EXPERIMENT_FILE", "SEARCH_FILE", "read_extras", "report_bundle"]
 
@@ -85,7 +85,7 @@ def read_extras(directory: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
             "title": "Experiment file",
             "intro": f"This comparison ran from {EXPERIMENT_FILE} (stored with the results); "
                      f"rerun it with: agentreplay compare --config {EXPERIMENT_FILE}",
-            "pre": scrub_urls(exp.read_text(encoding="utf-8", errors="replace")[:20000]),
+            "pre": scrub_secrets(exp.read_text(encoding="utf-8", errors="replace")[:20000]),
         }
     return extras
 

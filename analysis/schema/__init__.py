@@ -37,6 +37,7 @@ from analysis.schema._manifest_parts import (
     Verdict,
     WorkerInfo,
 )
+from analysis.schema._metric_values import MAX_METRIC_VALUE, split_metric_values
 from analysis.schema._metrics import (
     METRICS,
     PERCENTILES,
@@ -71,7 +72,12 @@ from analysis.schema._slo import (
     parse_tier,
 )
 from analysis.schema._urls import (
+    REDACTED,
+    duplicate_replica,
+    is_secret_name,
     public_url,
+    replica_key,
+    scrub_secrets,
     scrub_urls,
 )
 
@@ -96,6 +102,7 @@ __all__ = [
     "LoadKind",
     "LoadLevel",
     "LoadSettings",
+    "MAX_METRIC_VALUE",
     "METRICS",
     "MetricInfo",
     "MetricSample",
@@ -104,6 +111,7 @@ __all__ = [
     "PERCENTILES",
     "Phase",
     "QUANTITIES",
+    "REDACTED",
     "REQUIRED",
     "RESULT_FORMAT_VERSION",
     "RecordDict",
@@ -126,10 +134,15 @@ __all__ = [
     "WorkloadRef",
     "axis_label",
     "direction_text",
+    "duplicate_replica",
     "is_error_kind",
+    "is_secret_name",
     "level_of",
     "metric",
     "parse_tier",
     "public_url",
+    "replica_key",
+    "scrub_secrets",
     "scrub_urls",
+    "split_metric_values",
 ]

@@ -30,6 +30,7 @@ from analysis.schema._manifest_parts import (
     ValidityReason,
     WorkerInfo,
 )
+from analysis.schema._metric_values import split_metric_values
 from analysis.schema._urls import public_url
 
 __all__ = [
@@ -158,7 +159,10 @@ class RequestRecord(_Model):
     """usage.prompt_tokens_details.cached_tokens when the server reports it."""
     expected_cached_tokens: int | None = None
     """Prefix tokens the client predicts the server can reuse (infinite cache,
-    server block size, whole blocks only)."""
+    server block size, whole blocks only); None when unknown: the request was lost,
+    or its reusable prefix stopped at a shared block another request sent before it
+    was still computing (which the server scheduled first is not the client's to
+    know). Sums and shares count only the known ones."""
     think_applied_s: float = 0.0
     """The wait before this request that the lane actually applied (after the
     think scale and cap)."""
@@ -371,3 +375,19 @@ class MetricSample(_Model):
     values: dict[str, float]
     replica: int = Field(default=0, ge=0)
     """Which replica was scraped (``RunManifest.replicas``; 0 for one server)."""
+    dropped: list[str] = Field(default_factory=list)
+    """Metrics the scrape gave a non-finite, negative or absurd value for, kept as
+    missing (:func:`split_metric_values`; a ``null`` in an older file counts too)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_unbelievable(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("values"), dict):
+            kept, bad = split_metric_values(
+                {k: v for k, v in data["values"].items() if not isinstance(v, str)})
+            kept.update({k: v for k, v in data["values"].items() if isinstance(v, str)})
+            if bad:
+                old = data.get("dropped")
+                data = {**data, "values": kept,
+                        "dropped": sorted({*bad, *(old if isinstance(old, list) else [])})}
+        return data

@@ -46,14 +46,19 @@ from replay.ab._preflight import (
 )
 from replay.ab._state import State, check_resume, missing_runs
 from replay.errors import ConfigError, TargetError
-from replay.load import ServerWatchHook, check_time_controls, rejudge_scenarios, run_load_sync
+from replay.load import (
+    ServerWatchHook,
+    check_time_controls,
+    label_problem,
+    rejudge_scenarios,
+    run_load_sync,
+)
 from traces import read_header
 
 __all__ = ["CompareResult", "Live", "compare_arms", "preflight", "reset_prefix_cache",
            "write_report"]
 
 Live = Literal["rich", "plain", "quiet"]
-_MAX_LABEL_BYTES = 100
 
 
 @dataclass
@@ -176,17 +181,18 @@ def _check_arms(labels: Sequence[str]) -> None:
 
 
 def _check_arm_dirs(labels: Sequence[str]) -> None:
-    """Each arm's runs go to ``runs/<safe label>-...``: two labels that clean to one
-    name (``a/b`` and ``a_b``, or ``A`` and ``a`` on a case-blind disk) would share
-    runs, so they are refused before anything is loaded."""
+    """Each arm's runs go to ``runs/<label>-...``: a label that cannot name a directory
+    found again (:func:`replay.load.label_problem`: a leading dot, a path separator), or
+    two labels that name one directory on a case-blind disk (``A`` and ``a``), are
+    refused before anything is loaded."""
     from replay.ab._order import _safe
 
     taken: dict[str, str] = {}
     for label in labels:
+        problem = label_problem(label)
+        if problem is not None:
+            raise ConfigError(f"--arm: {problem}")
         safe = _safe(label)
-        if len(safe.encode()) > _MAX_LABEL_BYTES:
-            raise ConfigError(f"--arm {label[:40]!r}...: a label is at most "
-                              f"{_MAX_LABEL_BYTES} bytes (it names directories)")
         other = taken.setdefault(safe.casefold(), label)
         if other != label:
             raise ConfigError(f"--arm labels {other!r} and {label!r} would share the run "

@@ -7,7 +7,10 @@ Keys are the ``compare`` flags' names with underscores (``think_scale`` for
 (``arm``, ``search``, ``slo``). On the command line, a flag whose value differs
 from its default overrides the file. ``slo`` lists the SLO tiers the report of
 the results uses. Unknown keys and wrong types are refused, naming the file and
-key. Never holds an API key: only the name of the environment variable.
+key. Never holds an API key: only the name of the environment variable; a launched
+server's secret arguments (``--api-key``, ``--hf-token``, tokens in
+``--additional-config``) are written as ``***``, and a file holding ``***`` for one
+is refused when read, naming the flag to give it after ``--``.
 """
 
 from __future__ import annotations
@@ -19,12 +22,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from analysis import public_url
+from analysis import REDACTED, public_url
 from replay.ab._options import CompareOptions
 from replay.ab._search_limits import SearchLimits
 from replay.errors import ConfigError
 from replay.knobs import experiment_types
-from replay.servers.launch import LaunchSettings
+from replay.servers.launch import LaunchSettings, redact_args
 
 __all__ = ["EXPERIMENT_KEYS", "apply_experiment", "experiment_toml", "load_experiment"]
 
@@ -87,7 +90,19 @@ def apply_experiment(args: argparse.Namespace, defaults: Mapping[str, Any]) -> N
     data = load_experiment(args.config)
     typed: frozenset[str] = getattr(args, "typed", frozenset())
     for key, value in data.items():
-        if key not in typed and getattr(args, key, None) == defaults.get(key):
+        current = getattr(args, key, None)
+        # nothing after -- parses as [] (its default is None): the file's vllm_args apply
+        if key not in typed and (current == defaults.get(key) or
+                                 (key == "vllm_args" and current in ([], ["--"]))):
+            hidden = [i for i, v in enumerate(value) if REDACTED in str(v)] \
+                if key == "vllm_args" else []
+            if hidden:
+                at = hidden[0]
+                flag = (value[at - 1] if value[at] == REDACTED and at else
+                        str(value[at]).partition("=")[0])
+                raise ConfigError(f"--config {args.config}: vllm_args holds {flag} {REDACTED} "
+                                  "(a secret is never written to a file); give the server's "
+                                  f"arguments after -- on the command line, {flag} included")
             setattr(args, key, list(value) if isinstance(value, list) else value)
 
 
@@ -121,6 +136,8 @@ def experiment_toml(args: argparse.Namespace, defaults: Mapping[str, Any]) -> st
         value = getattr(args, key, None)
         if key == "vllm_args" and value and value[0] == "--":
             value = value[1:]
+        if key == "vllm_args" and value:
+            value = redact_args(value)  # the server's key or token: never in the file
         if value is None or value == defaults.get(key) or value == []:
             if key not in ("arm", "workload", "out", "duration"):
                 continue

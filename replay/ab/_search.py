@@ -13,7 +13,8 @@ Arms alternate probe by probe (A B, then B A) so that drift of the machine
 does not land on one arm. Probes are shared by all tiers; a probe already on
 disk (complete) is reused, so an interrupted search resumes; a rerun with other
 servers or run settings into the same directory is refused (``search-state.json``),
-as a plain comparison's resume is.
+as a plain comparison's resume is, and a spoiled probe (interrupted, or stamped
+invalid: a server that died) is redone, as a comparison's run is.
 
 Running out of probes is an answer too: the bracket as far as it got, said so.
 
@@ -41,12 +42,12 @@ from analysis import (
     compare_runs,
     read_run,
 )
-from replay.ab._driver import Live, _settings
+from replay.ab._driver import Live, _check_arms, _settings
 from replay.ab._options import CompareOptions
-from replay.ab._order import PlannedRun, is_run_complete
-from replay.ab._preflight import preflight, reset_prefix_cache
+from replay.ab._order import PlannedRun, is_run_reusable
+from replay.ab._preflight import preflight, public_arms, reset_prefix_cache
 from replay.ab._search_limits import SearchLimits, check_search_start
-from replay.ab._state import check_resume
+from replay.ab._state import SearchState
 from replay.errors import ConfigError
 from replay.load import run_load_sync
 from replay.text import plural
@@ -55,7 +56,6 @@ __all__ = ["SearchAnswer", "SearchResult", "next_probe", "search_capacity", "sea
 
 Outcome = Literal["meets", "fails", "invalid"]
 Ended = Literal["searching", "bracketed", "at least", "below", "invalid", "probe limit"]
-STATE_FILE = "search-state.json"
 
 
 @dataclass(frozen=True)
@@ -172,7 +172,7 @@ def _say(live: Live, text: str) -> None:
 def _probe(arm: str, url: str, users: int, workload: str, out: Path, opts: CompareOptions,
            tiers: Sequence[SloTier], live: Live) -> Probe:
     run_dir = out / "runs" / PlannedRun(arm, users, 0).name
-    if not is_run_complete(run_dir):
+    if not is_run_reusable(run_dir):  # spoiled (interrupted, invalid): redone, as compare does
         if run_dir.exists():
             shutil.rmtree(run_dir)
         reset_prefix_cache(url, opts.api_key_env)
@@ -206,27 +206,6 @@ def _payload(answers: Sequence[SearchAnswer], opts: CompareOptions, start: int,
         "results": results}, option=orjson.OPT_INDENT_2)
 
 
-class _SearchState:
-    """``search-state.json``: the servers and run settings the probes on disk were made
-    with; another command into the same directory is refused before any load."""
-
-    def __init__(self, out: Path, settings: dict[str, object]) -> None:
-        self.path = out / STATE_FILE
-        self.data = check_resume(out, settings, STATE_FILE)
-        self.data.update(kind="agentreplay-search-state", settings=settings)
-        self.data.setdefault("runs", [])
-        self.save()
-
-    def ran(self, name: str) -> None:
-        if name not in self.data["runs"]:
-            self.data["runs"].append(name)
-        self.save()
-
-    def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_bytes(orjson.dumps(self.data, option=orjson.OPT_INDENT_2))
-
-
 def search_capacity(
     arms: Sequence[tuple[str, str]], workload: str | os.PathLike[str],
     out: str | os.PathLike[str], opts: CompareOptions, tiers: Sequence[SloTier], *,
@@ -242,11 +221,12 @@ def search_capacity(
     max_users, max_probes, precision = limits.max_users, limits.max_probes, limits.precision
     out_p, path = Path(out), os.fspath(workload)
     labels = [label for label, _ in arms]
+    _check_arms(labels)
     # the levels are the search's own; everything else a probe was run with must match
     settings: dict[str, object] = {
         k: v for k, v in _settings(labels, path, opts).items() if k not in ("levels", "repeats")}
-    settings["urls"] = dict(arms)
-    state = _SearchState(out_p, settings)
+    settings["urls"] = public_arms(arms)  # no credentials in the state file
+    state = SearchState(out_p, settings)
     verdict = preflight(arms, opts)
     if verdict.overridden:
         _say(live, f"WARNING: {verdict.sentence} (--allow-unfair)")

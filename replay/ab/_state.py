@@ -8,14 +8,17 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from analysis import public_url
 from replay.ab._order import PlannedRun, is_run_complete
 from replay.errors import ConfigError
 
-__all__ = ["STATE_FILE", "State", "check_resume", "missing_runs"]
+__all__ = ["SEARCH_STATE_FILE", "STATE_FILE", "SearchState", "State", "check_resume",
+           "missing_runs"]
 
 STATE_FILE = "comparison.json"
+SEARCH_STATE_FILE = "search-state.json"
 
 
 def check_resume(out: Path, settings: dict[str, Any], name: str = STATE_FILE
@@ -69,6 +72,47 @@ class State:
     def record(self, run: PlannedRun, **fields: Any) -> None:
         entry = self.data["runs"].setdefault(run.name, {"dir": f"runs/{run.name}"})
         entry.update(fields)
+        self.save()
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_bytes(orjson.dumps(self.data, option=orjson.OPT_INDENT_2))
+        tmp.replace(self.path)
+
+
+class _SearchStateFile(BaseModel):
+    """What ``search-state.json`` must hold to be resumed from: a hand-edited or
+    damaged one is refused before any load, naming the field."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    settings: dict[str, Any] = {}
+    runs: list[str] = []
+
+
+class SearchState:
+    """``search-state.json``: the servers (without credentials) and run settings the
+    probes on disk were made with, and the probes run; another command into the same
+    directory is refused before any load."""
+
+    def __init__(self, out: Path, settings: dict[str, Any]) -> None:
+        self.path = out / SEARCH_STATE_FILE
+        data = check_resume(out, settings, SEARCH_STATE_FILE)
+        try:
+            _SearchStateFile.model_validate(data)
+        except ValidationError as e:
+            err = e.errors()[0]
+            where = ".".join(str(x) for x in err["loc"])
+            raise ConfigError(f"{self.path}: field {where!r}: {err['msg']} (not a state this "
+                              "agentreplay wrote); remove it or use another --out") from None
+        self.data = data
+        self.data.update(kind="agentreplay-search-state", settings=settings)
+        self.data.setdefault("runs", [])
+        self.save()
+
+    def ran(self, name: str) -> None:
+        if name not in self.data["runs"]:
+            self.data["runs"].append(name)
         self.save()
 
     def save(self) -> None:

@@ -167,8 +167,9 @@ class CacheMark:
     """Where a prompt's key chain ended, so the server's generated tokens can be
     appended to the model without rehashing the prompt."""
 
-    expected: int
-    """Prompt tokens an infinite cache could reuse."""
+    expected: int | None
+    """Prompt tokens an infinite cache could reuse; None when that rests on a race the
+    client cannot see (:meth:`PrefixCacheModel.observe`)."""
     blocks: int
     carry: int
     tail: np.ndarray
@@ -197,6 +198,12 @@ class PrefixCacheModel:
     token has arrived, as a server caches a prompt's blocks after its prefill step;
     lanes that start together with one system prompt all miss it, as they do on the
     server. An owner that failed before any token hands them to the next request.
+
+    Which of two requests sent together the server schedules first is not the
+    client's to know: a request whose reusable prefix stops at a shared block whose
+    owner has no first token yet may find it computed (the owner's prefill ended
+    before this one was scheduled) or not. Its expectation is then unknown (None),
+    not a guess: the rest are exact for an infinite cache.
     """
 
     def __init__(self, block_size: int) -> None:
@@ -249,6 +256,10 @@ class PrefixCacheModel:
             else:
                 hi = mid
         matched = lo
+        n_usable = (n - 1) // self.block_size if n > 0 else 0
+        # stopped at a block another request is computing right now: a race, unknown
+        racing = pending.get(keys[matched]) if matched < min(n_usable, len(keys)) else None
+        raced = racing is not None and not _failed_unstarted(racing)
         limit = min(shared_tokens // self.block_size, len(keys))
         if matched < limit:
             new = keys[matched:limit]
@@ -259,9 +270,8 @@ class PrefixCacheModel:
                     if held is None or _failed_unstarted(held):
                         pending[k] = owner
         local.update(keys[max(matched, limit):])
-        usable = (n - 1) // self.block_size if n > 0 else 0
-        return CacheMark(expected=min(matched, usable) * self.block_size, blocks=len(keys),
-                         carry=carry, tail=tail, scope=scope)
+        return CacheMark(expected=None if raced else min(matched, n_usable) * self.block_size,
+                         blocks=len(keys), carry=carry, tail=tail, scope=scope)
 
     def _computed(self, key: int) -> bool:
         """Whether a shared block is in the server's cache by now (its owner's prefill

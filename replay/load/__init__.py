@@ -52,6 +52,7 @@ from replay.load._settings import (
     Seconds,
     SharedSettings,
     ThinkScale,
+    label_problem,
     scenario_defaults,
     validated,
 )
@@ -100,6 +101,7 @@ __all__ = [
     "first_too_long",
     "iso_utc",
     "judge_scenario",
+    "label_problem",
     "make_context",
     "open_plan",
     "rejudge_scenarios",

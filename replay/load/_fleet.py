@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 import aiohttp
 
-from analysis import RunManifest, replica_diffs
+from analysis import RunManifest, duplicate_replica, replica_diffs, split_metric_values
 from analysis.schema import Replica
 from replay.client import MetricsPoller, ServerFacts, connect_url, probe_server, public_target
 from replay.errors import ConfigError, TargetError
@@ -32,15 +32,15 @@ _SAME = ("model", "max_model_len", "vocab_size", "block_size", "simulated")
 
 def split_targets(text: str, flag: str = "--arm") -> tuple[str, ...]:
     """``"URL1,URL2"`` (a compare arm served by several replicas) -> its URLs; an empty
-    part is a one-line error naming ``flag``."""
+    part or one server given twice (:func:`analysis.duplicate_replica`) is a one-line error
+    naming ``flag``."""
     urls = tuple(u.strip() for u in text.split(","))
     if not all(urls):
         raise ConfigError(f"{flag} {text!r}: give the replicas' URLs separated by commas, "
                           "e.g. http://a:8000,http://b:8000")
-    shown = [public_target(u) for u in urls]
-    twice = next((u for i, u in enumerate(shown) if u in shown[:i]), None)
+    twice = duplicate_replica(urls)
     if twice is not None:
-        raise ConfigError(f"{flag}: {twice} is given twice; give each replica once")
+        raise ConfigError(f"{flag}: {twice}")
     return urls
 
 
@@ -134,9 +134,9 @@ class FleetMetrics:
 
     def _sink(self, k: int) -> Callable[[float, dict[str, float]], None]:
         def sink(t_s: float, values: dict[str, float]) -> None:
-            self._write(t_s, values, k)
-            self._latest[k] = values
-            self._show(t_s, self._fleet() if len(self._latest) > 1 else values)
+            self._write(t_s, values, k)  # the writer names what it drops
+            self._latest[k] = split_metric_values(values)[0]
+            self._show(t_s, self._fleet() if len(self._latest) > 1 else self._latest[k])
 
         return sink
 

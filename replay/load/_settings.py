@@ -15,14 +15,15 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from analysis import LoadSettings
+from analysis import LoadSettings, duplicate_replica
 from replay.errors import ConfigError
 from replay.knobs import Knob, from_knobs, knob_error, knob_flags
 
-__all__ = ["DRAIN_MARGIN_S", "DRAIN_MIN_S", "DRAIN_RATE_TOK_S", "FLAGS", "MAX_PLANNED_ARRIVALS",
-           "MAX_SECONDS", "SCENARIO_LOCKED", "Interval", "RunConfig", "RunSettings", "Seconds",
-           "Seed", "SharedSettings", "ThinkScale", "TimeScale", "TraceSlice", "TraceStart",
-           "VocabSize", "flag_of", "scenario_defaults", "settings_error", "validated"]
+__all__ = ["DRAIN_MARGIN_S", "DRAIN_MIN_S", "DRAIN_RATE_TOK_S", "FLAGS", "MAX_LABEL_CHARS",
+           "MAX_PLANNED_ARRIVALS", "MAX_SECONDS", "SCENARIO_LOCKED", "Interval", "RunConfig",
+           "RunSettings", "Seconds", "Seed", "SharedSettings", "ThinkScale", "TimeScale",
+           "TraceSlice", "TraceStart", "VocabSize", "flag_of", "label_problem",
+           "scenario_defaults", "settings_error", "validated"]
 
 MAX_SECONDS = 30 * 86_400.0
 """The longest any duration, timeout or interval may be (30 days): past it a number
@@ -223,6 +224,14 @@ class RunSettings(SharedSettings):
     """Ray cluster address (``auto``, ``host:port`` or ``local``); None runs workers as
     local processes."""
 
+    @field_validator("label")
+    @classmethod
+    def _label(cls, value: str) -> str:
+        problem = label_problem(value) if value else None
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
     @field_validator("target")
     @classmethod
     def _http_url(cls, value: str) -> str:
@@ -234,10 +243,9 @@ class RunSettings(SharedSettings):
         urls = tuple(_checked_url(v) for v in values)
         if len(urls) == 1:
             return ()
-        bases = [_base(u) for u in urls]
-        dup = next((u for i, u in enumerate(bases) if u in bases[:i]), None)
+        dup = duplicate_replica(urls)
         if dup is not None:
-            raise ValueError(f"{dup} is given twice; give each replica once")
+            raise ValueError(dup)
         return urls
 
     @property
@@ -294,6 +302,30 @@ class RunSettings(SharedSettings):
         return LoadSettings(**values)
 
 
+MAX_LABEL_CHARS = 64
+_LABEL_PUNCT = frozenset("-_.+")
+
+
+def label_problem(label: str) -> str | None:
+    """Why ``label`` cannot name an arm (None when it can). A label names run directories
+    (``runs/<label>-u4-r0``) that are found again by listing: one starting with a dot is
+    hidden (skipped when runs are read back), a path separator or ``..`` leaves the
+    directory, so labels are letters and digits first, then letters, digits and
+    ``- _ . +``, at most 64 characters; checked before any load."""
+    if not label:
+        return "a label cannot be empty"
+    if len(label) > MAX_LABEL_CHARS:
+        return f"a label is at most {MAX_LABEL_CHARS} characters (got {len(label)})"
+    if not label[0].isalnum():
+        return (f"label {label[:40]!r} must start with a letter or digit (a leading "
+                f"{label[0]!r} would hide or misplace its run directories)")
+    bad = next((c for c in label if not (c.isalnum() or c in _LABEL_PUNCT)), None)
+    if bad is not None:
+        return (f"label {label[:40]!r} has {bad!r}: use letters, digits and '-', '_', '.', "
+                "'+' (a label names run directories)")
+    return None
+
+
 def _checked_url(value: str) -> str:
     parts = urlsplit(value.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -303,12 +335,6 @@ def _checked_url(value: str) -> str:
     except ValueError:
         raise ValueError(f"{value!r}: the port must be a number in 1..65535") from None
     return value.strip()
-
-
-def _base(url: str) -> str:
-    """A replica as compared for duplicates: scheme, host and port (no credentials)."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname}:{parts.port}{parts.path.rstrip('/')}"
 
 
 RunConfig = RunSettings

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import orjson
 
-from analysis import RunManifest
+from analysis import RunManifest, split_metric_values
 from analysis.schema import RunWindow
 from replay.errors import ConfigError
 
@@ -176,11 +176,17 @@ class RunWriter:
 
     def write_metrics(self, t_s: float, values: dict[str, float], replica: int = 0) -> None:
         """Append a sample (of a fleet's ``replica``); after a failed write samples are
-        dropped (the records' writes, which stop the run, raise instead)."""
+        dropped (the records' writes, which stop the run, raise instead). A non-finite,
+        negative or absurd value is kept as missing, named in ``dropped``
+        (:func:`analysis.split_metric_values`): never stored as if true, nor as a
+        ``null`` the reader would refuse."""
         if self.failure is None:
-            sample: dict[str, object] = {"t_s": t_s, "values": values}
+            kept, dropped = split_metric_values(values)
+            sample: dict[str, object] = {"t_s": t_s, "values": kept}
             if replica:
                 sample["replica"] = replica
+            if dropped:
+                sample["dropped"] = dropped
             self._append(self._metrics, orjson.dumps(sample) + b"\n")
 
     def _append(self, lines: _Lines, data: bytes) -> None:

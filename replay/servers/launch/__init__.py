@@ -23,6 +23,7 @@ from replay.servers.launch._launcher import (
 )
 from replay.servers.launch._model_files import ModelFiles, read_model_files, vllm_version
 from replay.servers.launch._prelaunch import LaunchFacts, check_workload_fits, launch_facts
+from replay.servers.launch._secrets import redact_args, scrub_file, secret_values
 from replay.servers.launch._settings import MAX_GPUS_PER_ARM, LaunchSettings
 from replay.servers.launch._vllm_process import ServerProcess, log_tail, port_is_free
 from replay.servers.launch._watch import HEALTH_FAILURES, ServerWatcher
@@ -55,6 +56,9 @@ __all__ = [
     "plan_arms",
     "port_is_free",
     "read_model_files",
+    "redact_args",
     "resolve_vllm_launcher",
+    "scrub_file",
+    "secret_values",
     "vllm_version",
 ]

@@ -21,6 +21,7 @@ from replay.servers.launch._model_files import (
     read_model_files,
     vllm_version,
 )
+from replay.servers.launch._secrets import redact_args
 from traces import Request, iter_sessions
 
 __all__ = ["LaunchFacts", "check_workload_fits", "launch_facts"]
@@ -42,7 +43,7 @@ class LaunchFacts:
             "launch_model": self.files.path if self.files else self.model,
             "launch_model_fingerprint": self.files.fingerprint if self.files else None,
             "launch_vllm_version": self.vllm_version,
-            "launch_vllm_args": list(extra_args),
+            "launch_vllm_args": redact_args(extra_args),  # written to comparison.json
         }
 
 

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from analysis import REDACTED, is_secret_name
 from replay.errors import ConfigError
+from replay.servers.launch._secrets import redact_args
 
 __all__ = [
     "API_SERVER_MODULE",
@@ -205,12 +207,14 @@ def build_env(spec: VllmArmSpec, base: Mapping[str, str] | None = None) -> dict[
 
 
 def format_command(spec: VllmArmSpec) -> str:
-    """One shell line (settings the launcher adds, then argv) for ``--dry-run``."""
-    settings = {**dict(spec.env), "VLLM_SERVER_DEV_MODE": "1"}
+    """One shell line (settings the launcher adds, then argv) for ``--dry-run``, its
+    secrets shown as ``***`` (:func:`redact_args`)."""
+    settings = {k: REDACTED if is_secret_name(k) else v for k, v in spec.env.items()}
+    settings["VLLM_SERVER_DEV_MODE"] = "1"
     if spec.gpus is not None:
         settings["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in spec.gpus)
     prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(settings.items()))
-    return f"{prefix} {shlex.join(build_command(spec))}"
+    return f"{prefix} {shlex.join(redact_args(build_command(spec)))}"
 
 
 def plan_arms(

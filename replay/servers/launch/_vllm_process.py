@@ -18,7 +18,9 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from analysis import REDACTED
 from replay.errors import TargetError
+from replay.servers.launch._secrets import redact_args, scrub_file, secret_values
 
 __all__ = ["ServerProcess", "group_members", "log_tail", "port_is_free"]
 
@@ -93,6 +95,8 @@ class ServerProcess:
         self.env = dict(env)
         self.log_path = log_path
         self.label = label
+        self._secrets = secret_values(self.argv, self.env)
+        """What the log must not keep: scrubbed from it once the server stopped."""
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -103,7 +107,7 @@ class ServerProcess:
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
-            log.write(f"# agentreplay launch: {self.argv!r}\n".encode())
+            log.write(f"# agentreplay launch: {redact_args(self.argv)!r}\n".encode())
             log.flush()
             try:
                 self._proc = subprocess.Popen(
@@ -120,8 +124,13 @@ class ServerProcess:
     def _died(self, what: str) -> TargetError:
         return TargetError(
             f"arm {self.label}: {what}; last lines of {self.log_path}:\n"
-            f"{log_tail(self.log_path)}"
+            f"{self._scrubbed(log_tail(self.log_path))}"
         )
+
+    def _scrubbed(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, REDACTED)
+        return text
 
     def wait_healthy(self, url: str, timeout: float, poll_interval: float = 0.5) -> float:
         """Poll ``/health`` until it answers 200; return the seconds it took.
@@ -172,3 +181,4 @@ class ServerProcess:
                 time.sleep(0.05)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5.0)
+        scrub_file(self.log_path, self._secrets)  # what the server printed of its secrets
