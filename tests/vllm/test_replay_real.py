@@ -139,7 +139,13 @@ def test_two_users_multi_turn_hits_match_the_server(
     assert carried_turns == 2 * (len(TURNS) - 1)
 
     # The server is the referee (its counter may lag the last response briefly).
-    expected = sum(r["expected_cached_tokens"] for r in records)
+    # b's first turn is due 1.5 s after a's. Should a's first token not have come by
+    # then (a starved machine), whether the server had computed the shared prefix when b
+    # arrived is not the client's to know: it says None, and only that turn's shared
+    # blocks are then open, as bounds (the server's own count decides).
+    raced = [r for r in records if r["expected_cached_tokens"] is None]
+    assert all((r["session"], r["turn"]) == ("b", 0) for r in raced), raced
+    expected = sum(r["expected_cached_tokens"] or 0 for r in records)
     carried, uncarried = _carried_hits()
     assert carried > uncarried  # the workload makes carrying visible in the hits
     deadline = time.monotonic() + 10
@@ -148,9 +154,12 @@ def test_two_users_multi_turn_hits_match_the_server(
         time.sleep(0.2)
         delta = _hits(vllm_server.url) - before
     assert delta == carried, f"server hits {delta}, carried-output count {carried}"
-    assert expected == carried, f"client expected {expected}, server hits {delta}"
+    if raced:
+        assert expected <= carried <= expected + SHARED * BS, (expected, carried)
+    else:
+        assert expected == carried, f"client expected {expected}, server hits {delta}"
     per_turn = {(r["session"], r["turn"]): r["expected_cached_tokens"] for r in records}
-    assert per_turn[("a", 0)] == 0 and per_turn[("b", 0)] == SHARED * BS
+    assert per_turn[("a", 0)] == 0 and per_turn[("b", 0)] in (SHARED * BS, None)
 
     manifest = json.loads((out / "run.json").read_text())
     assert manifest["complete"] is True and manifest["server_block_size"] == BS
