@@ -6,6 +6,12 @@ from analysis.report._bundle import (
     read_extras,
     report_bundle,
 )
+from analysis.report._decide import (
+    Decision,
+    decide,
+    decision_lines,
+    per_gpu_text,
+)
 from analysis.report._decision import (
     capacity_view,
     validity_view,
@@ -34,6 +40,7 @@ from analysis.report._twin import TWIN_PLAN_FILE
 
 __all__ = [
     "CSV_COLUMNS",
+    "Decision",
     "EXPERIMENT_FILE",
     "HistoryEntry",
     "LEVEL_COLUMNS",
@@ -42,8 +49,11 @@ __all__ = [
     "TWIN_PLAN_FILE",
     "capacity_view",
     "check_history",
+    "decide",
+    "decision_lines",
     "entry_names",
     "levels_csv",
+    "per_gpu_text",
     "read_extras",
     "render_history",
     "render_report",

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from analysis.judge import Comparison, Level, Ratio, ratio_interval_text
 from analysis.metrics import RunSummary
 from analysis.read import RunData
+from analysis.report._decide import per_gpu_text
 from analysis.report._format import display_unit, fmt, fmt_ci, fmt_num, fmt_share
 from analysis.schema import direction_text, metric
 
@@ -140,7 +141,8 @@ def capacity_view(c: Comparison) -> dict[str, Any]:
         t = tiers.setdefault(r.tier.label, {"tier": r.tier.label, "arms": {}})
         t["arms"][r.arm] = {
             "users": r.bracket.text(r.load_kind), "how": _how(r),
-            "per_gpu": fmt_num(r.users_per_gpu, 2),
+            "per_gpu": per_gpu_text(r.bracket.passed, r.bracket.failed, r.gpu_count,
+                                    r.load_kind),
             "decode": fmt_num(r.decode_tok_s_per_gpu, 1), "row": r,
         }
     rows = []
