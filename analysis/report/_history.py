@@ -25,7 +25,6 @@ from analysis.report._decision import (
     summary_cell,
     summary_columns,
     validity_view,
-    verdict_text,
 )
 from analysis.report._report import _defang, _environment
 from analysis.schema import ResultError
@@ -140,7 +139,6 @@ def render_history(entries: Sequence[HistoryEntry], *, mixed: bool = False,
     """The history view as one self-contained HTML string."""
     rows = [{"name": e.name, "path": e.path, "started": e.started,
              "arms": ", ".join(a or "(unlabelled)" for a in e.comparison.arms),
-             "verdict": verdict_text(e.comparison),
              "decision": decide(e.comparison).lines(),
              "validity": validity_view(e.comparison, e.runs),
              "fingerprints": ", ".join(e.fingerprints), "runs": len(e.runs),
