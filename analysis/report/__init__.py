@@ -9,8 +9,6 @@ from analysis.report._bundle import (
 from analysis.report._decide import (
     Decision,
     decide,
-    decision_lines,
-    per_gpu_text,
 )
 from analysis.report._decision import (
     capacity_view,
@@ -26,6 +24,7 @@ from analysis.report._export_levels import (
     levels_csv,
     summary_schema,
 )
+from analysis.report._format import per_gpu_text
 from analysis.report._history import (
     HistoryEntry,
     check_history,
@@ -50,7 +49,6 @@ __all__ = [
     "capacity_view",
     "check_history",
     "decide",
-    "decision_lines",
     "entry_names",
     "levels_csv",
     "per_gpu_text",

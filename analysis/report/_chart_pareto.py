@@ -72,7 +72,8 @@ def pareto_chart(series: Sequence[Series], tiers: Sequence[SloTier]) -> str:
         for xi, yi, text in zip(x, y, labels, strict=True):
             ax.annotate(safe(str(text)), (xi, yi), textcoords="offset points", xytext=(5, 4),
                         fontsize=7, color=c)
-    ax.set_ylim(bottom=0)
+    top = float(ax.dataLim.y1) if ax.has_data() and np.isfinite(ax.dataLim.y1) else 0.0
+    ax.set_ylim(0, top * 1.15 or 1.0)  # headroom for the top point's level label
     right = float(ax.dataLim.x1) if ax.has_data() and np.isfinite(ax.dataLim.x1) else 0.0
     off = []
     for f in sorted({t.floor_tok_s for t in tiers}):

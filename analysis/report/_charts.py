@@ -26,10 +26,9 @@ from analysis.report._chart_base import (
     render,
     run_load,
     safe,
-    short_label,
 )
 from analysis.report._format import display_label, display_unit, time_unit
-from analysis.schema import RequestColumns, direction_text, metric
+from analysis.schema import RequestColumns, metric
 
 __all__ = [
     "ArmLevels",

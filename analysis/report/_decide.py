@@ -11,36 +11,15 @@ never in its place. A bound is printed as a bound (``≥ 4.00``), never as a val
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from analysis.judge import CapacityRow, Comparison, verdict_sentence
+from analysis.report._decision import level_label, measured_text
+from analysis.report._format import per_gpu_text
 
-__all__ = ["ArmCapacity", "Decision", "TierDecision", "decide", "decision_lines", "per_gpu_text",
-           "twin_text"]
-
-_PER = {"users": "users", "rate": "sessions/s", "timestamps": "x time scale"}
-
-
-def _n(v: float) -> str:
-    return f"{v:.2f}"
-
-
-def per_gpu_text(passed: float | None, failed: float | None, gpus: int | None,
-                 kind: str = "users") -> str:
-    """A capacity bracket per GPU: ``1.00 – 4.00 users per GPU``, ``≥ 4.00 ...``,
-    ``< 0.25 ...``; ``per GPU unknown`` without a GPU count."""
-    unit = f"{_PER.get(kind, kind)} per GPU"
-    if not gpus:
-        return f"{unit}: unknown (GPU count not recorded)"
-    if passed is not None and failed is not None:
-        return f"{_n(passed / gpus)} \u2013 {_n(failed / gpus)} {unit}"
-    if passed is not None:
-        return f"\u2265 {_n(passed / gpus)} {unit}"
-    if failed is not None:
-        return f"< {_n(failed / gpus)} {unit}"
-    return f"{unit}: unknown"
+__all__ = ["ArmCapacity", "Decision", "TierDecision", "decide", "twin_text"]
 
 
 @dataclass(frozen=True)
@@ -81,6 +60,8 @@ class Decision:
     validity: str
     interactivity: str
     simulated: bool
+    single: bool = False
+    """One arm: the last line says what it measured (no comparison to judge)."""
 
     def lines(self) -> list[str]:
         out = [t.text() for t in self.tiers]
@@ -88,7 +69,8 @@ class Decision:
             out.append("Capacity: no SLO tier judged (no complete level).")
         if self.simulated:
             out[0] = "[SIMULATED] " + out[0]
-        return out + [f"Validity: {self.validity}.", f"Interactivity: {self.interactivity}"]
+        head = "Measured" if self.single else "Interactivity"
+        return out + [f"Validity: {self.validity}.", f"{head}: {self.interactivity}"]
 
     def text(self) -> str:
         return " ".join(self.lines())
@@ -128,7 +110,11 @@ def _validity(c: Comparison) -> str:
 
 
 def _interactivity(c: Comparison) -> str:
-    """The verdict without its validity prefix (the decision states validity itself)."""
+    """The verdict without its validity prefix (the decision states validity itself);
+    for one arm, what it measured at each level."""
+    if len(c.arms) == 1:
+        return "; ".join(measured_text(level_label(lv), lv.arms[c.arms[0]])
+                         for lv in c.levels) + "."
     return verdict_sentence(c.baseline, c.arms, c.levels, c.fairness, None, c.capacity,
                             c.rules.max_failure_share)
 
@@ -151,9 +137,4 @@ def decide(c: Comparison, twin: Mapping[str, Any] | None = None) -> Decision:
         tiers.append(TierDecision(tier=label, arms=arms, ratios=ratios,
                                   modelled=twin_text(rec, twin or {}) if rec else ""))
     return Decision(tiers=tiers, validity=_validity(c), interactivity=_interactivity(c),
-                    simulated=c.simulated)
-
-
-def decision_lines(c: Comparison, twin: Mapping[str, Any] | None = None) -> Sequence[str]:
-    """``decide(c, twin).lines()``."""
-    return decide(c, twin).lines()
+                    simulated=c.simulated, single=len(c.arms) == 1)

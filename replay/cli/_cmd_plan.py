@@ -167,12 +167,13 @@ def _against_measured(cap: TierCapacity, measured: Sequence[CapacityRow],
     lines = []
     for row in (r for r in measured if r.tier == cap.tier):
         b = row.bracket
+        lines.append(f"tier {cap.tier.name}: measured {row.arm}: {b.text('users')} (measured)")
         size = ""
         if row.gpu_count and row.gpu_count != twin_gpus:
             size = (f"; measured on {row.gpu_count} GPU(s), the twin on {twin_gpus}: "
                     "compare per GPU, not users")
-        lines.append(f"tier {cap.tier.name}: measured {row.arm}: {b.text('users')} "
-                     f"({per_gpu_text(b.passed, b.failed, row.gpu_count)}) (measured{size})")
+        lines.append(f"tier {cap.tier.name}: measured {row.arm} per GPU: "
+                     f"{per_gpu_text(b.passed, b.failed, row.gpu_count)} (measured{size})")
         if outside_measured(cap.bracket, row.bracket):
             lines.append(f"caveat: tier {cap.tier.name}: the twin's capacity "
                          f"({cap.bracket.text('users')}) lies outside what {row.arm} measured "
@@ -240,9 +241,10 @@ def run_twin_plan(args: argparse.Namespace, plan: PlanSettings, tiers: tuple[Slo
     by_tier = {c.tier: c for c in capacities(levels, results, judged)}
     stored: list[dict[str, object]] = []
     for cap in (by_tier[t] for t in tiers):
+        print(f"tier {cap.tier.name}: capacity {cap.bracket.text('users')} [{LABEL}]", file=out)
         per_gpu = per_gpu_text(cap.bracket.passed, cap.bracket.failed, plan.replicas * gpus)
-        print(f"tier {cap.tier.name}: capacity {cap.bracket.text('users')} on "
-              f"{plan.replicas} replica(s) x {gpus} GPU(s) ({per_gpu}) [{LABEL}]", file=out)
+        print(f"tier {cap.tier.name}: per GPU {per_gpu} ({plan.replicas} replica(s) x {gpus} "
+              f"GPU(s)) [{LABEL}]", file=out)
         interval = None
         if cap.tier in widened:
             strict, loose = (by_tier[x].bracket for x in widened[cap.tier])
