@@ -60,8 +60,8 @@ def pareto_chart(series: Sequence[Series], tiers: Sequence[SloTier]) -> str:
         if not pts:
             continue
         c = color(ser.color_index)
-        x, y, lo, hi, labels = (np.array(v) if k < 4 else list(v)
-                                for k, v in enumerate(zip(*pts, strict=True)))
+        x, y, lo, hi = (np.array([p[k] for p in pts], dtype=float) for k in range(4))
+        labels = [p[4] for p in pts]
         ax.plot(x, y, marker=ser.marker, markersize=5, color=c, label=safe(ser.name),
                 linestyle="--" if ser.dashed else "-", zorder=3)
         has = np.isfinite(lo) & np.isfinite(hi)
