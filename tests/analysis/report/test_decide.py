@@ -109,3 +109,15 @@ def test_report_command_prints_the_report_s_decision(
     assert items[0].startswith("[SIMULATED] Capacity at \u2265 60 tok/s/user")
     for line in items:
         assert line in err
+
+
+def test_search_section_prints_levels_as_numbers_not_floats(tmp_path: Path) -> None:
+    import orjson
+
+    from analysis import read_extras
+
+    (tmp_path / "search.json").write_bytes(orjson.dumps({"results": [
+        {"arm": "auto", "tier": "t", "answer": "between 3 and 4 users", "bracket": [3.0, 4.0],
+         "how": "bracketed", "evidence": []}]}))
+    row = read_extras(tmp_path)["search"]["table"]["rows"][0]
+    assert row[3] == "met at 3 \u2013 failed at 4"  # was "met at 3.0 - failed at 4.0"
