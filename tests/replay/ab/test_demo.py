@@ -26,7 +26,12 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     report = out / "report.html"
     assert report.exists()
     summary = orjson.loads((out / "summary.json").read_bytes())
-    assert summary["verdict"] and summary["verdict"] in " ".join(printed.split())
+    from analysis import Comparison
+    from analysis.report import decide
+
+    # stdout opens with the decision the report opens with, line for line
+    decision = decide(Comparison.model_validate(summary)).lines()
+    assert printed.splitlines()[:len(decision)] == decision
     html = report.read_text()
     assert summary["verdict"].split(" (")[0] in html
     assert "same GPU count" in html
