@@ -15,6 +15,8 @@ from replay.cli import main
 from tests.analysis.report.builders import make_sweep
 from tests.analysis.report.chromium import _run, in_first_screen, measure
 
+pytestmark = pytest.mark.integration  # a browser
+
 _SPANS = """
 <script>
 (function () {
