@@ -48,7 +48,7 @@ from analysis.judge._validity import (
     merge_validity,
     mismatch_share,
 )
-from analysis.judge._verdict import NO_EVIDENCE_SPAN, ratio_interval_text
+from analysis.judge._verdict import NO_EVIDENCE_SPAN, ratio_interval_text, verdict_sentence
 
 __all__ = [
     "ALLOWED_FIELDS",
@@ -83,4 +83,5 @@ __all__ = [
     "ratio_bracket",
     "ratio_interval_text",
     "replica_diffs",
+    "verdict_sentence",
 ]

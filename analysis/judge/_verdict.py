@@ -75,9 +75,10 @@ def _level_sentence(label: str, r: Ratio) -> str:
     """``at 4 users: 1.88x faster [1.82x – 1.92x], established``: the ratio, its
     interval, and how sure, in that order."""
     assert r.ratio is not None
-    head = f"at {label}: {_ratio_words(r.ratio)} {ratio_interval_text(r.ci)}"
     if r.ci is None:
-        return head + ", not established (fewer than two users per arm)"
+        return (f"at {label}: {_ratio_words(r.ratio)} as a point estimate only, not "
+                "established (no interval: fewer than two users per arm)")
+    head = f"at {label}: {_ratio_words(r.ratio)} {ratio_interval_text(r.ci)}"
     if not r.sure:
         return head + ", not distinguishable (the interval includes 1)"
     if not r.established:

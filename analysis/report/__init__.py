@@ -6,6 +6,10 @@ from analysis.report._bundle import (
     read_extras,
     report_bundle,
 )
+from analysis.report._decide import (
+    Decision,
+    decide,
+)
 from analysis.report._decision import (
     capacity_view,
     validity_view,
@@ -20,6 +24,7 @@ from analysis.report._export_levels import (
     levels_csv,
     summary_schema,
 )
+from analysis.report._format import per_gpu_text
 from analysis.report._history import (
     HistoryEntry,
     check_history,
@@ -34,6 +39,7 @@ from analysis.report._twin import TWIN_PLAN_FILE
 
 __all__ = [
     "CSV_COLUMNS",
+    "Decision",
     "EXPERIMENT_FILE",
     "HistoryEntry",
     "LEVEL_COLUMNS",
@@ -42,8 +48,10 @@ __all__ = [
     "TWIN_PLAN_FILE",
     "capacity_view",
     "check_history",
+    "decide",
     "entry_names",
     "levels_csv",
+    "per_gpu_text",
     "read_extras",
     "render_history",
     "render_report",

@@ -32,7 +32,9 @@ SEARCH_FILE = "search.json"
 
 
 def _bracket(lo: object, hi: object) -> str:
-    """[largest met, first failed] as text; an open side says so."""
+    """[largest met, first failed] as text (``met at 3 – failed at 4``, never ``3.0``);
+    an open side says so."""
+    lo, hi = (f"{v:g}" if isinstance(v, float) else v for v in (lo, hi))
     if lo is None and hi is None:
         return "n/a"
     if hi is None:

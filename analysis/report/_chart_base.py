@@ -135,9 +135,13 @@ def level_style(styles: dict[float, tuple[object, float]], load: float) -> dict[
     return {"linestyle": ls, "alpha": alpha}
 
 
-def figure(rows: int = 1, height: float = 3.6, width: float = 9.0) -> tuple[Figure, list[Axes]]:
+def figure(rows: int = 1, height: float = 3.6, width: float = 9.0,
+           heights: Sequence[float] | None = None) -> tuple[Figure, list[Axes]]:
+    """``rows`` panels of ``height`` inches, or one panel per entry of ``heights``."""
+    sizes = list(heights) if heights else [height] * rows
     with _pyplot().rc_context(STYLE):
-        fig, axes = _pyplot().subplots(rows, 1, figsize=(width, height * rows), squeeze=False)
+        fig, axes = _pyplot().subplots(len(sizes), 1, figsize=(width, sum(sizes)),
+                                       squeeze=False, height_ratios=sizes)
     return fig, list(axes[:, 0])
 
 

@@ -3,10 +3,11 @@
 One line per arm (or per history entry and arm) with its 95% interval as a
 band; each SLO tier's interactivity floor and TTFT ceiling drawn and labelled,
 so the reader sees where each arm crosses each tier. On each floor, each arm's
-capacity bracket is marked at the measured levels it comes from (filled circle:
-the largest level up to which every level met the tier; cross: the first level
-that failed; joined by a bar), the same rows the capacity table prints, so chart
-and table cannot disagree. Levels are placed by their number (a log axis when
+capacity bracket is drawn in a panel of its own below, as a span on the load axis
+from the largest level up to which every level met the tier to the first level
+that failed (the same rows the capacity table prints, so chart and table cannot
+disagree); never as a marker in a data panel, where it would read as a measured
+value. Levels are placed by their number (a log axis when
 they span a wide range), never as text.
 """
 
@@ -56,7 +57,7 @@ class Series:
     dashed: bool = False
     marker: str = "o"
     capacity: tuple[CapacityRow, ...] = ()
-    """This line's capacity rows (one per tier), marked on the tier floors."""
+    """This line's capacity rows (one per tier), drawn as spans on the load axis."""
 
     def points(self) -> list[tuple[LoadLevel, RunSummary]]:
         return level_points(self.summaries)
@@ -126,33 +127,39 @@ def capacity_marks(series: Sequence[Series], tiers: Sequence[SloTier]
             for i, s in enumerate(series) for r in s.capacity if r.tier in order]
 
 
-def _mark_brackets(ax: Axes, series: Sequence[Series], tiers: Sequence[SloTier],
-                   off: list[str]) -> None:
-    from matplotlib.transforms import blended_transform_factory, offset_copy
+def _end(v: float | None) -> str:
+    return "open" if v is None else f"{v:g}"
 
-    drawn_floor = {t.floor_tok_s for t in tiers
-                   if _floor_text(t.floor_tok_s) not in off}
-    per_floor: dict[float, int] = {}
-    for i, k, lo, hi in capacity_marks(series, tiers):
-        floor = tiers[k].floor_tok_s
-        n = per_floor.get(floor, 0)
-        per_floor[floor] = n + 1
-        base = (ax.transData if floor in drawn_floor
-                else blended_transform_factory(ax.transData, ax.transAxes))
-        y = floor if floor in drawn_floor else 0.97
-        tr = offset_copy(base, fig=ax.get_figure(root=True), x=0, y=-4.0 * (n + 1),
-                         units="points")
+
+def _bracket_panel(ax: Axes, series: Sequence[Series], tiers: Sequence[SloTier],
+                   edges: tuple[float, float]) -> None:
+    """Each capacity bracket as a span on the load axis, in a panel of its own (one row
+    per line and tier): from the largest level that met the tier to the first that
+    failed, open-ended (an arrow to the edge) when the sweep did not reach either. No
+    marker sits where a measured value could be read."""
+    marks = capacity_marks(series, tiers)
+    lo_edge, hi_edge = edges
+    names = []
+    for row, (i, k, lo, hi) in enumerate(marks):
+        y = len(marks) - 1 - row
         c = color(series[i].color_index)
-        gid = f"ar-cap-{i}-{k}"
-        if lo is not None and hi is not None:
-            ax.plot([lo, hi], [y, y], color=c, linewidth=2.2, alpha=0.7, transform=tr,
-                    zorder=4, gid=f"{gid}-bar", solid_capstyle="butt")
-        if lo is not None:
-            ax.plot([lo], [y], marker="o", markersize=5, color=c, linestyle="none",
-                    transform=tr, zorder=5, gid=f"{gid}-pass-{lo:g}")
-        if hi is not None:
-            ax.plot([hi], [y], marker="x", markersize=6, markeredgewidth=1.6, color=c,
-                    linestyle="none", transform=tr, zorder=5, gid=f"{gid}-fail-{hi:g}")
+        start, stop = (lo if lo is not None else lo_edge), (hi if hi is not None else hi_edge)
+        ax.barh(y, stop - start, left=start, height=0.55, color=c, alpha=0.35,
+                edgecolor=c, linewidth=1.0, gid=f"ar-cap-{i}-{k}-span-{_end(lo)}-{_end(hi)}")
+        if lo is None:
+            ax.annotate("", xy=(lo_edge, y), xytext=(stop, y),
+                        arrowprops={"arrowstyle": "->", "color": c, "lw": 1.2})
+        if hi is None:
+            ax.annotate("", xy=(hi_edge, y), xytext=(start, y),
+                        arrowprops={"arrowstyle": "->", "color": c, "lw": 1.2})
+        names.append(f"{series[i].name} @ {tiers[k].floor_tok_s:g}")
+    ax.set_yticks(range(len(marks)))
+    ax.set_yticklabels([safe(n) for n in reversed(names)], fontsize=7)
+    ax.set_ylim(-0.6, max(len(marks), 1) - 0.4)
+    ax.grid(axis="y", visible=False)
+    ax.set_title("Capacity brackets on the load axis (span: met at its left end, first "
+                 "failed at its right end; arrow: beyond the sweep), per line @ tier floor",
+                 fontsize=8)
 
 
 def _off_note(off: list[str]) -> str:
@@ -161,25 +168,30 @@ def _off_note(off: list[str]) -> str:
 
 def headline_chart(series: Sequence[Series], tiers: Sequence[SloTier]) -> str:
     """Two panels sharing the load axis: P90 interactivity (floors) and P90 TTFT (ceilings)."""
-    fig, (ax1, ax2) = figure(rows=2, height=2.9)
+    marked = any(s.capacity for s in series)
+    n_marks = len(capacity_marks(series, tiers))
+    heights = (2.9, 2.9) + ((0.45 + 0.2 * n_marks,) if marked else ())
+    fig, axes = figure(rows=len(heights), height=2.9, heights=heights)
+    ax1, ax2 = axes[0], axes[1]
     scale = time_unit("ttft_due")[1]
     _plot(ax1, series, "interactivity", 1.0)
     _plot(ax2, series, "ttft_due", scale)
     floors = sorted({t.floor_tok_s for t in tiers})
     off1 = _limit_lines(ax1, floors, [_floor_text(f) for f in floors], "--")
-    _mark_brackets(ax1, series, tiers, off1)
     ceilings = sorted({t.ttft_s for t in tiers})
     off2 = _limit_lines(ax2, [c * scale for c in ceilings],
                         [f"tier ceiling TTFT {c:g} s" for c in ceilings], ":")
     loads = [load for ser in series for load, _ in ser.points()]
     levels = sorted({load.value for load in loads})
-    for ax in (ax1, ax2):
+    for ax in axes:
         _x_axis(ax, levels, axis_label({load.kind for load in loads}))
+    if marked:
+        edges = ax1.get_xlim()
+        _bracket_panel(axes[2], series, tiers, (float(edges[0]), float(edges[1])))
+        axes[2].set_xlim(*edges)
     ax1.set_ylabel(display_label(_INTER))
-    marked = any(s.capacity for s in series)
     ax1.set_title(f"{metric(_INTER).label} vs load ({direction_text(_INTER)}; band: 95% "
-                  "interval; dashed: SLO floors" + ("; on each floor, capacity bracket: o met, "
-                                                    "x first failed" if marked else "") + ")"
+                  "interval; dashed: SLO floors)"
                   + _off_note(off1))
     ax2.set_ylabel(display_label(_TTFT))
     ax2.set_title(f"{metric(_TTFT).label} vs load ({direction_text(_TTFT)}; dotted: SLO "

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from analysis.judge import CapacityRow
 from analysis.metrics import column_latencies
 from analysis.read import RunData, steady_window
 from analysis.report._chart_base import (
@@ -27,15 +26,13 @@ from analysis.report._chart_base import (
     render,
     run_load,
     safe,
-    short_label,
 )
 from analysis.report._format import display_label, display_unit, time_unit
-from analysis.schema import RequestColumns, direction_text, metric
+from analysis.schema import RequestColumns, metric
 
 __all__ = [
     "ArmLevels",
     "cdf_chart",
-    "curve_chart",
     "timeseries_chart",
     "ttft_prompt_chart",
     "turn_chart",
@@ -44,45 +41,6 @@ __all__ = [
 _INTER = "interactivity.p90"
 _MAX_SCATTER = 4000
 _MAX_LINES = 12
-
-
-def curve_chart(arms: Sequence[ArmLevels], capacity: Sequence[CapacityRow]) -> str:
-    """Decode throughput per GPU against P90 interactivity, one line per arm."""
-    fig, (ax,) = figure(height=4.0)
-    per_gpu = all(s.decode_tok_s_per_gpu is not None for a in arms for s in a.summaries)
-    for i, a in enumerate(arms):
-        pts = [(s.interactivity.p90, s.decode_tok_s_per_gpu if per_gpu else s.decode_tok_s,
-                short_label(load)) for load, s in a.points()]
-        pts = [p for p in pts if p[0] is not None and p[1] is not None]
-        if not pts:
-            continue
-        x, y, _u = zip(*pts, strict=True)
-        ax.plot(x, y, "-o", color=color(i), label=safe(a.arm))
-        for xi, yi, ui in pts:
-            ax.annotate(ui, (xi, yi), textcoords="offset points", xytext=(4, 4),
-                        fontsize=7, color=color(i))
-    tiers = list(dict.fromkeys(r.tier for r in capacity))
-    for i, a in enumerate(arms):  # each tier's passing level: where the table reads per GPU
-        at = {load.value: s for load, s in a.points()}
-        for r in capacity:
-            s = at.get(r.bracket.passed) if r.arm == a.arm and r.bracket.passed else None
-            tput = None if s is None else (s.decode_tok_s_per_gpu if per_gpu else s.decode_tok_s)
-            if s is None or s.interactivity.p90 is None or tput is None:
-                continue
-            ax.plot([s.interactivity.p90], [tput], marker="o", markersize=11, linestyle="none",
-                    markerfacecolor="none", markeredgecolor=color(i), markeredgewidth=1.2,
-                    gid=f"ar-curve-cap-{i}-{tiers.index(r.tier)}-pass-{r.bracket.passed:g}")
-    for f in sorted({r.tier.floor_tok_s for r in capacity}):
-        ax.axvline(f, color="0.4", linestyle="--", linewidth=0.8)
-        ax.annotate(f"floor {f:g}", xy=(f, 1.0), xycoords=("data", "axes fraction"),
-                    xytext=(2, -2), textcoords="offset points", ha="left", va="top",
-                    fontsize=7, color="0.25", rotation=90)
-    ax.set_xlabel(f"{display_label(_INTER)}: {direction_text(_INTER)}")
-    ax.set_ylabel(display_label("decode_tok_s_per_gpu" if per_gpu else "decode_tok_s"))
-    ax.set_title("Throughput vs interactivity (dashed: SLO floors; point labels: load; "
-                 "rings: each tier's passing level, as in the capacity table)")
-    legend_outside(ax, fontsize=8)
-    return render(fig)
 
 
 def _lines(arms: Sequence[ArmLevels]) -> list[tuple[int, float, str, list[RunData]]]:

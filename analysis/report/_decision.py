@@ -15,12 +15,21 @@ from urllib.parse import urlsplit
 from analysis.judge import Comparison, Level, Ratio, ratio_interval_text
 from analysis.metrics import RunSummary
 from analysis.read import RunData
-from analysis.report._format import display_unit, fmt, fmt_ci, fmt_num, fmt_share
+from analysis.report._format import (
+    display_unit,
+    fmt,
+    fmt_ci,
+    fmt_num,
+    fmt_share,
+    per_gpu_text,
+)
 from analysis.schema import direction_text, metric
 
 __all__ = [
     "SUMMARY_METRICS",
     "dist_text",
+    "level_label",
+    "measured_text",
     "capacity_view",
     "report_title",
     "summary_columns",
@@ -140,7 +149,8 @@ def capacity_view(c: Comparison) -> dict[str, Any]:
         t = tiers.setdefault(r.tier.label, {"tier": r.tier.label, "arms": {}})
         t["arms"][r.arm] = {
             "users": r.bracket.text(r.load_kind), "how": _how(r),
-            "per_gpu": fmt_num(r.users_per_gpu, 2),
+            "per_gpu": per_gpu_text(r.bracket.passed, r.bracket.failed, r.gpu_count,
+                                    r.load_kind),
             "decode": fmt_num(r.decode_tok_s_per_gpu, 1), "row": r,
         }
     rows = []
@@ -214,7 +224,7 @@ def report_title(c: Comparison, runs: Sequence[RunData]) -> str:
     return f"run report: {name}"
 
 
-def _measured(label: str, s: RunSummary) -> str:
+def measured_text(label: str, s: RunSummary) -> str:
     """``4 users: P90 interactivity 83.2 tok/s/user, P90 TTFT 210 ms, failure share 0.0%``."""
     inter, ttft = metric("interactivity.p90"), metric("ttft.p90")
     value = dist_text(s.interactivity, "p90", "interactivity")
@@ -227,7 +237,7 @@ def verdict_text(c: Comparison) -> str:
     """The comparison's verdict; for one arm, what the run measured at each level."""
     if len(c.arms) > 1:
         return c.verdict
-    parts = [_measured(level_label(lv), lv.arms[c.arms[0]]) for lv in c.levels]
+    parts = [measured_text(level_label(lv), lv.arms[c.arms[0]]) for lv in c.levels]
     met = [f"{r.tier.label}: {r.bracket.text(r.load_kind)}" for r in c.capacity]
     text = "; ".join(parts) + "."
     if met:

@@ -14,6 +14,7 @@ import math
 from analysis.schema import axis_label, metric
 
 __all__ = [
+    "per_gpu_text",
     "TIME_UNITS", "display_label", "display_unit", "fmt", "fmt_ci", "fmt_num", "fmt_share",
     "fmt_time", "row_label", "time_unit",
 ]
@@ -103,3 +104,26 @@ def fmt_ci(ci: tuple[float, float] | None, unit: str, quantity: str = "") -> str
     if ci is None:
         return ""
     return f"[{fmt(ci[0], unit, quantity)} \u2013 {fmt(ci[1], unit, quantity)}]"
+
+
+_PER = {"users": "users", "rate": "sessions/s", "timestamps": "x time scale"}
+
+
+def _n(v: float) -> str:
+    return f"{v:.2f}"
+
+
+def per_gpu_text(passed: float | None, failed: float | None, gpus: int | None,
+                 kind: str = "users") -> str:
+    """A capacity bracket per GPU: ``1.00 – 4.00 users per GPU``, ``≥ 4.00 ...``,
+    ``< 0.25 ...``; ``per GPU unknown`` without a GPU count."""
+    unit = f"{_PER.get(kind, kind)} per GPU"
+    if not gpus:
+        return f"{unit}: unknown (GPU count not recorded)"
+    if passed is not None and failed is not None:
+        return f"{_n(passed / gpus)} \u2013 {_n(failed / gpus)} {unit}"
+    if passed is not None:
+        return f"\u2265 {_n(passed / gpus)} {unit}"
+    if failed is not None:
+        return f"< {_n(failed / gpus)} {unit}"
+    return f"{unit}: unknown"

@@ -17,13 +17,14 @@ from typing import Any
 from analysis.judge import Comparison
 from analysis.read import RunData
 from analysis.report._chart_headline import Series, headline_chart
+from analysis.report._chart_pareto import pareto_chart
+from analysis.report._decide import decide
 from analysis.report._decision import (
     SUMMARY_METRICS,
     level_label,
     summary_cell,
     summary_columns,
     validity_view,
-    verdict_text,
 )
 from analysis.report._report import _defang, _environment
 from analysis.schema import ResultError
@@ -128,12 +129,17 @@ def _chart(entries: Sequence[HistoryEntry]) -> str:
     return headline_chart(history_series(entries), tiers)
 
 
+def _pareto(entries: Sequence[HistoryEntry]) -> str:
+    tiers = list({t.name: t for e in entries for t in e.comparison.tiers}.values())
+    return pareto_chart(history_series(entries), tiers)
+
+
 def render_history(entries: Sequence[HistoryEntry], *, mixed: bool = False,
                    charts: bool = True) -> str:
     """The history view as one self-contained HTML string."""
     rows = [{"name": e.name, "path": e.path, "started": e.started,
              "arms": ", ".join(a or "(unlabelled)" for a in e.comparison.arms),
-             "verdict": verdict_text(e.comparison),
+             "decision": decide(e.comparison).lines(),
              "validity": validity_view(e.comparison, e.runs),
              "fingerprints": ", ".join(e.fingerprints), "runs": len(e.runs),
              "model": e.runs[0].manifest.model if e.runs else "",
@@ -147,6 +153,7 @@ def render_history(entries: Sequence[HistoryEntry], *, mixed: bool = False,
                     "rows": _summary_rows(entries)},
         "capacity": _capacity(entries),
         "headline_svg": _chart(entries) if charts else "",
+        "pareto_svg": _pareto(entries) if charts else "",
     }
     html = _environment().get_template("history.html.j2").render(**context)
     return _defang(html)

@@ -39,8 +39,10 @@ def method_rules(rules: Rules = DEFAULT_RULES) -> tuple[str, ...]:
         "interpolated: at least the largest level up to which every measured level meets "
         "the tier, below the first level that fails it ('at least N' when all met it, "
         "'below N' when the smallest failed). A level meeting the tier above a failing one "
-        "does not move the bracket; it is listed as not monotone. Users and decode tok/s "
-        "per GPU are those measured at the passing level. The arms' capacity ratio is "
+        "does not move the bracket; it is listed as not monotone. Users per GPU is the "
+        "bracket over the arm's GPU count, a bound where the bracket is one ('\u2265 2.50' "
+        "for 'at least 40 users' on 16 GPUs); decode tok/s per GPU is measured at the "
+        "passing level. The arms' capacity ratio is "
         "bounded by the two brackets (B in [b1, b2), A in [a1, a2): B/A between b1/a2 and "
         "b2/a1); 'unknown' when that range holds 1, i.e. either arm may serve more.",
         "No interactivity: an ok request with fewer than 2 output tokens, or whose tokens all "

@@ -20,6 +20,8 @@ from analysis.judge import HEADLINE, Comparison, FairnessVerdict
 from analysis.read import RunData
 from analysis.report._chart_base import ArmLevels
 from analysis.report._chart_headline import Series, headline_chart
+from analysis.report._chart_pareto import pareto_chart
+from analysis.report._decide import decide
 from analysis.report._decision import (
     capacity_view,
     level_label,
@@ -92,12 +94,10 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def _detail_charts(comparison: Comparison, by_arm: list[ArmLevels]) -> list[tuple[str, str]]:
+def _detail_charts(by_arm: list[ArmLevels]) -> list[tuple[str, str]]:
     from analysis.report import _charts
 
     return [
-        ("Decode throughput per GPU vs P90 interactivity",
-         _charts.curve_chart(by_arm, comparison.capacity)),
         ("CDFs of TPOT and TTFT", _charts.cdf_chart(by_arm)),
         ("TTFT vs prompt length", _charts.ttft_prompt_chart(by_arm)),
         ("Time series: throughput, KV cache usage, prefix hits",
@@ -107,7 +107,9 @@ def _detail_charts(comparison: Comparison, by_arm: list[ArmLevels]) -> list[tupl
 
 
 def _toc(single: bool, extra: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    toc = [("decision", "Decision: verdict, validity, summary"), ("capacity", "Capacity")]
+    toc = [("decision", "Decision: capacity, validity, verdict"),
+           ("pareto", "Throughput per GPU vs interactivity (Pareto)"),
+           ("summary", "Summary per load level"), ("capacity", "Capacity")]
     toc += list(extra)
     toc.append(("headline", "Interactivity and TTFT vs load"))
     if not single:
@@ -131,14 +133,15 @@ def report_context(
         for a in arms
     ]
     single = len(arms) == 1
-    headline = ""
+    headline = pareto = ""
     detail: list[tuple[str, str]] = []
     if charts:
-        headline = headline_chart(
-            [Series(name=a.arm or "run", summaries=a.summaries, color_index=i,
-                    capacity=tuple(r for r in comparison.capacity if r.arm == a.arm))
-             for i, a in enumerate(by_arm)], comparison.tiers)
-        detail = _detail_charts(comparison, by_arm)
+        series = [Series(name=a.arm or "run", summaries=a.summaries, color_index=i,
+                         capacity=tuple(r for r in comparison.capacity if r.arm == a.arm))
+                  for i, a in enumerate(by_arm)]
+        headline = headline_chart(series, comparison.tiers)
+        pareto = pareto_chart(series, comparison.tiers)
+        detail = _detail_charts(by_arm)
     levels = [
         {"label": level_label(lv), "arms": [a for a in arms if a in lv.arms],
          "others": [o for o in others if o in lv.ratios],
@@ -149,6 +152,7 @@ def report_context(
     base_run = next(r for r in runs if r.manifest.label == comparison.baseline)
     cfg = (base_run.manifest.server_info or {}).get("vllm_config")
     extra = dict(extra_sections or {})
+    twin_raw = extra.get("twin", {}).get("raw")
     if charts and "twin" in extra and extra["twin"].get("levels"):
         extra["twin"] = {**extra["twin"], "svg": twin_chart(by_arm, extra["twin"]["levels"],
                                                              extra["twin"].get("floors", []))}
@@ -156,12 +160,14 @@ def report_context(
         "c": comparison,
         "title": report_title(comparison, runs),
         "verdict_text": verdict_text(comparison),
+        "decision": decide(comparison, twin_raw).lines(),
         "fair": comparison.fairness,
         "warn": _warning(comparison.fairness),
         "validity": validity_view(comparison, runs),
         "summary": summary_view(comparison),
         "cap": capacity_view(comparison),
         "headline_svg": headline,
+        "pareto_svg": pareto,
         "toc": _toc(single, [(k, v["title"]) for k, v in extra.items()]),
         "extra": extra,
         "levels": levels,

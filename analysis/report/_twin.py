@@ -47,6 +47,7 @@ def twin_section(data: Mapping[str, Any]) -> dict[str, Any]:
                   f"{check} Where the twin and a measurement disagree, the measurement holds."),
         "table": {"columns": ["tier", "measured bracket", "twin (modelled)",
                               "twin prediction interval", "caveat"], "rows": rows},
+        "raw": data,
         "levels": list(data.get("levels", [])),
         "floors": sorted({float(t.get("floor", 0)) for t in data.get("tiers", [])}),
     }

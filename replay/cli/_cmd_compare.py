@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from replay.ab import CompareOptions, Live, SearchLimits
     from replay.servers.launch import LaunchSettings
 
-from replay.cli._compare_out import live_flags, live_mode, print_result
+from replay.cli._compare_out import live_flags, live_mode, print_result, stored_decision
 
 __all__ = ["register"]
 
@@ -230,6 +230,8 @@ def _search(args: argparse.Namespace, opts: CompareOptions, extra: list[str],
                              start_users=opts.levels[0], limits=limits, live=live)
     console = Console(stderr=False)
     for line in search_lines(result):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    for line in stored_decision(result.out) or []:  # the report's decision, ratio included
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"report: {result.report}", markup=False, highlight=False, soft_wrap=True)
     # a search that stopped on an invalid probe has no answer for that tier: exit 3 says

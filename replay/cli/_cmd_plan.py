@@ -16,7 +16,15 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from replay.cli._results import EXIT_INVALID, analyse, common_flags, invalid, tiers, verdict_lines
+from replay.cli._results import (
+    EXIT_INVALID,
+    analyse,
+    common_flags,
+    invalid,
+    stored_twin,
+    tiers,
+    verdict_lines,
+)
 
 if TYPE_CHECKING:
     from analysis import RunData, SloTier
@@ -70,7 +78,8 @@ def run_plan(args: argparse.Namespace) -> int:
         console.print("[SIMULATED] runs served by a performance model, not GPUs",
                       style="yellow", markup=False)
     view = capacity_view(comparison)
-    table = Table(caption="per GPU and decode tok/s/GPU: measured at the passing level",
+    table = Table(caption="per GPU: the bracket over the arm's GPU count; tok/s/GPU: decode "
+                          "throughput measured at the passing level",
                   title=f"Capacity: measured load ({view['unit']}) bracketing each SLO tier "
                         "(met at the lower level, failed at the upper; nothing interpolated)")
     table.add_column("tier")
@@ -96,7 +105,8 @@ def run_plan(args: argparse.Namespace) -> int:
                       "(A in [a1, a2), B in [b1, b2): B/A between b1/a2 and b2/a1); unknown "
                       "when that range holds 1x (either arm may serve more)",
                       markup=False, highlight=False, soft_wrap=True)
-    for line in verdict_lines(comparison)[1:]:
+    twin = stored_twin(args.paths[0]) if len(args.paths) == 1 else None
+    for line in verdict_lines(comparison, twin):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     return EXIT_INVALID if invalid(comparison) else 0
 
@@ -115,9 +125,12 @@ def _twin_plan(args: argparse.Namespace) -> int:
     # replica count only
     runs, comparison = analyse(args, args.paths)
     shown, note = _same_server(plan, runs)
-    return run_twin_plan(args, plan, tuple(comparison.tiers), args.max_failure_share,
+    code = run_twin_plan(args, plan, tuple(comparison.tiers), args.max_failure_share,
                          measured=[r for r in comparison.capacity if r.arm in shown],
                          measured_note=note)
+    for line in verdict_lines(comparison, stored_twin(args.paths[0])):  # the decision
+        print(line)
+    return code
 
 
 def _same_server(plan: PlanSettings, runs: Sequence[RunData]) -> tuple[set[str], str]:
@@ -178,15 +191,24 @@ def _error_line(band: ErrorBand | None) -> str:
     return f"calibration: {band.text()}; the intervals below include it [{LABEL}]"
 
 
-def _against_measured(cap: TierCapacity, measured: Sequence[CapacityRow]) -> list[str]:
-    """The measured bracket of each arm beside the twin's, and a caveat where they
-    cannot both hold (the measurement wins: the twin is a model of it)."""
+def _against_measured(cap: TierCapacity, measured: Sequence[CapacityRow],
+                      twin_gpus: int) -> list[str]:
+    """The measured bracket of each arm beside the twin's, per GPU, saying so where the
+    measured server and the twin's fleet differ in size; and a caveat where they cannot
+    both hold (the measurement wins: the twin is a model of it)."""
+    from analysis.report import per_gpu_text
     from replay.twin import outside_measured
 
     lines = []
     for row in (r for r in measured if r.tier == cap.tier):
-        lines.append(f"tier {cap.tier.name}: measured {row.arm}: "
-                     f"{row.bracket.text('users')} (measured)")
+        b = row.bracket
+        lines.append(f"tier {cap.tier.name}: measured {row.arm}: {b.text('users')} (measured)")
+        size = ""
+        if row.gpu_count and row.gpu_count != twin_gpus:
+            size = (f"; measured on {row.gpu_count} GPU(s), the twin on {twin_gpus}: "
+                    "compare per GPU, not users")
+        lines.append(f"tier {cap.tier.name}: measured {row.arm} per GPU: "
+                     f"{per_gpu_text(b.passed, b.failed, row.gpu_count)} (measured{size})")
         if outside_measured(cap.bracket, row.bracket):
             lines.append(f"caveat: tier {cap.tier.name}: the twin's capacity "
                          f"({cap.bracket.text('users')}) lies outside what {row.arm} measured "
@@ -231,6 +253,7 @@ def run_twin_plan(args: argparse.Namespace, plan: PlanSettings, tiers: tuple[Slo
           f"{'output tok/s':>12}  {'requests':>8}  {'fail':>5}  tiers met", file=out)
 
     from analysis.judge import meets_tier
+    from analysis.report import per_gpu_text
 
     def progress(users: int, res: LevelResult) -> None:
         print(f"  level {users} users: {res.records} requests, {res.sim_s:.0f} simulated s in "
@@ -256,13 +279,16 @@ def run_twin_plan(args: argparse.Namespace, plan: PlanSettings, tiers: tuple[Slo
     stored: list[dict[str, object]] = []
     for cap in (by_tier[t] for t in tiers):
         print(f"tier {cap.tier.name}: capacity {cap.bracket.text('users')} [{LABEL}]", file=out)
+        per_gpu = per_gpu_text(cap.bracket.passed, cap.bracket.failed, plan.replicas * gpus)
+        print(f"tier {cap.tier.name}: per GPU {per_gpu} ({plan.replicas} replica(s) x {gpus} "
+              f"GPU(s)) [{LABEL}]", file=out)
         interval = None
         if cap.tier in widened:
             strict, loose = (by_tier[x].bracket for x in widened[cap.tier])
             interval = interval_text(strict, loose)
             print(f"tier {cap.tier.name}: with the calibration error, "
                   f"{interval} [{LABEL}, prediction interval]", file=out)
-        for line in _against_measured(cap, measured):
+        for line in _against_measured(cap, measured, plan.replicas * gpus):
             print(line, file=out)
         stored.append(_tier_record(cap, interval, measured))
         if plan.agents is not None:
@@ -276,7 +302,7 @@ def run_twin_plan(args: argparse.Namespace, plan: PlanSettings, tiers: tuple[Slo
                     need += "; every level met the tier, raise --users for a tighter answer"
             print(f"tier {cap.tier.name}: {plan.agents} agents {need} [{LABEL}]", file=out)
     if args.paths:  # beside the measured results, for `agentreplay report DIR`
-        where = _store(args.paths[0], plan, profile.name, band, levels, results, stored)
+        where = _store(args.paths[0], plan, profile.name, band, levels, results, stored, gpus)
         print(f"twin estimate stored in {where}; `agentreplay report {args.paths[0]}` shows "
               "it beside the measured capacity", file=out)
     return 0
@@ -296,7 +322,7 @@ def _tier_record(cap: TierCapacity, interval: str | None,
 
 def _store(directory: str, plan: PlanSettings, profile: str, band: ErrorBand | None,
            levels: Sequence[int], results: Sequence[LevelResult],
-           tiers: list[dict[str, object]]) -> str:
+           tiers: list[dict[str, object]], gpus_per_replica: int | None = None) -> str:
     """``DIR/twin-plan.json``: what the report's twin section shows (derived, like
     report.html: rewritten by the next ``plan --twin ... DIR``)."""
     import dataclasses
@@ -308,7 +334,8 @@ def _store(directory: str, plan: PlanSettings, profile: str, band: ErrorBand | N
 
     path = Path(directory) / TWIN_PLAN_FILE
     doc = {"twin": str(plan.twin), "profile": profile, "backend": plan.backend,
-           "replicas": plan.replicas, "duration_s": plan.duration_s,
+           "replicas": plan.replicas, "gpus_per_replica": gpus_per_replica,
+           "duration_s": plan.duration_s,
            "error_band": None if band is None else dataclasses.asdict(band),
            "levels": [{"users": u, "p90_interactivity": r.summary.interactivity.p90,
                        "p90_ttft_due_s": r.summary.ttft_due.p90,

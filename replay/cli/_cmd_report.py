@@ -11,7 +11,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from replay.cli._results import EXIT_INVALID, analyse, common_flags, invalid, verdict_lines
+from replay.cli._results import (
+    EXIT_INVALID,
+    analyse,
+    common_flags,
+    invalid,
+    stored_twin,
+    verdict_lines,
+)
 
 __all__ = ["register"]
 
@@ -124,7 +131,7 @@ def run_report(args: argparse.Namespace) -> int:
                       f"{len(comparison.missing)} planned run(s) did not finish (no capacity "
                       "is claimed from them): " + escape("; ".join(comparison.missing)),
                       soft_wrap=True)
-    for line in verdict_lines(comparison):
+    for line in verdict_lines(comparison, stored_twin(args.paths[0])):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"wrote {out} and {', '.join(n for n in files if n != out.name)}",
                   markup=False, highlight=False, soft_wrap=True)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from replay.ab import CompareResult, Live
 
-__all__ = ["live_flags", "live_mode", "print_result"]
+__all__ = ["live_flags", "live_mode", "print_result", "stored_decision"]
 
 
 def live_flags(p: argparse.ArgumentParser) -> None:
@@ -41,11 +41,34 @@ def print_result(result: CompareResult) -> int:
     if fairness.startswith("UNFAIR"):
         console.print(f"warning: {fairness}", style="bold red", markup=False, soft_wrap=True)
     sim = "[SIMULATED] " if _simulated(result.out / "summary.json") else ""
-    console.print(sim + result.verdict, markup=False, highlight=False, soft_wrap=True)
+    for line in stored_decision(result.out) or [sim + result.verdict]:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"report: {result.report}", markup=False, highlight=False, soft_wrap=True)
     _print_scenario(result.out / "summary.json")
     _print_acceptance(result.out / "summary.json", console)
     return print_validity(result.validity, "comparison", simulated=bool(sim))
+
+
+def stored_decision(out: Path) -> list[str] | None:
+    """The decision lines (``analysis.report.decide``) of the comparison stored in
+    ``out/summary.json``, with a stored twin plan beside it; the very lines the report
+    opens with. None when the file is missing or unreadable."""
+    import orjson
+    from pydantic import ValidationError
+
+    from analysis import Comparison
+    from analysis.report import TWIN_PLAN_FILE, decide
+
+    try:
+        comparison = Comparison.model_validate_json((out / "summary.json").read_bytes())
+    except (OSError, ValidationError):
+        return None
+    twin = None
+    try:
+        twin = orjson.loads((out / TWIN_PLAN_FILE).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        pass
+    return decide(comparison, twin if isinstance(twin, dict) else None).lines()
 
 
 def _print_acceptance(summary: Path, console: Any) -> None:

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXIT_INVALID", "add_failure_share_flag", "analyse", "common_flags", "experiment_slo",
-    "experiment_value", "invalid", "rules", "tiers", "verdict_lines",
+    "experiment_value", "invalid", "rules", "stored_twin", "tiers", "verdict_lines",
 ]
 
 EXIT_INVALID = 3
@@ -106,16 +106,31 @@ def experiment_value(directory: str, key: str, default: Any) -> Any:
 _NOTED: set[str] = set()
 
 
-def verdict_lines(c: Comparison) -> list[str]:
-    from analysis.report import validity_view, verdict_text
+def verdict_lines(c: Comparison, twin: dict[str, Any] | None = None) -> list[str]:
+    """The decision (``analysis.report.decide``: the lines report.html opens with),
+    then each validity check that found something."""
+    from analysis.report import decide, validity_view
 
     v = validity_view(c, [])
-    sim = "[SIMULATED] " if c.simulated else ""
-    lines = [sim + verdict_text(c), f"{sim}validity: {v['verdict']}"]
+    lines = list(decide(c, twin).lines())
     for g in v.get("groups", []):
         more = f" (and {g['count'] - 1} more like it)" if g["count"] > 1 else ""
         lines.append(f"  {g['severity']} [{g['code']}]: {g['example']}{more}")
     return lines
+
+
+def stored_twin(directory: str) -> dict[str, Any] | None:
+    """The twin plan ``plan --twin ... DIR`` stored in ``directory`` (None: none, or
+    unreadable; the report says which)."""
+    import orjson
+
+    from analysis.report import TWIN_PLAN_FILE
+
+    try:
+        data = orjson.loads((Path(directory) / TWIN_PLAN_FILE).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def invalid(c: Comparison) -> bool:

@@ -12,7 +12,7 @@ from replay.cli import main
 from tests.analysis.report.builders import make_sweep
 from tests.analysis.report.chromium import in_first_screen, measure, screenshot
 
-DECISION = ["verdict", "validity", "summary-table"]
+DECISION = ["verdict", "validity", "pareto-chart"]
 
 
 def _check_first_screen(report: Path, tmp: Path, extra: list[str] | None = None) -> None:
@@ -76,10 +76,10 @@ def test_history_view(sweep: Path, tmp_path: Path) -> None:
     later = make_sweep(tmp_path / "later", arms={"auto": 0.006, "latency_specialized": 0.004})
     out = tmp_path / "hist" / "history.html"
     assert main(["report", str(sweep), str(later), "-o", str(out)]) in (0, 3)
-    m = measure(out, ["entries-table", "summary-table", "capacity-table"], tmp_path)
+    m = measure(out, ["entries-table", "pareto-chart", "summary-table"], tmp_path)
     assert in_first_screen(m["boxes"]["entries-table"])
-    assert m["boxes"]["summary-table"]["top"] < 900  # the side-by-side table starts on screen
-    assert m["charts"] == 1 and m["overlaps"] == []
+    assert in_first_screen(m["boxes"]["pareto-chart"])
+    assert m["charts"] == 2 and m["overlaps"] == []  # the Pareto and headline charts
 
 
 def test_demo_report_decision_in_first_screen(tmp_path: Path) -> None:

@@ -39,7 +39,17 @@ def test_table_prints_the_brackets(comparison_and_runs: tuple) -> None:
             assert end is None or end in r.levels
 
 
-def test_chart_marks_the_levels_the_table_prints(comparison_and_runs: tuple) -> None:
+def _want_spans(c: object) -> set[str]:
+    want = set()
+    for r in c.capacity:  # type: ignore[attr-defined]
+        i, k = c.arms.index(r.arm), c.tiers.index(r.tier)  # type: ignore[attr-defined]
+        lo, hi = (("open" if v is None else f"{v:g}") for v in (r.bracket.passed,
+                                                              r.bracket.failed))
+        want.add(f"ar-cap-{i}-{k}-span-{lo}-{hi}")
+    return want
+
+
+def test_chart_spans_the_levels_the_table_prints(comparison_and_runs: tuple) -> None:
     c, runs = comparison_and_runs
     series = [Series(name=a, summaries=[lv.arms[a] for lv in c.levels], color_index=i,
                      capacity=tuple(r for r in c.capacity if r.arm == a))
@@ -47,27 +57,13 @@ def test_chart_marks_the_levels_the_table_prints(comparison_and_runs: tuple) -> 
     svg = headline_chart(series, c.tiers)
     marks = capacity_marks(series, c.tiers)
     assert len(marks) == len(c.capacity)
-    drawn = set(re.findall(r'id="(ar-cap-\d+-\d+-(?:pass|fail)-[\d.]+)"', svg))
-    want = set()
-    for r in c.capacity:
-        i, k = c.arms.index(r.arm), c.tiers.index(r.tier)
-        if r.bracket.passed is not None:
-            want.add(f"ar-cap-{i}-{k}-pass-{r.bracket.passed:g}")
-        if r.bracket.failed is not None:
-            want.add(f"ar-cap-{i}-{k}-fail-{r.bracket.failed:g}")
-    assert drawn == want
-    # the throughput chart rings the passing levels the table reads per GPU from
-    from analysis.report import _charts
-    from analysis.report._chart_base import ArmLevels
-
-    by_arm = [ArmLevels(arm=a, summaries=[lv.arms[a] for lv in c.levels],
-                        runs=[r for r in runs if r.manifest.label == a]) for a in c.arms]
-    rings = set(re.findall(r'id="ar-curve-cap-(\d+-\d+-pass-[\d.]+)"',
-                           _charts.curve_chart(by_arm, c.capacity)))
-    assert rings == {w.removeprefix("ar-cap-") for w in want if "-pass-" in w}
-    # the full report shows the same: its chart marks and its table's brackets
+    want = _want_spans(c)
+    assert set(re.findall(r'id="(ar-cap-\d+-\d+-span-[\w.]+-[\w.]+)"', svg)) == want
+    # spans, never markers: no capacity gid names a single level (the old pass/fail dots)
+    assert not re.search(r'id="ar-cap-[^"]*-(?:pass|fail)-', svg)
+    # the full report shows the same: its chart spans and its table's brackets
     html = render_report(c, runs)
-    assert set(re.findall(r'id="(ar-cap-\d+-\d+-(?:pass|fail)-[\d.]+)"', html)) == want
+    assert set(re.findall(r'id="(ar-cap-\d+-\d+-span-[\w.]+-[\w.]+)"', html)) == want
     table = html[html.index('id="capacity-table"'):]
     table = table[:table.index("</table>")]
     for r in c.capacity:
@@ -88,4 +84,4 @@ def test_history_shows_each_entry_s_bracket_and_marks_it(tmp_path: Path) -> None
     for root in (first, later):
         for r in compare_runs(read_runs([root])).capacity:
             assert r.bracket.text(r.load_kind) in table
-    assert "ar-cap-" in html  # the history chart marks the same brackets
+    assert "ar-cap-" in html and "-span-" in html  # the history chart spans the brackets

@@ -77,12 +77,12 @@ def test_hostile_strings_are_escaped(report: tuple[str, Path]) -> None:
 def test_sections_and_fairness_wording(report: tuple[str, Path]) -> None:
     html, _ = report
     order = [html.index(f'<section id="{s}">') for s in (
-        "decision", "capacity", "headline", "fairness", "metrics", "charts", "setup",
-        "methodology", "data")]
+        "decision", "pareto", "summary", "capacity", "headline", "fairness", "metrics",
+        "charts", "setup", "methodology", "data")]
     assert order == sorted(order)  # decision first, capacity before the per-level detail
     assert "same GPU count" in html
     assert "SIMULATED" in html
-    assert html.count("<svg") == 6  # the headline chart and five detail charts
+    assert html.count("<svg") == 6  # the Pareto and headline charts, four detail charts
     assert "1 / P90(TPOT)" in html  # methodology table
     assert "UNFAIR" not in html
 
@@ -91,7 +91,7 @@ def test_unfair_override_warns_in_every_section(tmp_path: Path) -> None:
     runs = read_runs([_make_comparison(tmp_path, unfair=True)])
     html = render_report(compare_runs(runs, allow_unfair=True), runs, charts=False)
     sections = html.count("<section ")
-    assert sections == 9
+    assert sections == 11
     assert html.count('class="banner unfair"') >= sections + 1
     assert "scheduler_config.max_num_seqs" in html
 
@@ -158,7 +158,9 @@ def test_cli_report_and_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert main(["plan", str(root), "--slo", "30:10", "--slo", "100:10"]) == 0
     text = capsys.readouterr().out
     assert "Capacity" in text and "latency_specialized" in text
-    assert len(re.findall(r"tok/s/user", text)) == 2  # one row per tier
+    table = text[:text.index("[SIMULATED] Capacity at")]  # the table, then the decision
+    assert len(re.findall(r"tok/s/user", table)) == 2  # one row per tier
+    assert len(re.findall(r"^(?:\[SIMULATED\] )?Capacity at ", text, re.M)) == 2
     assert "latency_specialized / auto" in text  # the arms' capacity ratio
     assert "interpolat" not in text.replace("nothing interpolated", "")
     assert re.search(r"between \d+ and \d+ users|at least \d+ users|below \d+ users?", text)

@@ -1,0 +1,38 @@
+"""``compare --search`` ends with the decision its report opens with: each arm's bracket
+per GPU and the arms' capacity ratio (before, it printed "met at 3.0 - failed at 4.0"
+and no ratio)."""
+
+from __future__ import annotations
+
+import html as htmllib
+import re
+from pathlib import Path
+
+import pytest
+
+from replay.cli import main
+from tests.replay.ab.conftest import sims
+
+
+def test_search_prints_the_report_s_decision(tiny_workload: Path, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "s"
+    with sims(("small", "auto"), ("small", "latency_specialized")) as urls:
+        rc = main(["compare", "--arm", f"auto={urls[0]}",
+                   "--arm", f"latency_specialized={urls[1]}", "--workload", str(tiny_workload),
+                   "--users", "1", "--duration", "1.5", "--warmup", "0.2", "--drain", "0.5",
+                   "--out", str(out), "--search", "30:15", "--search-max-probes", "2",
+                   "--quiet"])
+    assert rc in (0, 3)  # 3 only when a starved machine stamped a probe invalid
+    printed = capsys.readouterr().out.splitlines()
+    page = (out / "report.html").read_text(encoding="utf-8")
+    block = page[page.index('id="decision-lines"'):]
+    items = [htmllib.unescape(x) for x in
+             re.findall(r"<li>(.*?)</li>", block[:block.index("</ul>")], re.S)]
+    capacity = [x for x in items if "Capacity at \u2265 30 tok/s/user" in x]
+    assert len(capacity) == 1
+    assert "latency_specialized / auto capacity" in capacity[0]  # the ratio, always said
+    assert "users per GPU" in capacity[0]
+    for line in items:  # word for word, after the search's own per-arm lines
+        assert line in printed, (line, printed)
+    assert printed.index(items[0]) > 0
