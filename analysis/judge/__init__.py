@@ -48,7 +48,7 @@ from analysis.judge._validity import (
     merge_validity,
     mismatch_share,
 )
-from analysis.judge._verdict import NO_EVIDENCE_SPAN, ratio_interval_text
+from analysis.judge._verdict import NO_EVIDENCE_SPAN, noise_floor_text, ratio_interval_text
 
 __all__ = [
     "ALLOWED_FIELDS",
@@ -78,6 +78,7 @@ __all__ = [
     "gpu_count_of",
     "judge_fairness",
     "meets_tier",
+    "noise_floor_text",
     "merge_validity",
     "mismatch_share",
     "ratio_bracket",

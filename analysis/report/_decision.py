@@ -120,6 +120,8 @@ def summary_view(c: Comparison) -> dict[str, Any]:
 def _how(row: Any) -> str:
     """Which measured levels the bracket comes from."""
     b = row.bracket
+    if b.kind == "unknown":
+        return "no level could be told met or failed" + str(b.note())
     if b.kind == "at least":
         text = f"met at every level measured, up to {b.passed:g}"
     elif b.kind == "below":

@@ -39,6 +39,10 @@ class CompareOptions(SharedSettings):
     allow_unfair: Annotated[bool, Knob(
         "--allow-unfair", "proceed when the arms differ beyond the decode backend (warned)",
         resumed=False)] = False
+    allow_identical: Annotated[bool, Knob(
+        "--allow-identical", "proceed when the arms do not differ at all (same decode "
+        "backend, or one server behind every arm): an A/A run that measures the noise "
+        "floor", resumed=False)] = False
     max_failure_share: Annotated[float, Field(ge=0, le=1), Knob(
         "--max-failure-share", "a level whose failure share (errors + timeouts + incomplete "
         "over requests sent in the window) exceeds X, 0..1, fails every SLO tier",
