@@ -326,7 +326,8 @@ def search_capacity(
     (out_p / SEARCH_FILE).write_bytes(_payload(result, opts, start_users, max_users,
                                                precision))
     runs = read_runs([out_p / "runs"])
-    comparison = compare_runs(runs, tiers=tiers, seed=opts.seed,
+    shown = list(dict.fromkeys([*tiers, *opts.slo]))  # the searched tiers, then --slo's
+    comparison = compare_runs(runs, tiers=shown, seed=opts.seed,
                               allow_unfair=opts.allow_unfair, rules=opts.rules())
     files = report_bundle(comparison, runs, extras=read_extras(out_p))
     for name, text in files.items():

@@ -11,7 +11,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from replay.cli._results import EXIT_INVALID, analyse, common_flags, invalid, verdict_lines
+from replay.cli._results import (
+    EXIT_INVALID,
+    analyse,
+    common_flags,
+    invalid,
+    rejudged,
+    verdict_lines,
+)
 
 __all__ = ["register"]
 
@@ -109,8 +116,14 @@ def run_report(args: argparse.Namespace) -> int:
     default = Path(args.paths[0]) / "report.html"
     out = Path(args.output) if args.output else default
     names = _bundle_names(out, default)
+    extras = read_extras(args.paths[0])
+    note = rejudged(args, args.paths[0])
+    if note is not None:  # one directory, one set of tiers unless asked: say so
+        console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+        extras = {"rejudged": {"title": "SLO tiers re-judged", "intro": note[0].upper()
+                               + note[1:] + "."}, **extras}
     files = report_bundle(comparison, runs, charts=not args.no_charts,
-                          extras=read_extras(args.paths[0]), names=names)
+                          extras=extras, names=names)
     _write(out.parent, files)
     if comparison.fairness.overridden:
         console.print(f"[bold red]warning:[/] {comparison.fairness.sentence}")
