@@ -11,28 +11,29 @@ import pytest
 from replay.cli import main
 from tests.analysis.builders import make_run, rec
 
-W, R, O = "{workload}", "{rundir}", "{out}"
-_RUN = ["run", "--target", "http://127.0.0.1:9", "--workload", W, "--out", O, "--duration", "1"]
+W, R, OUT = "{workload}", "{rundir}", "{out}"
+_RUN = ["run", "--target", "http://127.0.0.1:9", "--workload", W, "--out", OUT,
+        "--duration", "1"]
 _CMP = ["compare", "--arm", "a=http://127.0.0.1:9", "--arm", "b=http://127.0.0.1:8",
-        "--workload", W, "--out", O, "--duration", "1"]
+        "--workload", W, "--out", OUT, "--duration", "1"]
 
 CASES: list[tuple[str, list[str], str]] = [
     # (case id, argv, what the line must hold)
     ("run-api", [*_RUN, "--api", "chatt"], "--api 'chatt': choose one of completions, chat"),
     ("run-duration", [*_RUN, "--duration", "10s"], "--duration '10s': give a number"),
     ("run-users", [*_RUN, "--users", "many"], "--users"),
-    ("run-target-no-scheme", ["run", "--target", "127.0.0.1:8101", "--workload", W, "--out", O,
+    ("run-target-no-scheme", ["run", "--target", "127.0.0.1:8101", "--workload", W, "--out", OUT,
                               "--duration", "1"], "write http://127.0.0.1:8101"),
     ("run-typo", [*_RUN, "--durations", "10"], "did you mean --duration?"),
     ("compare-duration", [*_CMP, "--duration", "10s"], "--duration '10s': give a number"),
     ("compare-repeats", [*_CMP, "--repeats", "x"], "--repeats 'x': give a whole number"),
     ("compare-api", [*_CMP, "--api", "chatt"], "--api 'chatt'"),
     ("compare-arm-no-scheme", ["compare", "--arm", "a=127.0.0.1:8101", "--arm",
-                               "b=http://127.0.0.1:8", "--workload", W, "--out", O,
+                               "b=http://127.0.0.1:8", "--workload", W, "--out", OUT,
                                "--duration", "1"], "--arm a: '127.0.0.1:8101': no scheme; "
                                                    "write http://127.0.0.1:8101"),
     ("compare-arm-bad-scheme", ["compare", "--arm", "a=htp://host:1", "--arm",
-                                "b=http://127.0.0.1:8", "--workload", W, "--out", O,
+                                "b=http://127.0.0.1:8", "--workload", W, "--out", OUT,
                                 "--duration", "1"], "write http://host:1"),
     ("compare-slo", [*_CMP, "--slo", "100"], "--slo '100': give FLOOR:TTFT"),
     ("compare-typo", [*_CMP, "--durations", "10"], "agentreplay compare: error: unrecognized "
@@ -53,7 +54,7 @@ CASES: list[tuple[str, list[str], str]] = [
     ("serve-sim-port", ["serve-sim", "--port", "x"], "--port 'x'"),
     ("serve-sim-backend", ["serve-sim", "--backend", "fast"], "--backend 'fast'"),
     ("serve-sim-speedup", ["serve-sim", "--speedup", "x"], "--speedup 'x'"),
-    ("traces-sessions", ["traces", "generate", "--output", O, "--sessions", "x"],
+    ("traces-sessions", ["traces", "generate", "--output", OUT, "--sessions", "x"],
      "--sessions 'x': give a whole number"),
     ("traces-action", ["traces", "generat"], "ACTION 'generat': choose one of"),
     ("no-command", ["bogus"], "COMMAND 'bogus': choose one of"),
