@@ -304,9 +304,9 @@ def url_problem(value: str) -> str | None:
     rest = text.split("://", 1)[1] if "://" in text else text
     if not rest or rest.startswith("/"):
         return f"{value!r} is not an http(s) URL such as http://host:8000"
-    why = (f"the scheme {text.split('://', 1)[0]!r} is neither http nor https"
-           if "://" in text else "no scheme")
-    return f"{value!r}: {why}; write http://{rest} (or https://{rest})"
+    why = f"scheme {text.split('://', 1)[0]!r}" if "://" in text else "no scheme"
+    return (f"{value!r} is not an http(s) URL ({why}): write http://{rest} "
+            f"(or https://{rest})")
 
 
 def _checked_url(value: str) -> str:

@@ -30,8 +30,9 @@ CASES: list[tuple[str, list[str], str]] = [
     ("compare-api", [*_CMP, "--api", "chatt"], "--api 'chatt'"),
     ("compare-arm-no-scheme", ["compare", "--arm", "a=127.0.0.1:8101", "--arm",
                                "b=http://127.0.0.1:8", "--workload", W, "--out", OUT,
-                               "--duration", "1"], "--arm a: '127.0.0.1:8101': no scheme; "
-                                                   "write http://127.0.0.1:8101"),
+                               "--duration", "1"], "--arm a: '127.0.0.1:8101' is not an "
+                                                   "http(s) URL (no scheme): write "
+                                                   "http://127.0.0.1:8101"),
     ("compare-arm-bad-scheme", ["compare", "--arm", "a=htp://host:1", "--arm",
                                 "b=http://127.0.0.1:8", "--workload", W, "--out", OUT,
                                 "--duration", "1"], "write http://host:1"),
