@@ -18,10 +18,10 @@ as a plain comparison's resume is.
 Running out of probes is an answer too: the bracket as far as it got, said so.
 
 A probe whose sample cannot tell (``indeterminate``: too few requests, a share's
-interval holding 90%) is no end of the bracket. The search runs that count again
-once, twice as long (``<arm>-u<users>-r1``), and judges the two runs pooled; still
-indeterminate, it steps over the count (no more repeats: ``MAX_REPEATS``) and the
-answer names it.
+interval holding 90%) is no end of the bracket. The search runs that count once
+more (``<arm>-u<users>-r1``, the same settings, so the runs stay comparable) and
+judges the two runs pooled, twice the requests; still indeterminate, it steps over
+the count (no more repeats: ``MAX_REPEATS``) and the answer names it.
 
 ``DIR/search.json`` holds each answer with its bracket and evidence; the report
 of ``DIR`` shows it (``analysis.read_extras``).
