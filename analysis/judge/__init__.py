@@ -48,7 +48,12 @@ from analysis.judge._validity import (
     merge_validity,
     mismatch_share,
 )
-from analysis.judge._verdict import NO_EVIDENCE_SPAN, ratio_interval_text, verdict_sentence
+from analysis.judge._verdict import (
+    NO_EVIDENCE_SPAN,
+    noise_floor_text,
+    ratio_interval_text,
+    verdict_sentence,
+)
 
 __all__ = [
     "ALLOWED_FIELDS",
@@ -80,6 +85,7 @@ __all__ = [
     "meets_tier",
     "merge_validity",
     "mismatch_share",
+    "noise_floor_text",
     "ratio_bracket",
     "ratio_interval_text",
     "replica_diffs",

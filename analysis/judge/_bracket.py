@@ -10,6 +10,11 @@ Not monotone (a level meets the tier above one that failed): the bracket still
 ends at the first failing level (every level below it passed), and the levels
 that met the tier again above it are listed, so the reader sees the noise.
 
+Indeterminate (the sample could not tell whether a level met the tier:
+``analysis.metrics.judge_tier``): the level is unknown, so it neither ends nor
+extends the bracket; it is listed (``indeterminate``) beside it. Every level
+indeterminate leaves the capacity ``unknown``.
+
 The ratio of two arms' capacities follows from the brackets alone: with arm A in
 [a_lo, a_hi) and B in [b_lo, b_hi), B / A lies in (b_lo / a_hi, b_hi / a_lo), a
 missing end making that side unbounded. When that range holds 1, which arm
@@ -25,7 +30,7 @@ from pydantic import BaseModel, ConfigDict
 
 __all__ = ["Bracket", "RatioBracket", "bracket_of", "ratio_bracket"]
 
-BracketKind = Literal["between", "at least", "below"]
+BracketKind = Literal["between", "at least", "below", "unknown"]
 _UNITS = {"users": ("user", "users"), "rate": ("session/s", "sessions/s"),
           "timestamps": ("x time scale", "x time scale")}
 
@@ -52,16 +57,23 @@ class Bracket(BaseModel):
     """Smallest measured level that failed the tier; None when every level met it."""
     passed_above: list[float] = []
     """Levels above ``failed`` that met the tier again (not monotone: noise or drift)."""
+    indeterminate: list[float] = []
+    """Levels whose sample could not tell (too few requests): unknown, no bracket end."""
 
     @property
     def kind(self) -> BracketKind:
+        if self.failed is None and self.passed is None:
+            return "unknown"
         if self.failed is None:
             return "at least"
         return "below" if self.passed is None else "between"
 
     def text(self, load_kind: str = "users") -> str:
-        """``between 4 and 16 users``, ``at least 16 users`` or ``below 1 user``."""
-        if self.failed is None:
+        """``between 4 and 16 users``, ``at least 16 users``, ``below 1 user`` or
+        ``unknown``, and the levels that were not monotone or indeterminate."""
+        if self.kind == "unknown":
+            out = "unknown"
+        elif self.failed is None:
             out = f"at least {_with_unit(self.passed or 0.0, load_kind)}"
         elif self.passed is None:
             out = f"below {_with_unit(self.failed, load_kind)}"
@@ -71,9 +83,13 @@ class Bracket(BaseModel):
         return out + self.note()
 
     def note(self) -> str:
-        if not self.passed_above:
-            return ""
-        return ("; not monotone: met again at " + ", ".join(_num(v) for v in self.passed_above))
+        out = ""
+        if self.passed_above:
+            out += "; not monotone: met again at " + ", ".join(_num(v) for v in self.passed_above)
+        if self.indeterminate:
+            out += ("; indeterminate at " + ", ".join(_num(v) for v in self.indeterminate)
+                    + " (too few requests to tell)")
+        return out
 
     def width(self) -> float | None:
         """Upper end minus lower end (None while either is missing)."""
@@ -82,15 +98,19 @@ class Bracket(BaseModel):
         return self.failed - self.passed
 
 
-def bracket_of(outcomes: Iterable[tuple[float, bool]]) -> Bracket:
-    """The bracket from (level, met the tier) pairs, in any order (at least one pair)."""
-    ordered = sorted(outcomes)
-    if not ordered:
+def bracket_of(outcomes: Iterable[tuple[float, bool | None]]) -> Bracket:
+    """The bracket from (level, met the tier) pairs, in any order (at least one pair);
+    None for a level whose sample could not tell (indeterminate: left out, listed)."""
+    given = sorted(outcomes, key=lambda p: p[0])
+    if not given:
         raise ValueError("a bracket needs at least one measured level")
+    unknown = [x for x, ok in given if ok is None]
+    ordered = [(x, ok) for x, ok in given if ok is not None]
     failed = next((x for x, ok in ordered if not ok), None)
     below = [x for x, ok in ordered if ok and (failed is None or x < failed)]
     above = [x for x, ok in ordered if ok and failed is not None and x > failed]
-    return Bracket(passed=below[-1] if below else None, failed=failed, passed_above=above)
+    return Bracket(passed=below[-1] if below else None, failed=failed, passed_above=above,
+                   indeterminate=unknown)
 
 
 class RatioBracket(BaseModel):

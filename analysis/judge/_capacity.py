@@ -1,7 +1,8 @@
 """Capacity planning: between which measured loads each arm stops meeting each SLO tier.
 
 A level meets a tier when its goodput entry says so (failure share at most the
-maximum, at least 90% of all requests sent met each limit: ``_tiers``). Per arm
+maximum, at least 90% of all requests sent met each limit: ``_tiers``); a level
+whose sample could not tell is indeterminate and moves no bracket end. Per arm
 and tier the answer is the bracket of measured levels (``_bracket``): the
 largest level up to which every level met the tier, and the first that failed;
 nothing is interpolated in between. Throughput and users per GPU are those of
@@ -41,10 +42,14 @@ class CapacityRow(BaseModel):
     levels: list[float]
 
 
-def meets_tier(s: RunSummary, tier: SloTier) -> bool:
-    """Whether the summary's goodput entry for ``tier`` says the tier is met."""
+def meets_tier(s: RunSummary, tier: SloTier) -> bool | None:
+    """Whether the summary's goodput entry for ``tier`` says the tier is met; None when
+    the sample could not tell (indeterminate: ``analysis.metrics.judge_tier``)."""
     g = next((g for g in s.goodput if g.tier == tier), None)
-    return bool(g is not None and g.meets)
+    if g is None:
+        return False
+    outcome = g.judged()
+    return None if outcome == "indeterminate" else outcome == "meets"
 
 
 def _x(s: RunSummary) -> float:

@@ -11,8 +11,10 @@ run of the level is invalid; otherwise the ratio says why not.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any
 
 import numpy as np
@@ -311,6 +313,7 @@ def compare_runs(
     groups: dict[tuple[tuple[str, float], str], list[Samples]] = {}
     per_run: dict[tuple[tuple[str, float], str], list[tuple[str, Samples, RunSummary]]] = {}
     run_valid: dict[str, Validity] = {}
+    name = run_names(ordered)
     by_level: dict[tuple[str, float], list[str]] = {}
     for r in ordered:
         smp = measure(r)
@@ -331,7 +334,7 @@ def compare_runs(
         summaries = {arm: summarize(s, seed=seed, tiers=tiers_t, max_failure_share=mf)
                      for arm, s in pooled.items()}
         load = next(iter(pooled.values())).level
-        lv_valid = assess_comparison([(rid, run_valid[rid]) for rid in by_level[key]],
+        lv_valid = assess_comparison([(name[rid], run_valid[rid]) for rid in by_level[key]],
                                      [(load.label, summaries)], rules=rules)
         drifts, rep_values = drift_of(
             load.label, HEADLINE, {a: per_run[(key, a)] for a in arms if (key, a) in per_run},
@@ -341,7 +344,7 @@ def compare_runs(
                                 else "caveats", reasons=lv_valid.reasons + drift_reasons(drifts))
         for arm, smp in pooled.items():
             summaries[arm].validity = merge_validity(
-                [(rid, run_valid[rid]) for rid in smp.runs])
+                [(name[rid], run_valid[rid]) for rid in smp.runs])
             if not cut_short.intersection(smp.runs):
                 cap_input[arm].append(summaries[arm])
         ratios: dict[str, list[Ratio]] = {}
@@ -368,8 +371,9 @@ def compare_runs(
             ratios=ratios, validity=lv_valid, evidence=evidence,
             single_run=all(len(s.runs) == 1 for s in pooled.values()), drift=drifts))
     cap = capacity_table({a: v for a, v in cap_input.items() if v}, tiers_t)
-    reasons = [x for r in ordered for x in (f"{r.manifest.run_id}: {y}" for y in r.reasons)]
-    validity = assess_comparison(list(run_valid.items()),
+    reasons = [x for r in ordered for x in (f"{name[r.manifest.run_id]}: {y}"
+                                            for y in r.reasons)]
+    validity = assess_comparison([(name[rid], v) for rid, v in run_valid.items()],
                                  [(lv.load.label, lv.arms) for lv in levels], rules=rules)
     all_drift = [d for lv in levels for d in lv.drift]
     if all_drift:
@@ -381,24 +385,37 @@ def compare_runs(
         tiers=list(tiers_t), capacity=cap, incomplete=bool(reasons or missing), reasons=reasons,
         missing=list(missing),
         simulated=any(r.manifest.simulated for r in runs), validity=validity, rules=rules,
-        run_validity=run_valid, **_scenario_stamp([r.manifest for r in ordered]),
+        run_validity=run_valid, **_scenario_stamp([r.manifest for r in ordered], name),
     )
 
 
-def _scenario_stamp(manifests: Sequence[RunManifest]) -> dict[str, Any]:
+def run_names(runs: Sequence[RunData]) -> dict[str, str]:
+    """Run id -> what a caveat calls the run: its directory's name (``auto-u8-r0``, the
+    name a reader finds on disk), or the id where two runs' directories share a name."""
+    names = {r.manifest.run_id: PurePath(r.path).name or r.manifest.run_id for r in runs}
+    seen = Counter(names.values())
+    return {rid: n if seen[n] == 1 else rid for rid, n in names.items()}
+
+
+def _scenario_stamp(manifests: Sequence[RunManifest],
+                    name: dict[str, str] | None = None) -> dict[str, Any]:
     """The comparison's scenario fields from its runs' stamps: satisfied only when
     every run followed the same scenario and satisfied it."""
     named = sorted({m.scenario for m in manifests if m.scenario is not None})
     if not named:
         return {}
     notes: list[str] = []
+
+    def call(m: RunManifest) -> str:
+        return (name or {}).get(m.run_id, m.run_id)
+
     for m in manifests:
         if m.scenario != named[0]:
             how = "without --scenario" if m.scenario is None else f"scenario {m.scenario}"
-            notes.append(f"{m.run_id}: ran {how}")
+            notes.append(f"{call(m)}: ran {how}")
             continue
-        notes += [f"{m.run_id}: {x}" for x in m.scenario_notes]
+        notes += [f"{call(m)}: {x}" for x in m.scenario_notes]
         if m.scenario_satisfied is None:
-            notes.append(f"{m.run_id}: not judged (the run did not close normally)")
+            notes.append(f"{call(m)}: not judged (the run did not close normally)")
     satisfied = not notes and all(m.scenario_satisfied is True for m in manifests)
     return {"scenario": named[0], "scenario_satisfied": satisfied, "scenario_notes": notes}

@@ -31,6 +31,10 @@ options are parsed into name -> value, ``--additional-config`` into its JSON
 fields; ``decode_backend`` is allowed, ``--port``/``--host`` ignored, anything
 else refused.
 
+Arms whose configurations do not differ at all (the decode backend included, or
+one server behind every arm: a mistyped URL) are fair but ``identical``: an A/A
+run, whose differences are the noise floor, never a backend's effect.
+
 Load settings must be equal except ``users`` (the concurrency level), and
 workload fingerprints equal. Without a ``vllm_config`` the configuration
 cannot be verified, which also refuses unless overridden; the message says to
@@ -45,6 +49,7 @@ from collections.abc import Sequence
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
+from analysis.judge._identical import aa_sentence, identical_arms
 from analysis.schema import FairnessError, Replica, RunManifest
 
 __all__ = [
@@ -176,6 +181,9 @@ class FairnessVerdict(BaseModel):
     verified: bool
     """False when some run carried no vllm_config to diff."""
     differences: list[ConfigDiff] = Field(default_factory=list)
+    identical: bool = False
+    """A/A: two or more arms and nothing differs between them, the decode backend
+    included (or every arm is one server): what they measure apart is noise."""
     sentence: str
     ignored_fields: list[str] = Field(
         default_factory=lambda: sorted(_VOLATILE_NAMES) + ["*port*", "*_ip"])
@@ -400,10 +408,13 @@ def judge_fairness(
     fair = not refused and (verified or not require_config)
     if not fair and not allow_unfair:
         raise _unfair(refused, verified)
+    identical = fair and identical_arms(manifests, [d.verdict for d in diffs], verified)
+    sentence = _sentence(fair, verified, same_gpu, gpus, refused)
+    if identical:
+        sentence = aa_sentence(manifests, same_gpu, gpus)
     return FairnessVerdict(
         fair=fair, overridden=not fair, same_gpu_count=same_gpu, gpu_counts=gpus,
-        verified=verified, differences=diffs,
-        sentence=_sentence(fair, verified, same_gpu, gpus, refused),
+        verified=verified, differences=diffs, identical=identical, sentence=sentence,
     )
 
 

@@ -14,7 +14,7 @@ from analysis.schema import Validity, metric
 if TYPE_CHECKING:
     from analysis.judge._comparison import Level, Ratio
 
-__all__ = ["NO_EVIDENCE_SPAN", "ratio_interval_text", "verdict_sentence"]
+__all__ = ["NO_EVIDENCE_SPAN", "noise_floor_text", "ratio_interval_text", "verdict_sentence"]
 
 _HEAD = "interactivity.p90"
 
@@ -100,6 +100,26 @@ def _arm_sentence(arm: str, base: str, levels: Sequence[Level]) -> str:
     return f"{arm} vs {base}, {head}: " + "; ".join(bits) + "."
 
 
+def noise_floor_text(base: str, arms: Sequence[str], levels: Sequence[Level]) -> str:
+    """An A/A run's measured noise floor: per level the head ratio and its interval, and
+    the largest departure from 1 any of them reached (interval ends included)."""
+    bits, worst = [], 0.0
+    for lv in levels:
+        for arm in arms:
+            if arm == base:
+                continue
+            r = next((x for x in lv.ratios.get(arm, []) if x.metric == _HEAD), None)
+            if r is None or r.ratio is None:
+                continue
+            bits.append(f"{arm} at {lv.load.label} {r.ratio:.2f}x {ratio_interval_text(r.ci)}")
+            ends = [r.ratio, *(r.ci or ())]
+            worst = max([worst, *(abs(math.log(x)) for x in ends if x > 0 and math.isfinite(x))])
+    if not bits:
+        return "Noise floor: no level has a ratio to measure it by."
+    return (f"Noise floor ({metric(_HEAD).label}, identical arms): " + "; ".join(bits)
+            + f"; the largest departure from 1.00x is {math.expm1(worst):.1%}.")
+
+
 def verdict_sentence(
     base: str, arms: list[str], levels: Sequence[Level], fairness: FairnessVerdict,
     validity: Validity | None = None, capacity: Sequence[CapacityRow] = (),
@@ -108,6 +128,8 @@ def verdict_sentence(
     """One plain sentence per other arm, the failures that fail tiers, and the
     validity verdict first when it is not ``valid``."""
     prefix = "" if fairness.fair else "WARNING, UNFAIR COMPARISON: "
+    if fairness.identical:
+        prefix = "A/A RUN (the arms do not differ; any difference is noise): "
     if validity is not None:
         prefix += _validity_text(validity)
     fails = _failures(levels, max_failure_share)
@@ -120,6 +142,8 @@ def verdict_sentence(
                          + (f"{p90:.1f} {head.unit}" if p90 is not None else "n/a"))
         return prefix + f"Single arm {base!r} (no comparison): " + "; ".join(parts) + "." + tail
     sentences = [_arm_sentence(arm, base, levels) for arm in arms[1:]]
+    if fairness.identical:
+        sentences.append(noise_floor_text(base, arms, levels))
     if levels and all(lv.single_run for lv in levels):
         sentences.append("One run per arm and level: the intervals do not cover drift "
                          "between runs (repeat with --repeats for that).")

@@ -37,8 +37,12 @@ from analysis.metrics._summary import (
     summarize,
 )
 from analysis.metrics._tiers import (
+    MIN_ALL_MET_REQUESTS,
     TIER_QUANTILE,
+    TierOutcome,
+    judge_tier,
     tier_shares,
+    wilson_interval,
 )
 
 __all__ = [
@@ -46,6 +50,7 @@ __all__ = [
     "Distribution",
     "Goodput",
     "Latencies",
+    "MIN_ALL_MET_REQUESTS",
     "PrefixReuse",
     "RecordLatencies",
     "RequestCounts",
@@ -53,6 +58,7 @@ __all__ = [
     "Samples",
     "Speculation",
     "TIER_QUANTILE",
+    "TierOutcome",
     "bootstrap_quantiles",
     "bootstrap_sums",
     "claimed_acceptance",
@@ -61,6 +67,7 @@ __all__ = [
     "distribution",
     "draw_counts",
     "invert_distribution",
+    "judge_tier",
     "measure",
     "metric_rng",
     "pool",
@@ -68,4 +75,5 @@ __all__ = [
     "small_sample_widening",
     "summarize",
     "tier_shares",
+    "wilson_interval",
 ]

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from analysis.metrics._samples import Samples
 from analysis.metrics._stats import Distribution, distribution, invert_distribution, metric_rng
-from analysis.metrics._tiers import TierShares, meets, tier_shares
+from analysis.metrics._tiers import TierOutcome, TierShares, judge_tier, tier_shares
 from analysis.schema import (
     DEFAULT_MAX_FAILURE_SHARE,
     DEFAULT_TIERS,
@@ -90,9 +90,21 @@ class Goodput(_Model):
     interactivity (< 2 output tokens, or every token in one read)."""
     failure_share: float | None = None
     meets: bool = False
-    """failure share <= the maximum, and at least 90% of requests met each limit
-    (i.e. P90 interactivity >= floor and P90 TTFT from schedule <= ceiling over
-    all requests sent)."""
+    """Met, as far as the sample can tell: failure share <= the maximum, and at least
+    90% of requests met each limit (i.e. P90 interactivity >= floor and P90 TTFT from
+    schedule <= ceiling over all requests sent), each share's 95% interval at or above
+    90% (``outcome``)."""
+    outcome: TierOutcome | None = None
+    """``meets``, ``fails`` or ``indeterminate`` (a share's interval holds 90%: too few
+    requests to tell); None in summaries written before it (``meets`` then says)."""
+    why: str = ""
+    """Why the level is indeterminate (the counts, the interval, the minimum)."""
+
+    def judged(self) -> TierOutcome:
+        """The outcome, also for a summary written before outcomes existed."""
+        if self.outcome is not None:
+            return self.outcome
+        return "meets" if self.meets else "fails"
 
 
 class PrefixReuse(_Model):
@@ -224,7 +236,8 @@ def _counts(s: Samples) -> RequestCounts:
 def _goodput(s: Samples, tier: SloTier, shares: TierShares, max_failure: float) -> Goodput:
     """The tier's shares at their point values (see ``TierShares``)."""
     if shares.sent.sum() == 0:
-        return Goodput(tier=tier, requests=None, users=None)
+        return Goodput(tier=tier, requests=None, users=None, outcome="indeterminate",
+                       why="no request was sent in the window")
     ones = np.ones((1, len(shares.sent)))
     fail, ttft_ok, fast = (float(x[0]) for x in shares.replicate(ones))
     meets_both = share(float(shares.both.sum()), float(shares.rated.sum()))
@@ -238,10 +251,11 @@ def _goodput(s: Samples, tier: SloTier, shares: TierShares, max_failure: float) 
         present = (shares.sent > 0) & (~np.isnan(user_rate) | (shares.failed > 0)
                                        | ~ttft_user)
         user_ok = present & (user_rate >= tier.floor_tok_s) & ttft_user
+    outcome, why = judge_tier(shares, max_failure)
     return Goodput(
         tier=tier, requests=meets_both, users=share(float(user_ok.sum()), float(present.sum())),
         ttft_share=ttft_ok, fast_share=fast if np.isfinite(fast) else None, failure_share=fail,
-        meets=bool(meets(fail, ttft_ok, fast, max_failure)), unrated=shares.unrated,
+        meets=outcome == "meets", outcome=outcome, why=why, unrated=shares.unrated,
         censored=shares.censored,
     )
 

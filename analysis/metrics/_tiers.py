@@ -19,21 +19,55 @@ A level meets a tier when its failure share is at most the maximum and at least
 P90 TTFT from schedule <= ceiling over all requests sent. Per-user counts make
 each statistic a ratio of sums, so a bootstrap replicate (how often each user
 was drawn) costs one product.
+
+Indeterminate: a share measured on few requests cannot tell 85% from 95%. Each
+share that must reach 90% (TTFT, interactivity) gets its 95% Wilson score
+interval over the requests it counts; when either interval holds 90% (the
+sample is on both sides of the line), the level is ``indeterminate``: neither
+met nor failed, and a bracket or a search treats it as unknown. The Wilson
+interval is decisive from few requests only far from the line: 0 of 3 is a
+miss, but a level every request of which met needs at least
+``MIN_ALL_MET_REQUESTS`` (35) of them to be judged met. The failure share is
+judged at its value (a level with more failures than allowed fails).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
 from analysis.metrics._samples import Samples
 from analysis.schema import SloTier
 
-__all__ = ["TIER_QUANTILE", "TierShares", "tier_shares"]
+__all__ = ["MIN_ALL_MET_REQUESTS", "TIER_CONFIDENCE_Z", "TIER_QUANTILE", "TierOutcome",
+           "TierShares", "judge_tier", "tier_shares", "wilson_interval"]
 
 TIER_QUANTILE = 0.9
 """Share of requests that must meet each limit (the tiers are P90 criteria)."""
+
+TIER_CONFIDENCE_Z = 1.959964
+"""z of the two-sided 95% Wilson interval a tier share is judged with."""
+
+TierOutcome = Literal["meets", "fails", "indeterminate"]
+
+
+def wilson_interval(k: float, n: float, z: float = TIER_CONFIDENCE_Z) -> tuple[float, float]:
+    """The Wilson score interval of ``k`` successes in ``n`` trials ((0, 1) when n is 0)."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = k / n
+    den = 1.0 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return max(0.0, mid - half), min(1.0, mid + half)
+
+
+MIN_ALL_MET_REQUESTS = math.ceil(TIER_QUANTILE * TIER_CONFIDENCE_Z ** 2 / (1 - TIER_QUANTILE))
+"""Requests a level needs, every one meeting the tier, before it can be judged met
+(below it the Wilson interval of n of n still reaches under 90%)."""
 
 
 @dataclass(frozen=True)
@@ -88,8 +122,33 @@ def tier_shares(s: Samples, tier: SloTier) -> TierShares:
                       censored=int(on_pace.sum()))
 
 
-def meets(fail: np.ndarray | float, ttft: np.ndarray | float, fast: np.ndarray | float,
-          max_failure: float) -> np.ndarray:
-    """Elementwise: the tier is met (NaN shares fail)."""
-    return np.asarray((np.asarray(fail) <= max_failure) & (np.asarray(ttft) >= TIER_QUANTILE)
-                      & (np.asarray(fast) >= TIER_QUANTILE))
+def _pct(x: float) -> str:
+    return f"{x:.0%}"
+
+
+def judge_tier(shares: TierShares, max_failure: float) -> tuple[TierOutcome, str]:
+    """``meets``/``fails``/``indeterminate`` and, when indeterminate, why (one clause).
+
+    Fails when the failure share is above the maximum or a share's interval lies wholly
+    under 90%; meets when both intervals lie at or above 90%; else indeterminate."""
+    sent = float(shares.sent.sum())
+    if sent == 0:
+        return "indeterminate", "no request was sent in the window"
+    if float(shares.failed.sum()) / sent > max_failure:
+        return "fails", ""
+    unsure = []
+    for k, n, what in ((float(shares.ttft_ok.sum()), sent, "the TTFT ceiling"),
+                       (float(shares.fast.sum()), float(shares.rated.sum()),
+                        "the interactivity floor")):
+        lo, hi = wilson_interval(k, n)
+        if hi < TIER_QUANTILE:
+            return "fails", ""
+        if lo < TIER_QUANTILE:
+            unsure.append(f"{k:.0f} of {n:.0f} requests met {what} "
+                          f"(95% interval {_pct(lo)}-{_pct(hi)} holds "
+                          f"{_pct(TIER_QUANTILE)})")
+    if not unsure:
+        return "meets", ""
+    return "indeterminate", ("; ".join(unsure) + ": too few requests to tell (at least "
+                             f"{MIN_ALL_MET_REQUESTS}, all meeting, to be met; more the "
+                             "nearer the share is to 90%)")

@@ -129,6 +129,8 @@ def summary_view(c: Comparison) -> dict[str, Any]:
 def _how(row: Any) -> str:
     """Which measured levels the bracket comes from."""
     b = row.bracket
+    if b.kind == "unknown":
+        return "no level could be told met or failed" + str(b.note())
     if b.kind == "at least":
         text = f"met at every level measured, up to {b.passed:g}"
     elif b.kind == "below":
@@ -218,9 +220,13 @@ def report_title(c: Comparison, runs: Sequence[RunData]) -> str:
     if len(c.arms) > 1:
         return f"{' vs '.join(c.arms[1:])} vs {c.baseline} (baseline)"
     m = runs[0].manifest
-    name = c.arms[0] or _host(m.target) or m.workload.source or m.run_id
+    hosts = list(dict.fromkeys(_host(r.target) for r in m.replicas)) or [_host(m.target)]
+    where = (f"fleet of {len(hosts)} ({', '.join(hosts)})" if len(hosts) > 1 else hosts[0])
+    name = c.arms[0] or where or m.workload.source or m.run_id
     if not c.arms[0] and m.workload.source:
-        name = f"{_host(m.target)} \u2013 {m.workload.source}"
+        name = f"{where} \u2013 {m.workload.source}"
+    elif len(hosts) > 1:
+        name = f"{name}, {where}"
     return f"run report: {name}"
 
 

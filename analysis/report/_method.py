@@ -8,6 +8,7 @@ Written next to the code that applies them (``_measure``, ``_tiers``,
 from __future__ import annotations
 
 from analysis.judge import DEFAULT_RULES, Rules
+from analysis.metrics import MIN_ALL_MET_REQUESTS
 
 __all__ = ["method_rules"]
 
@@ -34,7 +35,15 @@ def method_rules(rules: Rules = DEFAULT_RULES) -> tuple[str, ...]:
         "SLO tiers: a level meets a tier when its failure share is at most "
         f"{r.max_failure_share:.0%} and at least 90% of ALL requests sent in the window met "
         "the TTFT-from-schedule ceiling and at least 90% met the interactivity floor (failed "
-        "and incomplete requests miss both), i.e. P90 over all requests sent.",
+        "and incomplete requests miss both), i.e. P90 over all requests sent. "
+        "Indeterminate: each of those two shares gets its 95% Wilson score interval over "
+        "the requests it counts; a level fails when either interval lies wholly below 90% "
+        "(or its failure share is above the maximum), meets when both lie at or above 90%, "
+        "and is otherwise indeterminate: the sample is on both sides of the line, too few "
+        "requests to tell (6 of 7 meeting is indeterminate, not a fail; a level every "
+        f"request of which met needs at least {MIN_ALL_MET_REQUESTS} requests to be met). "
+        "An indeterminate level is unknown: it ends no capacity bracket and bounds no "
+        "ratio, and the SLO search runs it again (pooled) once before stepping over it.",
         "Capacity is a bracket of measured loads (users; sessions/s in open loop), nothing "
         "interpolated: at least the largest level up to which every measured level meets "
         "the tier, below the first level that fails it ('at least N' when all met it, "

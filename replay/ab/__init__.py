@@ -17,7 +17,7 @@ from replay.ab._experiment import (
     load_experiment,
 )
 from replay.ab._launched import LaunchOptions, compare_launched
-from replay.ab._options import CompareOptions, parse_levels, parse_rates
+from replay.ab._options import CompareOptions, parse_levels, parse_rates, parse_slo
 from replay.ab._order import (
     PlannedRun,
     is_run_complete,
@@ -63,6 +63,7 @@ __all__ = [
     "next_probe",
     "parse_levels",
     "parse_rates",
+    "parse_slo",
     "plan_runs",
     "preflight",
     "reset_prefix_cache",

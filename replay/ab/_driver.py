@@ -29,6 +29,7 @@ from typing import Any, Literal
 from analysis import (
     Comparison,
     Rules,
+    SloTier,
     Validity,
 )
 from replay.ab._options import CompareOptions
@@ -124,15 +125,18 @@ def _execute(runs: Sequence[PlannedRun], url_of: Callable[[str], str], workload:
 
 
 def write_report(out: Path, *, allow_unfair: bool, seed: int = 0,
-                 rules: Rules | None = None) -> tuple[Path, Comparison]:
+                 rules: Rules | None = None,
+                 tiers: Sequence[SloTier] = ()) -> tuple[Path, Comparison]:
     """Compare the runs under ``out/runs``; write report.html and its data files
     (``analysis.report_bundle``: summary.json, levels.csv, requests.csv, the schema),
-    with the experiment file or search stored in ``out`` shown in the report."""
-    from analysis import compare_runs, read_extras, read_runs, report_bundle
+    with the experiment file or search stored in ``out`` shown in the report; judged at
+    ``tiers`` (``--slo``; empty: the default tiers)."""
+    from analysis import DEFAULT_TIERS, compare_runs, read_extras, read_runs, report_bundle
 
     runs = read_runs([out / "runs"])
     rejudge_scenarios(runs)  # a reused run's stamps: from its evidence, not read back
     comparison = compare_runs(runs, allow_unfair=allow_unfair, seed=seed,
+                              tiers=tuple(tiers) or DEFAULT_TIERS,
                               rules=rules or Rules(), missing=missing_runs(out))
     for name, text in report_bundle(comparison, runs, extras=read_extras(out)).items():
         (out / name).write_text(text, encoding="utf-8")
@@ -141,7 +145,7 @@ def write_report(out: Path, *, allow_unfair: bool, seed: int = 0,
 
 def _finish(out: Path, state: State, opts: CompareOptions, live: Live) -> CompareResult:
     report, comparison = write_report(out, allow_unfair=opts.allow_unfair, seed=opts.seed,
-                                      rules=opts.rules())
+                                      rules=opts.rules(), tiers=opts.slo)
     state.data["report"] = report.name
     state.data["validity"] = comparison.validity.model_dump(mode="json")
     state.save()

@@ -31,7 +31,7 @@ from replay.ab._driver import (
 )
 from replay.ab._options import CompareOptions
 from replay.ab._order import PlannedRun, is_run_reusable, launch_groups, plan_runs
-from replay.ab._preflight import preflight, probe_facts, stand_in
+from replay.ab._preflight import preflight, probe_facts, refuse_identical, stand_in
 from replay.ab._state import State, check_resume
 from replay.client import ServerFacts
 from replay.load import ServerWatchHook
@@ -205,5 +205,6 @@ def _judge_against_first(run: _Launched, first: tuple[str, str, ServerFacts], ar
         allow_unfair=run.opts.allow_unfair,
         launch_commands=[build_command(run.by_label[first[0]]),
                          build_command(run.by_label[arm])])
+    refuse_identical(verdict, [(first[0], first[1]), (arm, url)], run.opts)
     run.state.data["preflight"] = verdict.model_dump(mode="json")
     run.state.save()

@@ -12,12 +12,12 @@ from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
-from analysis import DEFAULT_MAX_FAILURE_SHARE, Rules
+from analysis import DEFAULT_MAX_FAILURE_SHARE, ResultError, Rules, SloTier, parse_tier
 from replay.errors import ConfigError
 from replay.knobs import Knob, not_resumed
 from replay.load import RunSettings, SharedSettings, split_targets, validated
 
-__all__ = ["CompareOptions", "parse_levels", "parse_rates"]
+__all__ = ["CompareOptions", "parse_levels", "parse_rates", "parse_slo"]
 
 _ALWAYS_STORED = frozenset({
     "levels", "repeats", "rates", "duration_s", "warmup_s", "drain_s", "seed", "api",
@@ -39,11 +39,18 @@ class CompareOptions(SharedSettings):
     allow_unfair: Annotated[bool, Knob(
         "--allow-unfair", "proceed when the arms differ beyond the decode backend (warned)",
         resumed=False)] = False
+    allow_identical: Annotated[bool, Knob(
+        "--allow-identical", "proceed when the arms do not differ at all (same decode "
+        "backend, or one server behind every arm): an A/A run that measures the noise "
+        "floor", resumed=False)] = False
     max_failure_share: Annotated[float, Field(ge=0, le=1), Knob(
         "--max-failure-share", "a level whose failure share (errors + timeouts + incomplete "
         "over requests sent in the window) exceeds X, 0..1, fails every SLO tier",
         metavar="X", resumed=False)] = DEFAULT_MAX_FAILURE_SHARE
     """A level whose failure share exceeds this fails every SLO tier (``Rules``)."""
+    slo: tuple[SloTier, ...] = ()
+    """The SLO tiers the report, summary.json and search judge by (``--slo`` or the
+    experiment file's ``slo``); empty: the default tiers. Changes no run."""
 
     def resume_settings(self) -> dict[str, Any]:
         """What a resumed comparison must share with the one it continues: every field
@@ -53,7 +60,7 @@ class CompareOptions(SharedSettings):
         out = {}
         free = not_resumed(CompareOptions)
         for name, value in self.model_dump(mode="json").items():
-            if name in free:
+            if name in free or name == "slo":  # judging, not running: free to change
                 continue
             if name in _ALWAYS_STORED or value != CompareOptions.model_fields[name].default:
                 out[name] = value
@@ -102,3 +109,14 @@ def parse_rates(text: str, flag: str = "--rate") -> tuple[float, ...]:
     except ValueError:
         raise ConfigError(f"{flag} {text!r}: give comma-separated session rates, e.g. 0.5,1,2") \
             from None
+
+
+def parse_slo(text: str, flag: str = "--slo") -> SloTier:
+    """``"100:15"`` -> the tier; anything else is a one-line error naming ``flag`` and the
+    form to write."""
+    try:
+        return parse_tier(text)
+    except ResultError:
+        raise ConfigError(f"{flag} {text!r}: give FLOOR:TTFT, both parts: the P90 "
+                          "interactivity floor (tok/s per user) and the P90 TTFT ceiling (s), "
+                          "e.g. 100:15") from None

@@ -24,8 +24,8 @@ from replay.client import ServerFacts, connect_url, make_session, probe_server, 
 from replay.errors import ConfigError
 from replay.load import check_fleet, describe_fleet, split_targets
 
-__all__ = ["arm_headers", "preflight", "probe_facts", "public_arms", "reset_prefix_cache",
-           "stand_in"]
+__all__ = ["arm_headers", "preflight", "probe_facts", "public_arms", "refuse_identical",
+           "reset_prefix_cache", "stand_in"]
 
 
 def arm_headers(api_key_env: str | None) -> dict[str, str]:
@@ -89,8 +89,26 @@ def preflight(arms: Sequence[tuple[str, str]], opts: CompareOptions, *,
         manifest = stand_in(label, url, facts, opts)
         check_fleet(manifest.replicas, urls, f"--arm {label}")
         manifests.append(manifest)
-    return judge_fairness(manifests, allow_unfair=opts.allow_unfair,
-                          require_config=len(arms) > 1, launch_commands=launch_commands)
+    verdict = judge_fairness(manifests, allow_unfair=opts.allow_unfair,
+                             require_config=len(arms) > 1, launch_commands=launch_commands)
+    refuse_identical(verdict, arms, opts)
+    return verdict
+
+
+def refuse_identical(verdict: FairnessVerdict, arms: Sequence[tuple[str, str]],
+                     opts: CompareOptions) -> None:
+    """Arms that do not differ at all (an A/A run, often one URL typed twice) are a
+    ``ConfigError`` naming them, unless ``--allow-identical`` asks for a noise floor."""
+    if not verdict.identical or opts.allow_identical:
+        return
+    urls = [u for _, u in arms]
+    same = len(set(urls)) == 1
+    raise ConfigError(
+        "the arms " + ", ".join(f"{label}={public_target(url)}" for label, url in arms)
+        + (" are one server" if same else " do not differ at all (same configuration, "
+           "same decode backend)")
+        + ": nothing would be compared; point each --arm at its own server, or pass "
+        "--allow-identical for an A/A run that measures the noise floor")
 
 
 def reset_prefix_cache(url: str, api_key_env: str | None = None) -> bool:

@@ -18,6 +18,12 @@ invalid: a server that died) is redone, as a comparison's run is.
 
 Running out of probes is an answer too: the bracket as far as it got, said so.
 
+A probe whose sample cannot tell (``indeterminate``: too few requests, a share's
+interval holding 90%) is no end of the bracket. The search runs that count once
+more (``<arm>-u<users>-r1``, the same settings, so the runs stay comparable) and
+judges the two runs pooled, twice the requests; still indeterminate, it steps over
+the count (no more repeats: ``MAX_REPEATS``) and the answer names it.
+
 ``DIR/search.json`` holds each answer with its bracket and evidence; the report
 of ``DIR`` shows it (``analysis.read_extras``).
 """
@@ -54,8 +60,11 @@ from replay.text import plural
 
 __all__ = ["SearchAnswer", "SearchResult", "next_probe", "search_capacity", "search_lines"]
 
-Outcome = Literal["meets", "fails", "invalid"]
-Ended = Literal["searching", "bracketed", "at least", "below", "invalid", "probe limit"]
+Outcome = Literal["meets", "fails", "invalid", "indeterminate"]
+Ended = Literal["searching", "bracketed", "at least", "below", "invalid", "probe limit",
+                "indeterminate"]
+MAX_REPEATS = 1
+"""Repeats of an indeterminate probe before the search steps over its count."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +76,10 @@ class Probe:
     validity: str
     outcomes: dict[str, Outcome]
     reason: str = ""
+    runs: int = 1
+    """Runs pooled behind it (an indeterminate probe is repeated)."""
+    why: dict[str, str] = field(default_factory=dict)
+    """Per indeterminate tier: why the sample could not tell."""
 
 
 @dataclass
@@ -105,9 +118,16 @@ class SearchResult:
 
 def _bracket(probes: dict[int, Probe], tier: str) -> Bracket | None:
     """The bracket of the probes with evidence for ``tier`` (None without any)."""
-    known = [(float(u), p.outcomes.get(tier) == "meets") for u, p in probes.items()
-             if p.outcomes.get(tier, "invalid") != "invalid"]
+    met = {"meets": True, "fails": False, "indeterminate": None}
+    known = [(float(u), met[o]) for u, p in probes.items()
+             if (o := p.outcomes.get(tier, "invalid")) != "invalid"]
     return bracket_of(known) if known else None
+
+
+def _exhausted(probes: dict[int, Probe], tier: str) -> list[int]:
+    """Counts still indeterminate after their repeats: stepped over."""
+    return [u for u, p in probes.items()
+            if p.outcomes.get(tier) == "indeterminate" and p.runs > MAX_REPEATS]
 
 
 def _narrow(lo: int, hi: int, precision: float | None) -> bool:
@@ -120,14 +140,23 @@ def next_probe(probes: dict[int, Probe], tier: str, start: int, max_users: int,
     if not probes:
         return start, "searching", "searching"
     b = _bracket(probes, tier)
-    lo = int(b.passed) if b is not None and b.passed is not None else 0
+    passed = int(b.passed) if b is not None and b.passed is not None else 0
     hi = int(b.failed) if b is not None and b.failed is not None else None
+    stuck = [u for u in _exhausted(probes, tier) if hi is None or u < hi]
+    lo = max([passed, *stuck])  # the search steps over what the samples cannot tell
+    unsure = (f"; indeterminate at {', '.join(str(u) for u in sorted(stuck))} even "
+              "with a repeated probe (too few requests to tell)") if stuck else ""
     if hi is None:
         if lo >= max_users:
+            if stuck:
+                return None, "indeterminate", (f"searched up to {plural(max_users, 'user')}"
+                                               + unsure)
             return None, "at least", (f"every probe up to {plural(max_users, 'user')} met "
                                       "the tier; raise --search-max-users to look further")
         want = min(max(lo * 2, start if lo == 0 else lo + 1), max_users)
     elif _narrow(lo, hi, precision):
+        if stuck:
+            return None, "indeterminate", "bracketed as far as the samples tell" + unsure
         if lo == 0 and hi == 1:
             return None, "below", "even 1 user fails"
         return None, "bracketed", ("bracketed to one user" if hi - lo <= 1 else
@@ -135,9 +164,12 @@ def next_probe(probes: dict[int, Probe], tier: str, start: int, max_users: int,
     else:
         want = (lo + hi) // 2 if lo else max(1, min(start, hi) // 2)
         want = max(want, lo + 1)
-    if want in probes and probes[want].outcomes.get(tier, "invalid") == "invalid":
+    outcome = probes[want].outcomes.get(tier, "invalid") if want in probes else None
+    if outcome == "invalid":
         return None, "invalid", (f"stopped: the run at {plural(want, 'user')} was invalid "
                                  f"({probes[want].reason})")
+    if outcome == "indeterminate":
+        return want, "searching", "again: the sample could not tell"
     return want, "searching", "searching"
 
 
@@ -146,11 +178,12 @@ def _answer(a: SearchAnswer, probes: dict[int, Probe], ended: Ended, how: str) -
     a.evidence = [probes[u] for u in sorted(probes)]
 
 
-def _judge(run_dir: Path, arm: str, users: int, tiers: Sequence[SloTier],
+def _judge(run_dirs: Sequence[Path], arm: str, users: int, tiers: Sequence[SloTier],
            opts: CompareOptions) -> Probe:
-    """A probe's outcome per tier from its run, with analysis' validity rules."""
-    run = read_run(run_dir)
-    c = compare_runs([run], tiers=tiers, seed=opts.seed, allow_unfair=True,
+    """A probe's outcome per tier from its runs (pooled), with analysis' validity rules."""
+    runs = [read_run(d) for d in run_dirs]
+    run = runs[-1]
+    c = compare_runs(runs, tiers=tiers, seed=opts.seed, allow_unfair=True,
                      rules=opts.rules())
     summary = c.levels[0].arms[c.arms[0]] if c.levels else None
     verdict = c.validity.verdict
@@ -158,10 +191,12 @@ def _judge(run_dir: Path, arm: str, users: int, tiers: Sequence[SloTier],
         reason = "; ".join(r.message for r in c.validity.reasons
                            if r.severity == "invalid")[:300] or "no requests"
         return Probe(users, run.manifest.run_id, verdict, {t.name: "invalid" for t in tiers},
-                     reason)
-    met = {g.tier.name: g.meets for g in summary.goodput}
-    return Probe(users, run.manifest.run_id, verdict,
-                 {t.name: "meets" if met.get(t.name) else "fails" for t in tiers})
+                     reason, runs=len(runs))
+    judged = {g.tier.name: g for g in summary.goodput}
+    outcomes: dict[str, Outcome] = {
+        t.name: judged[t.name].judged() if t.name in judged else "fails" for t in tiers}
+    why = {n: judged[n].why for n, o in outcomes.items() if o == "indeterminate"}
+    return Probe(users, run.manifest.run_id, verdict, outcomes, runs=len(runs), why=why)
 
 
 def _say(live: Live, text: str) -> None:
@@ -170,15 +205,19 @@ def _say(live: Live, text: str) -> None:
 
 
 def _probe(arm: str, url: str, users: int, workload: str, out: Path, opts: CompareOptions,
-           tiers: Sequence[SloTier], live: Live) -> Probe:
-    run_dir = out / "runs" / PlannedRun(arm, users, 0).name
+           tiers: Sequence[SloTier], live: Live, repeat: int = 0) -> Probe:
+    """Run (or reuse) the probe's ``repeat``-th run and judge it pooled with the ones
+    before (more requests to tell by)."""
+    dirs = [out / "runs" / PlannedRun(arm, users, r).name for r in range(repeat + 1)]
+    run_dir = dirs[-1]
     if not is_run_reusable(run_dir):  # spoiled (interrupted, invalid): redone, as compare does
         if run_dir.exists():
             shutil.rmtree(run_dir)
         reset_prefix_cache(url, opts.api_key_env)
-        _say(live, f"{arm} at {plural(users, 'user')}")
+        _say(live, f"{arm} at {plural(users, 'user')}"
+             + (" again (pooled): the sample could not tell" if repeat else ""))
         run_load_sync(opts.config(url, users, arm), workload, run_dir, live=live)
-    return _judge(run_dir, arm, users, tiers, opts)
+    return _judge(dirs, arm, users, tiers, opts)
 
 
 def _payload(answers: Sequence[SearchAnswer], opts: CompareOptions, start: int,
@@ -188,10 +227,12 @@ def _payload(answers: Sequence[SearchAnswer], opts: CompareOptions, start: int,
         "users": a.users,
         "bracket": [a.bracket.passed, a.bracket.failed] if a.bracket else [None, None],
         "passed_above": a.bracket.passed_above if a.bracket else [],
+        "indeterminate": a.bracket.indeterminate if a.bracket else [],
         "ended": a.ended, "how": a.how,
         "evidence": [{"users": p.users, "run": p.run, "validity": p.validity,
                       "verdict": p.outcomes.get(a.tier.name, "invalid"),
-                      "reason": p.reason} for p in a.evidence],
+                      "reason": p.reason or p.why.get(a.tier.name, ""),
+                      "runs": p.runs} for p in a.evidence],
     } for a in answers]
     width = "one user" if precision is None else f"{precision:.0%} (or one user)"
     return orjson.dumps({
@@ -245,13 +286,15 @@ def search_capacity(
                 if want is None:
                     _answer(a, probes[label], ended, how)
                     continue
-                if len(probes[label]) >= max_probes:
+                if sum(p.runs for p in probes[label].values()) >= max_probes:
                     _answer(a, probes[label], "probe limit",
                             f"stopped after {plural(max_probes, 'probe')} "
                             "(--search-max-probes): the bracket as far as it got")
                     continue
-                probes[label][want] = _probe(label, url, want, path, out_p, opts, tiers, live)
-                state.ran(PlannedRun(label, want, 0).name)
+                repeat = probes[label][want].runs if want in probes[label] else 0
+                probes[label][want] = _probe(label, url, want, path, out_p, opts, tiers, live,
+                                             repeat)
+                state.ran(PlannedRun(label, want, repeat).name)
                 progressed = True
                 break  # one probe per arm per turn: arms alternate
         order.reverse()
@@ -263,7 +306,8 @@ def search_capacity(
     (out_p / SEARCH_FILE).write_bytes(_payload(result, opts, start_users, max_users,
                                                precision))
     runs = read_runs([out_p / "runs"])
-    comparison = compare_runs(runs, tiers=tiers, seed=opts.seed,
+    shown = list(dict.fromkeys([*tiers, *opts.slo]))  # the searched tiers, then --slo's
+    comparison = compare_runs(runs, tiers=shown, seed=opts.seed,
                               allow_unfair=opts.allow_unfair, rules=opts.rules())
     files = report_bundle(comparison, runs, extras=read_extras(out_p))
     for name, text in files.items():

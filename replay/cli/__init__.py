@@ -12,6 +12,7 @@ import argparse
 import errno
 import importlib
 import pkgutil
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -88,10 +89,23 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        """One line on stderr, exit 2: the command's name and what is wrong, no usage
+        (``--help`` shows it); the root parser speaks for the subcommand typed."""
         unknown = unknown_flag(_Parser.argv, self._flags_for(_Parser.argv))
         if unknown is not None:
             message = unknown
-        super().error(message)
+        message = _plain(message)
+        self.exit(EXIT_USAGE, f"{self._command_prog(_Parser.argv)}: error: {message}\n")
+
+    def _command_prog(self, argv: Sequence[str]) -> str:
+        """The prog of the deepest subcommand named in ``argv`` (``agentreplay compare``)."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for token in argv:
+                    chosen = action.choices.get(token)
+                    if isinstance(chosen, _Parser):
+                        return chosen._command_prog(argv)
+        return self.prog
 
     def typed_dests(self, argv: Sequence[str]) -> frozenset[str]:
         """The destinations of the flags typed in ``argv``: these win over ``--config``
@@ -127,6 +141,22 @@ class _Parser(argparse.ArgumentParser):
                     if isinstance(chosen, _Parser):
                         return flags + chosen._flags_for(argv)
         return flags
+
+
+_BAD_VALUE = re.compile(r"argument (?P<flag>[^:]+): invalid (?P<kind>float|int|choice)(?: value)?: "
+                        r"(?P<value>'.*?')(?: \(choose from (?P<choices>.*)\))?$")
+
+
+def _plain(message: str) -> str:
+    """argparse's "argument --duration: invalid float value: '10s'" as the flag, the value
+    and what to give instead (``--duration '10s': give a number, e.g. 10``)."""
+    m = _BAD_VALUE.match(message)
+    if m is None:
+        return message
+    flag = m["flag"].split("/")[-1]
+    want = {"float": "give a number, e.g. 10", "int": "give a whole number, e.g. 4"}.get(
+        m["kind"], "choose one of " + (m["choices"] or "").replace("'", ""))
+    return f"{flag} {m['value']}: {want}"
 
 
 def unknown_flag(argv: Sequence[str], known: Sequence[str]) -> str | None:

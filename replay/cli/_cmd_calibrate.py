@@ -104,9 +104,11 @@ def _print(cal: Calibration, out: Path) -> None:
                        else lv.mean_pred_idle_ttft_s * 1e3),
                   _pct(lv.cache_hit_share).lstrip("+"))
     console.print(t)
+    from replay.text import plural
+
     for h in cal.holdouts:
         over = f"the mean of its {len(h.each)} runs" if len(h.each) > 1 else "run"
-        ht = Table(title=f"held-out level {h.users} users: twin prediction vs {over}")
+        ht = Table(title=f"held-out level {plural(h.users, 'user')}: twin prediction vs {over}")
         for col in ("metric", "predicted", "measured", "error"):
             ht.add_column(col, justify="right")
         err = h.errors()

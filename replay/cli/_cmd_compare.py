@@ -50,6 +50,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "count then bisection over short runs; repeatable (default: no "
                         "search)")
     add_knob_flags(p, SearchLimits)
+    p.add_argument("--slo", action="append", metavar="FLOOR:TTFT",
+                   help="SLO tier the report, summary.json and search judge by: P90 "
+                        "interactivity floor (tok/s/user) and P90 TTFT ceiling (s), e.g. "
+                        "100:10; repeatable; stored with the results, so `report DIR` judges "
+                        "the same (default: 30:15, 100:15 and 300:15)")
     p.add_argument("--config", metavar="FILE.toml",
                    help="experiment file: the flags of a comparison (arms, workload, levels, "
                         "durations, SLO tiers, search, launch settings); a flag given here "
@@ -78,6 +83,7 @@ def _compare(args: argparse.Namespace) -> int:
         check_search_start,
         parse_levels,
         parse_rates,
+        parse_slo,
     )
     from replay.errors import ConfigError
     from replay.knobs import from_knobs, knob_values
@@ -95,6 +101,7 @@ def _compare(args: argparse.Namespace) -> int:
         levels=parse_levels(args.users or "1"),
         rates=None if args.rate is None else parse_rates(args.rate),
         model=None if args.launch else args.model,
+        slo=tuple(parse_slo(t) for t in args.slo or ()),
     ), args.rate))
     launch = from_knobs(LaunchSettings, knob_values(args, LaunchSettings))
     limits = from_knobs(SearchLimits, knob_values(args, SearchLimits))
@@ -214,8 +221,7 @@ def _search(args: argparse.Namespace, opts: CompareOptions, extra: list[str],
     """``compare --search``: per arm and tier, the measured bracket around its capacity."""
     from rich.console import Console
 
-    from analysis import parse_tier
-    from replay.ab import search_capacity, search_lines
+    from replay.ab import parse_slo, search_capacity, search_lines
     from replay.errors import ConfigError
 
     if args.launch or extra:
@@ -223,10 +229,8 @@ def _search(args: argparse.Namespace, opts: CompareOptions, extra: list[str],
                           "it does not take --launch yet")
     if args.rate is not None:
         raise ConfigError("--search finds user counts (closed loop); it does not take --rate")
-    if any(":" not in t for t in args.search):
-        raise ConfigError("--search takes FLOOR:TTFT, both parts, e.g. --search 100:15")
-    result = search_capacity(_url_arms(args.arm), args.workload, args.out, opts,
-                             [parse_tier(t) for t in args.search],
+    searched = [parse_slo(t, "--search") for t in args.search]
+    result = search_capacity(_url_arms(args.arm), args.workload, args.out, opts, searched,
                              start_users=opts.levels[0], limits=limits, live=live)
     console = Console(stderr=False)
     for line in search_lines(result):

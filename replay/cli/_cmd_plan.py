@@ -248,16 +248,16 @@ def run_twin_plan(args: argparse.Namespace, plan: PlanSettings, tiers: tuple[Slo
     cal = " (calibrated)" if calibration else ""
     print(f"[SIMULATED] {LABEL}: profile {profile.name}{cal}, {plan.replicas} replica(s) x "
           f"{gpus} GPU(s), workload {plan.workload}, {len(levels)} levels of "
-          f"{plan.duration_s:g} s (warmup {plan.warmup_s:g} s), simulated time", file=out)
-    print(f"{'users':>6}  {'P90 inter tok/s':>15}  {'P90 TTFT s':>10}  "
-          f"{'output tok/s':>12}  {'requests':>8}  {'fail':>5}  tiers met", file=out)
+          f"{plan.duration_s:g} s (warmup {plan.warmup_s:g} s), simulated time", file=out,
+          flush=True)  # before the progress lines (stderr), also when stdout is a pipe
 
     from analysis.judge import meets_tier
     from analysis.report import per_gpu_text
+    from replay.text import plural
 
     def progress(users: int, res: LevelResult) -> None:
-        print(f"  level {users} users: {res.records} requests, {res.sim_s:.0f} simulated s in "
-              f"{res.wall_s:.1f} s", file=sys.stderr, flush=True)
+        print(f"  level {plural(users, 'user')}: {plural(res.records, 'request')}, "
+              f"{res.sim_s:.0f} simulated s in {res.wall_s:.1f} s", file=sys.stderr, flush=True)
 
     jobs = plan.jobs if plan.jobs is not None else (os.cpu_count() or 1)
     results = run_ladder(
@@ -265,9 +265,13 @@ def run_twin_plan(args: argparse.Namespace, plan: PlanSettings, tiers: tuple[Slo
         duration=plan.duration_s, warmup=plan.warmup_s, think_scale=plan.think_scale,
         think_cap_s=plan.think_time_cap_s, drain_s=plan.drain_s, replicas=plan.replicas,
         seed=args.seed, backend=plan.backend, tiers=judged, max_failure_share=max_failure_share)
+    print(f"{'users':>6}  {'P90 inter tok/s':>15}  {'P90 TTFT s':>10}  "
+          f"{'output tok/s':>12}  {'requests':>8}  {'fail':>5}  tiers met (?: too few "
+          "requests to tell)", file=out)
     for users, res in zip(levels, results, strict=True):
         s = res.summary
-        met = ",".join(t.name for t in tiers if meets_tier(s, t)) or "none"
+        met = ",".join(t.name + ("?" if meets_tier(s, t) is None else "") for t in tiers
+                       if meets_tier(s, t) is not False) or "none"
         fail = s.counts.failure_share
         print(f"{users:>6}  {_fmt(s.interactivity.p90):>15}  {_fmt(s.ttft_due.p90, '.2f'):>10}"
               f"  {_fmt(s.output_tok_s):>12}  {s.counts.in_window:>8}  "

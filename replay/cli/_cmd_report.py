@@ -16,6 +16,7 @@ from replay.cli._results import (
     analyse,
     common_flags,
     invalid,
+    rejudged,
     stored_twin,
     verdict_lines,
 )
@@ -36,8 +37,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      help="a run or comparison directory; several for a history view")
     common_flags(rep)
     rep.add_argument("-o", "--output", metavar="FILE.html",
-                     help="report file (default: report.html, or history.html for several "
-                          "directories, in the first directory given)")
+                     help="report file (default: report.html in the directory given; for "
+                          "several directories, history.html in the working directory)")
     rep.add_argument("--no-charts", action="store_true",
                      help="skip the charts (faster) (default: draw them)")
     rep.add_argument("--allow-mixed", action="store_true",
@@ -116,8 +117,14 @@ def run_report(args: argparse.Namespace) -> int:
     default = Path(args.paths[0]) / "report.html"
     out = Path(args.output) if args.output else default
     names = _bundle_names(out, default)
+    extras = read_extras(args.paths[0])
+    note = rejudged(args, args.paths[0])
+    if note is not None:  # one directory, one set of tiers unless asked: say so
+        console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+        extras = {"rejudged": {"title": "SLO tiers re-judged", "intro": note[0].upper()
+                               + note[1:] + "."}, **extras}
     files = report_bundle(comparison, runs, charts=not args.no_charts,
-                          extras=read_extras(args.paths[0]), names=names)
+                          extras=extras, names=names)
     _write(out.parent, files)
     if comparison.fairness.overridden:
         console.print(f"[bold red]warning:[/] {comparison.fairness.sentence}")
@@ -151,7 +158,9 @@ def _run_history(args: argparse.Namespace) -> int:
         entries.append(HistoryEntry(name=name, path=str(path), comparison=comparison,
                                     runs=runs))
     mixed = check_history(entries, allow_mixed=args.allow_mixed)
-    out = Path(args.output) if args.output else Path(args.paths[0]) / "history.html"
+    # several directories: none of them owns the view, so it goes where -o says or into
+    # the working directory (never into the first directory, beside its own report)
+    out = Path(args.output) if args.output else Path("history.html")
     _not_a_result_name(out, f"{out.stem}.json")
     payload = orjson.dumps(
         {"kind": "agentreplay-history", "mixed": mixed,

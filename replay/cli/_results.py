@@ -12,18 +12,22 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXIT_INVALID", "add_failure_share_flag", "analyse", "common_flags", "experiment_slo",
-    "experiment_value", "invalid", "rules", "stored_twin", "tiers", "verdict_lines",
+    "experiment_value", "invalid", "rejudged", "rules", "stored_twin", "tiers",
+    "verdict_lines",
 ]
 
 EXIT_INVALID = 3
 
 
-def tiers(values: list[str] | None) -> tuple[SloTier, ...]:
-    from analysis import DEFAULT_TIERS, parse_tier
+def tiers(values: list[str] | None, flag: str = "--slo") -> tuple[SloTier, ...]:
+    """The tiers given (``FLOOR:TTFT`` each), else the default three; a bad one is a
+    one-line error naming ``flag`` and the form to write."""
+    from analysis import DEFAULT_TIERS
+    from replay.ab import parse_slo
 
     if not values:
         return DEFAULT_TIERS
-    return tuple(parse_tier(v) for v in values)
+    return tuple(parse_slo(v, flag) for v in values)
 
 
 def common_flags(p: argparse.ArgumentParser) -> None:
@@ -80,6 +84,18 @@ def experiment_slo(directory: str) -> list[str] | None:
     """The SLO tiers of the experiment file stored with the results, if any."""
     slo = experiment_value(directory, "slo", None)
     return list(slo) if slo else None
+
+
+def rejudged(args: argparse.Namespace, directory: str) -> str | None:
+    """When ``--slo`` judges other tiers than the comparison was run with (its stored
+    experiment's ``slo``, else the defaults): one sentence saying so, else None."""
+    if not args.slo:
+        return None
+    given, stored = tiers(args.slo), tiers(experiment_slo(directory), "slo in experiment.toml")
+    if set(given) == set(stored):
+        return None
+    return ("re-judged: --slo " + ", ".join(t.name for t in given) + " instead of the SLO "
+            "tiers the comparison was run with (" + ", ".join(t.name for t in stored) + ")")
 
 
 def experiment_value(directory: str, key: str, default: Any) -> Any:

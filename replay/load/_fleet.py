@@ -21,7 +21,7 @@ from analysis import RunManifest, duplicate_replica, replica_diffs, split_metric
 from analysis.schema import Replica
 from replay.client import MetricsPoller, ServerFacts, connect_url, probe_server, public_target
 from replay.errors import ConfigError, TargetError
-from replay.load._settings import RunSettings
+from replay.load._settings import RunSettings, url_problem
 
 __all__ = ["FleetMetrics", "check_fleet", "describe_fleet", "fleet_roots", "probe_fleet",
            "replicas_of", "split_targets"]
@@ -38,6 +38,10 @@ def split_targets(text: str, flag: str = "--arm") -> tuple[str, ...]:
     if not all(urls):
         raise ConfigError(f"{flag} {text!r}: give the replicas' URLs separated by commas, "
                           "e.g. http://a:8000,http://b:8000")
+    for u in urls:
+        problem = url_problem(u)
+        if problem is not None:
+            raise ConfigError(f"{flag}: {problem}")
     twice = duplicate_replica(urls)
     if twice is not None:
         raise ConfigError(f"{flag}: {twice}")

@@ -8,6 +8,11 @@ The figures are the window's, like the report's: only requests sent in the
 measured window count (the line says how many warmup and drain requests were
 left out), so the live view and the report agree. Requests still running when
 the drain ended are ``incomplete``, counted apart from failures.
+
+The time left is the schedule's: warmup and window, whose ends are fixed. The drain
+is shown apart, as its cap: it ends as soon as the window's requests finish, and its
+default cap is sized for the workload's longest answer at a slow rate (a run of 30 s
+with "remaining 541s" read as a hang that had not started).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import TextIO, cast
 import numpy as np
 
 from analysis import RecordDict, record_latencies
+from replay.text import plural
 
 __all__ = ["LiveStats", "LiveView", "render_lines"]
 
@@ -32,8 +38,11 @@ _RATE_WINDOW_S = 10.0
 class LiveStats:
     """Rolling figures for the live view; cheap enough to update per request."""
 
-    def __init__(self, total_s: float) -> None:
+    def __init__(self, total_s: float, drain_s: float = 0.0) -> None:
         self.total_s = total_s
+        """Warmup plus window: when the load's fixed schedule ends."""
+        self.drain_s = drain_s
+        """The drain's cap after it (it ends sooner when the window's requests finish)."""
         self.t0 = time.monotonic()
         self.done = 0
         self.failed = 0
@@ -109,6 +118,8 @@ class LiveStats:
             "phase": self.phase,
             "elapsed_s": elapsed,
             "remaining_s": max(0.0, self.total_s - elapsed),
+            "drain_s": self.drain_s,
+            "drain_left_s": max(0.0, self.total_s + self.drain_s - elapsed),
             "busy": busy,
             "thinking": max(0, self.lanes() - busy),
             "done": self.done,
@@ -138,8 +149,17 @@ def render_lines(snap: dict[str, float | int | str | None]) -> list[str]:
     """The live view as plain lines (shared by the rich panel and the log mode)."""
     phase = str(snap["phase"])
     clock = f"elapsed {_f(snap['elapsed_s'], '.0f', unit='s')}"
-    if not phase.startswith("stopping"):
+    drain = snap.get("drain_s")
+    if phase == "drain":
+        busy = int(snap.get("busy") or 0)
+        clock += (f"  remaining {_f(snap.get('drain_left_s'), '.0f', unit='s')} at most "
+                  f"({plural(busy, 'request')} still running; the drain ends when the "
+                  "window's requests finish)")
+    elif not phase.startswith("stopping"):
         clock += f"  remaining {_f(snap['remaining_s'], '.0f', unit='s')}"
+        if drain:
+            clock += (f", then the drain (until the window's requests finish, at most "
+                      f"{_f(drain, '.0f', unit='s')})")
     return [
         f"{phase}  {clock}",
         f"users busy {snap['busy']}  thinking {snap['thinking']}  "

@@ -123,7 +123,7 @@ async def run_load(
         manifest = _manifest(settings, run_id, facts, header, path, len(sessions), arrival)
         describe_fleet(manifest, settings.fleet, fleet, settings.routing)
         writer = RunWriter(out)
-        stats = LiveStats(settings.warmup_s + settings.duration_s + settings.drain)
+        stats = LiveStats(settings.warmup_s + settings.duration_s, drain_s=settings.drain)
         job = Job(settings=settings, workload=path, sessions=sessions, arrival=arrival,
                   target=target, sink=_Sink(writer, stats))
         executor = _executor(job, session, builder)

@@ -326,10 +326,26 @@ def label_problem(label: str) -> str | None:
     return None
 
 
+def url_problem(value: str) -> str | None:
+    """What is wrong with a server URL, saying what to write (``127.0.0.1:8101`` ->
+    ``http://127.0.0.1:8101``); None when it is an http(s) URL with a host."""
+    text = value.strip()
+    parts = urlsplit(text)
+    if parts.scheme in ("http", "https") and parts.hostname:
+        return None
+    rest = text.split("://", 1)[1] if "://" in text else text
+    if not rest or rest.startswith("/"):
+        return f"{value!r} is not an http(s) URL such as http://host:8000"
+    why = f"scheme {text.split('://', 1)[0]!r}" if "://" in text else "no scheme"
+    return (f"{value!r} is not an http(s) URL ({why}): write http://{rest} "
+            f"(or https://{rest})")
+
+
 def _checked_url(value: str) -> str:
+    problem = url_problem(value)
     parts = urlsplit(value.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{value!r} is not an http(s) URL such as http://host:8000")
+    if problem is not None:
+        raise ValueError(problem)
     try:
         parts.port  # noqa: B018 - raises on a port outside 0..65535
     except ValueError:

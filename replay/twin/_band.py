@@ -94,10 +94,16 @@ def outside_measured(twin: Bracket, measured: Bracket) -> bool:
         twin.failed <= measured.passed
 
 
+def _count(value: float, unit: str) -> str:
+    """``1 user``, ``6 users`` (a unit that is not a plural noun stays as it is)."""
+    one = unit[:-1] if unit.endswith("s") and value == 1 and unit.isalpha() else unit
+    return f"{value:g} {one}"
+
+
 def interval_text(strict: Bracket, loose: Bracket, unit: str = "users") -> str:
     """The prediction interval from the strict tier's passing level to the loose
     tier's failing level."""
-    lo = "below the lowest level" if strict.passed is None else f"{strict.passed:g} {unit}"
+    lo = "below the lowest level" if strict.passed is None else _count(strict.passed, unit)
     hi = "beyond the highest level tried" if loose.failed is None else \
-        f"below {loose.failed:g} {unit}"
+        f"below {_count(loose.failed, unit)}"
     return f"from {lo} to {hi}"

@@ -49,19 +49,20 @@ def test_compare_search_against_the_simulated_backends(tmp_path: Path,
     for r in data["results"]:
         ev = {e["users"]: e for e in r["evidence"]}
         for e in r["evidence"]:  # each verdict is analysis' verdict on that run directory
-            run = read_run(out / "runs" / f"{r['arm']}-u{e['users']}-r0")
-            c = compare_runs([run], tiers=[tier])
+            runs = [read_run(out / "runs" / f"{r['arm']}-u{e['users']}-r{k}")
+                    for k in range(e["runs"])]  # an indeterminate probe is run again
+            c = compare_runs(runs, tiers=[tier])
             g = c.levels[0].arms[r["arm"]].goodput[0]
-            expected = ("invalid" if c.validity.verdict == "invalid"
-                        else "meets" if g.meets else "fails")
+            expected = "invalid" if c.validity.verdict == "invalid" else g.judged()
             assert e["verdict"] == expected
         lo, hi = r["bracket"]
         # the answer is the bracket of the probes, as a sweep's capacity table reads it
+        met = {"meets": True, "fails": False, "indeterminate": None}
         assert r["answer"] == bracket_of(
-            [(u, e["verdict"] == "meets") for u, e in ev.items()
+            [(u, met[e["verdict"]]) for u, e in ev.items()
              if e["verdict"] != "invalid"]).text()
         assert str(r["answer"]) in printed
-        if r["ended"] in ("invalid", "probe limit"):
+        if r["ended"] in ("invalid", "probe limit", "indeterminate"):
             assert r["ended"] != "invalid" or any(e["verdict"] == "invalid"
                                                   for e in r["evidence"])
             continue
@@ -77,7 +78,7 @@ def test_compare_search_against_the_simulated_backends(tmp_path: Path,
         assert answers["latency_specialized"] >= answers["auto"]
     # the probes are ordinary run directories: report reads them and shows the search
     runs = read_runs([out])
-    assert len(runs) == sum(len(r["evidence"]) for r in data["results"])
+    assert len(runs) == sum(e["runs"] for r in data["results"] for e in r["evidence"])
     html = (out / "report.html").read_text(encoding="utf-8")
     assert '<section id="search">' in html and "capacity (measured bracket)" in html
     assert html.index('<section id="search">') < html.index('<section id="metrics">')

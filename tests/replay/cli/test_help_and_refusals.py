@@ -296,11 +296,12 @@ def test_a_refused_run_fails_in_one_line_without_the_warmup_warning(
 
 
 def _failing_run(root: Path) -> Path:
-    """A run whose window has 10% failed requests (4 errors of 40)."""
+    """A run whose window has 6% failed requests (24 errors of 400: enough requests that
+    the 94% that met the tiers is told apart from 90%, not indeterminate)."""
     from tests.analysis.builders import make_run, synth_records
 
-    return make_run(root, synth_records(users=4, per_user=10, tpot=0.01, ttft=0.5,
-                                        errors=4, start=11.0))
+    return make_run(root, synth_records(users=8, per_user=50, tpot=0.01, ttft=0.5,
+                                        errors=24, start=11.0))
 
 
 @pytest.mark.parametrize("share", [None, 0.2, 0.01])
@@ -322,7 +323,7 @@ def test_report_judges_tiers_by_max_failure_share(
         r.bracket.model_dump(mode="json") for r in truth.capacity]
     met = [row["bracket"]["passed"] for row in summary["capacity"]
            if row["bracket"]["passed"] is not None]
-    assert bool(met) == (want >= 0.1)  # 10% failures fail every tier below that
+    assert bool(met) == (want >= 0.06)  # 6% failures fail every tier below that
 
 
 @pytest.mark.parametrize("command", ["report", "plan", "compare"])
