@@ -302,6 +302,10 @@ class RunManifest(_Model):
     in order (a record's ``replica`` indexes it); empty for a run against one server."""
     routing: Literal["affinity", "round-robin"] | None = None
     """How requests were spread over ``replicas`` (None: one server)."""
+    session_headers: list[str] | None = None
+    """The headers every request carried its session id in, for a router to keep a
+    session on one replica (``--session-header``; empty: none sent; None: not recorded,
+    a run from before the flag)."""
     model: str
     api: Literal["completions", "chat"] = "completions"
     server_info: dict[str, object] | None = None

@@ -315,6 +315,7 @@ def _manifest(settings: RunSettings, run_id: str, facts: ServerFacts, header: Wo
     )
     manifest.load_kind = load_kind(settings, arrival)
     manifest.scenario = settings.scenario
+    manifest.session_headers = list(settings.session_headers)
     if settings.split:
         manifest.workers = settings.workers
     if facts.max_model_len is None:

@@ -9,6 +9,7 @@ ever surfaces as a traceback.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
@@ -20,7 +21,7 @@ from replay.errors import ConfigError
 from replay.knobs import Knob, from_knobs, knob_error, knob_flags
 
 __all__ = ["DRAIN_MARGIN_S", "DRAIN_MIN_S", "DRAIN_RATE_TOK_S", "FLAGS", "MAX_PLANNED_ARRIVALS",
-           "MAX_SECONDS", "SCENARIO_LOCKED", "Interval", "RunConfig", "RunSettings", "Seconds",
+           "MAX_SECONDS", "SCENARIO_LOCKED", "SESSION_HEADERS", "Interval", "RunConfig", "RunSettings", "Seconds",
            "Seed", "SharedSettings", "ThinkScale", "TimeScale", "TraceSlice", "TraceStart",
            "VocabSize", "flag_of", "scenario_defaults", "settings_error", "validated"]
 
@@ -88,6 +89,20 @@ _SCENARIO_HELP = ("replay by a benchmark's fixed rules and lock them: agentx = I
                   "(WEKA sessions, entry at 25-75%% of each lane's first session, per-run cache "
                   "busting, idle gaps capped at 10 s, seed 42, >= 900 s window, <= 5%% "
                   "failures); contradicting flags are refused")
+
+
+SESSION_HEADERS = ("X-Session-ID", "X-Correlation-ID")
+"""The default session-id headers: ``X-Session-ID`` is what kv-cache-tester sends and
+consistent-hash routers (SGLang's router, llm-d's session affinity) hash on;
+``X-Correlation-ID`` is what AIPerf sends per conversation (Dynamo's and ATOM's
+routers fall back to it for ``x-dynamo-session-id``)."""
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_RESERVED = frozenset({"host", "content-length", "content-type", "accept", "accept-encoding",
+                       "authorization", "x-request-id", "transfer-encoding", "connection"})
+_SESSION_HEADER_HELP = (
+    "send each request's session id in this header (repeat for several; default: "
+    "X-Session-ID and X-Correlation-ID), so a router in front of several replicas can "
+    "keep a session, and the subagents it spawns, on one replica")
 
 
 class SharedSettings(BaseModel):
@@ -161,6 +176,41 @@ class SharedSettings(BaseModel):
     slice_s: Annotated[TraceSlice | None, Knob(
         "--slice", "timestamp workloads: only sessions whose first arrival is within S trace "
         "seconds of the start", metavar="S")] = None
+
+    session_header: Annotated[tuple[str, ...] | None, Knob(
+        "--session-header", _SESSION_HEADER_HELP, metavar="NAME")] = None
+    """The headers that carry each request's session id (None: :data:`SESSION_HEADERS`)."""
+    no_session_header: Annotated[bool, Knob(
+        "--no-session-header", "send no session-id header (a router then cannot keep a "
+        "session on one replica)")] = False
+
+    @field_validator("session_header", mode="before")
+    @classmethod
+    def _header_names(cls, value: object) -> object:
+        if value is None:
+            return None
+        names = [value] if isinstance(value, str) else list(value)  # type: ignore[call-overload]
+        for name in names:
+            if not isinstance(name, str) or not _TOKEN.fullmatch(name):
+                raise ValueError(f"{name!r} is not an HTTP header name (letters, digits, "
+                                 "and !#$%&'*+-.^_`|~)")
+            if name.lower() in _RESERVED:
+                raise ValueError(f"{name!r} is a header the client sets itself")
+        return tuple(dict.fromkeys(names))
+
+    @model_validator(mode="after")
+    def _one_header_rule(self) -> SharedSettings:
+        if self.no_session_header and self.session_header:
+            raise ValueError("--no-session-header and --session-header contradict each "
+                             "other; give one")
+        return self
+
+    @property
+    def session_headers(self) -> tuple[str, ...]:
+        """The header names each request carries its session id in (empty: none)."""
+        if self.no_session_header:
+            return ()
+        return self.session_header or SESSION_HEADERS
 
     @field_validator("metrics_interval_s", mode="before")
     @classmethod
