@@ -21,7 +21,8 @@ from replay.errors import ConfigError
 from replay.knobs import Knob, from_knobs, knob_error, knob_flags
 
 __all__ = ["DRAIN_MARGIN_S", "DRAIN_MIN_S", "DRAIN_RATE_TOK_S", "FLAGS", "MAX_PLANNED_ARRIVALS",
-           "MAX_SECONDS", "SCENARIO_LOCKED", "SESSION_HEADERS", "Interval", "RunConfig", "RunSettings", "Seconds",
+           "MAX_SECONDS", "SCENARIO_LOCKED", "SESSION_HEADERS", "Interval", "RunConfig",
+           "RunSettings", "Seconds",
            "Seed", "SharedSettings", "ThinkScale", "TimeScale", "TraceSlice", "TraceStart",
            "VocabSize", "flag_of", "scenario_defaults", "settings_error", "validated"]
 
