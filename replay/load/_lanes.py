@@ -183,22 +183,36 @@ def _record(
 
 async def _run_chain(
     ctx: LaneContext, chain: _Chain, requests: Sequence[Request], start_turn: int,
-    ready_ns: int, first_delay_ns: int | None = None,
+    ready_ns: int, first_delay_ns: int | None = None, entry: int | None = None,
 ) -> bool:
-    """Replay one agent chain closed loop; False once the run stops issuing."""
+    """Replay one agent chain closed loop; False once the run stops issuing.
+
+    ``entry``: the turns from ``start_turn`` up to it prime the chain's history
+    (a scenario's warmup requests): sent back to back, each as soon as the one
+    before ended, and only while the warmup lasts (a priming turn not due by the
+    window's start is skipped, so none is measured); the entry turn then waits
+    for the window."""
     prev_prompt: np.ndarray | None = None
     prev_output: Sequence[int] = ()
     wbs = ctx.fixed.block_size
     encoder = ChainEncoder(ctx.fixed.spec, ctx.cache)
     for turn in range(start_turn, len(requests)):
         req = requests[turn]
+        priming = entry is not None and turn < entry
+        if priming and ready_ns >= ctx.fixed.warmup_end_ns:
+            prev_prompt, prev_output = None, ()
+            continue
         if prev_prompt is None and req.prefix_blocks:
             req = _standalone(requests, turn)
-        if turn == start_turn and first_delay_ns is not None:
+        if priming:
+            wait = 0
+        elif turn == start_turn and first_delay_ns is not None:
             wait = first_delay_ns
         else:
             wait = ctx.fixed.think_ns(req.think_time_s)
         due_ns = ready_ns + wait
+        if turn == entry:
+            due_ns = max(due_ns, ctx.fixed.warmup_end_ns)
         if due_ns >= ctx.fixed.issue_end_ns or ctx.state.stopped:
             return False
         prompt = ctx.build(req, chain.salt, prev_prompt, prev_output)
@@ -276,10 +290,15 @@ async def closed_user(
         sess = sessions[idx]
         start_turn = 0
         first_delay: int | None = None
+        entry: int | None = None
         if instance == 0 and ctx.fixed.entry_ratio is not None:
             start_turn = entry_turn(rng, len(sess.requests), *ctx.fixed.entry_ratio)
             think = ctx.fixed.think_ns(sess.requests[start_turn].think_time_s)
             first_delay = int(rng.uniform(0.0, 1.0) * min(think, int(warmup_s * _NS)))
+            if ctx.fixed.warmup_requests:  # prime the history before the entry turn
+                entry = start_turn
+                start_turn = max(0, entry - ctx.fixed.warmup_requests)
+                first_delay = 0
         elif instance == 0 and midway:
             start_turn = int(rng.integers(0, len(sess.requests)))
             think = ctx.fixed.think_ns(sess.requests[start_turn].think_time_s)
@@ -291,7 +310,7 @@ async def closed_user(
         ctx.hold_scope(chain.scope)
         try:
             ok = await _lane(ctx, partial(_run_chain, ctx, chain, sess.requests, start_turn,
-                                          ready_ns, first_delay))
+                                          ready_ns, first_delay, entry))
         finally:
             ctx.release_scope(chain.scope)
         if not ok:

@@ -45,6 +45,8 @@ from replay.load._health import client_health
 from replay.load._inprocess import InProcessExecutor
 from replay.load._live import LiveStats, LiveView
 from replay.load._phases import Arrival, Target, connections_for, first_too_long
+from replay.load._scenario import ALIAS_NOTE as SCENARIO_ALIAS_NOTE
+from replay.load._scenario import ALIASES as SCENARIO_ALIASES
 from replay.load._settings import RunSettings
 from replay.load._stamps import judge_run_scenario
 from replay.load._timeline import check_time_controls, empty_window_note, retimed
@@ -316,6 +318,8 @@ def _manifest(settings: RunSettings, run_id: str, facts: ServerFacts, header: Wo
     manifest.load_kind = load_kind(settings, arrival)
     manifest.scenario = settings.scenario
     manifest.session_headers = list(settings.session_headers)
+    if settings.scenario in SCENARIO_ALIASES:
+        manifest.warnings.append(SCENARIO_ALIAS_NOTE)
     if settings.split:
         manifest.workers = settings.workers
     if facts.max_model_len is None:

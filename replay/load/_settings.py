@@ -86,10 +86,13 @@ _DRAIN_HELP = (f"at most this many seconds for in-flight requests after the wind
 _THINK_CAP_HELP = ("cap on each think time (tool run, human reading), s: the workload's pauses "
                    "average ~110 s, so a short run needs one to see enough requests (a run "
                    "whose window would be thin says so first)")
-_SCENARIO_HELP = ("replay by a benchmark's fixed rules and lock them: agentx = InferenceX AgentX "
-                  "(WEKA sessions, entry at 25-75%% of each lane's first session, per-run cache "
-                  "busting, idle gaps capped at 10 s, seed 42, >= 900 s window, <= 5%% "
-                  "failures); contradicting flags are refused")
+_SCENARIO_HELP = ("replay by a benchmark's fixed rules and lock them: agentx-v1 = agentx-harness "
+                  "1.0.x (WEKA sessions, entry at 25-75%% of each lane's first session after "
+                  "10 priming turns sent as warmup, per-run cache busting, idle gaps capped "
+                  "at 300 s, seed 42, >= 3600 s window, <= 10%% failures, a fresh server per "
+                  "level); agentx-mvp = the older InferenceX AgentX MVP rules (idle gaps "
+                  "capped at 10 s, >= 900 s, <= 5%% failures; 'agentx' is its former name); "
+                  "contradicting flags are refused")
 
 
 SESSION_HEADERS = ("X-Session-ID", "X-Correlation-ID")
@@ -161,7 +164,8 @@ class SharedSettings(BaseModel):
         "affinity = every turn of a session on one replica (the one with the fewest sessions "
         "when it starts), so its prefix cache holds; round-robin = each request to the next "
         "replica")] = "affinity"
-    scenario: Annotated[Literal["agentx"] | None, Knob("--scenario", _SCENARIO_HELP)] = None
+    scenario: Annotated[Literal["agentx-v1", "agentx-mvp", "agentx"] | None, Knob(
+        "--scenario", _SCENARIO_HELP)] = None
     """Named replay rules (``replay.load._scenario``): set and locked by ``--scenario``."""
     scenario_unsafe: Annotated[bool, Knob(
         "--scenario-unsafe", "run a --scenario with contradicting flags anyway; the run is "
@@ -243,7 +247,8 @@ SCENARIO_LOCKED = ("think_scale", "think_time_cap_s", "seed")
 def scenario_defaults() -> dict[str, Any]:
     """The defaults of the fields a scenario locks: a value that differs was typed."""
     fields = SharedSettings.model_fields
-    return {**{name: fields[name].default for name in SCENARIO_LOCKED}, "rate": None}
+    return {**{name: fields[name].default for name in SCENARIO_LOCKED}, "rate": None,
+            "warmup_s": fields["warmup_s"].default}
 
 
 class RunSettings(SharedSettings):
