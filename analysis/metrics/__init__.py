@@ -8,6 +8,7 @@ from analysis.metrics._derived import (
     column_latencies,
     record_latencies,
 )
+from analysis.metrics._energy import Energy, interval_energy_j, series_energy_j, window_energy
 from analysis.metrics._measure import (
     claimed_acceptance,
     measure,
@@ -42,6 +43,7 @@ from analysis.metrics._tiers import (
 )
 
 __all__ = [
+    "Energy", "interval_energy_j", "series_energy_j", "window_energy",
     "BOOTSTRAP_REPS",
     "Distribution",
     "Goodput",

@@ -103,6 +103,10 @@ routers fall back to it for ``x-dynamo-session-id``)."""
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _RESERVED = frozenset({"host", "content-length", "content-type", "accept", "accept-encoding",
                        "authorization", "x-request-id", "transfer-encoding", "connection"})
+_GPU_METRICS_HELP = (
+    "scrape this DCGM exporter's /metrics (GPU power, utilisation, memory) through the "
+    "run, for energy per token and agents per kW (repeat for several; compare: ARM=URL "
+    "scrapes it for that arm's runs only; serve-sim models one at /dcgm/metrics)")
 _SESSION_HEADER_HELP = (
     "send each request's session id in this header (repeat for several; default: "
     "X-Session-ID and X-Correlation-ID), so a router in front of several replicas can "
@@ -188,6 +192,26 @@ class SharedSettings(BaseModel):
     no_session_header: Annotated[bool, Knob(
         "--no-session-header", "send no session-id header (a router then cannot keep a "
         "session on one replica)")] = False
+
+    gpu_metrics: Annotated[tuple[str, ...] | None, Knob(
+        "--gpu-metrics", _GPU_METRICS_HELP, metavar="[ARM=]URL", resumed=False)] = None
+    """DCGM exporters to scrape through the run (``ARM=`` limits one to that arm's runs)."""
+
+    @field_validator("gpu_metrics", mode="before")
+    @classmethod
+    def _gpu_urls(cls, value: object) -> object:
+        if value is None:
+            return None
+        entries = [value] if isinstance(value, str) else list(value)  # type: ignore[call-overload]
+        for entry in entries:
+            _checked_url(_split_arm(str(entry))[1])
+        return tuple(str(e) for e in entries)
+
+    def gpu_urls(self, label: str) -> tuple[str, ...]:
+        """The exporters a run labelled ``label`` scrapes: every entry without an arm,
+        and those naming this one."""
+        pairs = [_split_arm(e) for e in self.gpu_metrics or ()]
+        return tuple(url for arm, url in pairs if not arm or arm == label)
 
     @field_validator("session_header", mode="before")
     @classmethod
@@ -359,6 +383,14 @@ def _checked_url(value: str) -> str:
     except ValueError:
         raise ValueError(f"{value!r}: the port must be a number in 1..65535") from None
     return value.strip()
+
+
+def _split_arm(entry: str) -> tuple[str, str]:
+    """``ARM=URL`` -> (arm, URL); a bare URL -> ("", URL)."""
+    arm, eq, url = entry.partition("=")
+    if eq and "://" not in arm:
+        return arm, url
+    return "", entry
 
 
 def _base(url: str) -> str:

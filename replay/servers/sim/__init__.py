@@ -31,6 +31,7 @@ exactly as many ``step()`` calls; the twin's fast path).
 from replay.servers.sim._bulk import DecodeRun
 from replay.servers.sim._cache import PrefixCache, block_hashes
 from replay.servers.sim._config import SERVE_SIM_PROFILE, SimConfig, server_info, step_log_path
+from replay.servers.sim._dcgm import DCGM_PATH, PowerMeter, modelled_energy_j
 from replay.servers.sim._decode import DecodePoint, modelled_decode
 from replay.servers.sim._engine import Engine, EngineCounters, SimRequest, StepResult
 from replay.servers.sim._faults import FAULT_OUTCOMES, FaultKind, FaultSpec, parse_faults
@@ -49,6 +50,7 @@ from replay.servers.sim._tokenizer import SimTokenizer
 from replay.servers.sim._truth import StepTruth, TruthRecord, read_step_log
 
 __all__ = [
+    "DCGM_PATH", "PowerMeter", "modelled_energy_j",
     "Backend",
     "BackendTiming",
     "DecodePoint",
