@@ -89,3 +89,14 @@ def test_a_bad_gpu_metrics_url_is_one_line(tmp_path: Path,
     assert code == 2
     err = capsys.readouterr().err
     assert "--gpu-metrics" in err and "Traceback" not in err
+
+
+def test_arm_entries_go_to_their_arm_only() -> None:
+    from replay.load import RunSettings
+
+    s = RunSettings(target="http://127.0.0.1:8000", duration_s=1.0, label="a",
+                    gpu_metrics=("a=http://10.0.0.1:9400", "http://10.0.0.9:9400/metrics",
+                                 "b=http://10.0.0.2:9400"))
+    assert s.gpu_urls("a") == ("http://10.0.0.1:9400", "http://10.0.0.9:9400/metrics")
+    assert s.gpu_urls("b") == ("http://10.0.0.9:9400/metrics", "http://10.0.0.2:9400")
+    assert RunSettings(target="http://127.0.0.1:8000", duration_s=1.0).gpu_urls("") == ()
