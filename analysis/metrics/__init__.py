@@ -43,9 +43,9 @@ from analysis.metrics._tiers import (
 )
 
 __all__ = [
-    "Energy", "interval_energy_j", "series_energy_j", "window_energy",
     "BOOTSTRAP_REPS",
     "Distribution",
+    "Energy",
     "Goodput",
     "Latencies",
     "PrefixReuse",
@@ -62,12 +62,15 @@ __all__ = [
     "column_latencies",
     "distribution",
     "draw_counts",
+    "interval_energy_j",
     "invert_distribution",
     "measure",
     "metric_rng",
     "pool",
     "record_latencies",
+    "series_energy_j",
     "small_sample_widening",
     "summarize",
     "tier_shares",
+    "window_energy",
 ]

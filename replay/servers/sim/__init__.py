@@ -50,9 +50,9 @@ from replay.servers.sim._tokenizer import SimTokenizer
 from replay.servers.sim._truth import StepTruth, TruthRecord, read_step_log
 
 __all__ = [
-    "DCGM_PATH", "PowerMeter", "modelled_energy_j",
     "Backend",
     "BackendTiming",
+    "DCGM_PATH",
     "DecodePoint",
     "DecodeRun",
     "Engine",
@@ -60,6 +60,7 @@ __all__ = [
     "FAULT_OUTCOMES",
     "FaultKind",
     "FaultSpec",
+    "PowerMeter",
     "PrefixCache",
     "SERVE_SIM_PROFILE",
     "SimConfig",
@@ -78,6 +79,7 @@ __all__ = [
     "list_profiles",
     "load_profile",
     "modelled_decode",
+    "modelled_energy_j",
     "parse_faults",
     "read_step_log",
     "server_info",
