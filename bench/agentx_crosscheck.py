@@ -157,9 +157,19 @@ def aiperf_command(url: str, model: str, args: argparse.Namespace, tokenizer: Pa
         "--trajectory-start-min-ratio", str(START_RATIOS[0]),
         "--trajectory-start-max-ratio", str(START_RATIOS[1]),
         "--artifact-dir", str(art), "--ui-type", "none", "--no-gpu-telemetry",
-        *(["--warmup-requests-per-lane", "10", "--trace-idle-gap-cap-seconds", "300"]
-          if args.rules == "v1" else []),
+        *(["--trace-idle-gap-cap-seconds", "300"] if args.rules == "v1" else []),
+        *(["--warmup-requests-per-lane", "10"]
+          if args.rules == "v1" and aiperf_has("--warmup-requests-per-lane") else []),
     ]
+
+
+def aiperf_has(flag: str) -> bool:
+    """Whether the installed AIPerf takes ``flag`` (0.13.0 has no
+    ``--warmup-requests-per-lane``: it primes each lane with one request that carries
+    the whole history before the entry point)."""
+    out = subprocess.run([str(PEERS_DIR / "aiperf" / "bin" / "aiperf"), "profile", "--help"],
+                         capture_output=True, text=True, env=_aiperf_env())
+    return flag in out.stdout
 
 
 def _stat(data: dict[str, object], name: str, key: str) -> float | None:
@@ -342,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=60.0, help="measured seconds per tool")
     ap.add_argument("--grace", type=float, default=10.0, help="AIPerf grace / our drain, s")
     ap.add_argument("--warmup", type=float, default=None,
-                    help="agentreplay warmup, s (default 10; --rules v1: 120, the time its "
+                    help="agentreplay warmup, s (default 10; --rules v1: 45, the time its "
                          "10 priming turns per lane may take)")
     ap.add_argument("--tools", default="aiperf,agentreplay")
     ap.add_argument("--rules", choices=["mvp", "v1"], default="mvp",
@@ -350,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="keep the runs here")
     args = ap.parse_args(argv)
     if args.warmup is None:
-        args.warmup = 120.0 if args.rules == "v1" else 10.0
+        args.warmup = 45.0 if args.rules == "v1" else 10.0
     if not args.weka.is_dir():
         print(f"agentx_crosscheck: --weka {args.weka}: not a directory", file=sys.stderr)
         return 2

@@ -191,7 +191,7 @@ async def _run_chain(
     (a scenario's warmup requests): sent back to back, each as soon as the one
     before ended, and only while the warmup lasts (a priming turn not due by the
     window's start is skipped, so none is measured); the entry turn then waits
-    for the window."""
+    for the window and its own think time after it."""
     prev_prompt: np.ndarray | None = None
     prev_output: Sequence[int] = ()
     wbs = ctx.fixed.block_size
@@ -210,9 +210,9 @@ async def _run_chain(
             wait = first_delay_ns
         else:
             wait = ctx.fixed.think_ns(req.think_time_s)
-        due_ns = ready_ns + wait
-        if turn == entry:
-            due_ns = max(due_ns, ctx.fixed.warmup_end_ns)
+        # the entry turn waits for the window, then its own gap (AIPerf: every lane
+        # reaches its entry point at the warmup's end, then waits its recorded gap)
+        due_ns = (max(ready_ns, ctx.fixed.warmup_end_ns) if turn == entry else ready_ns) + wait
         if due_ns >= ctx.fixed.issue_end_ns or ctx.state.stopped:
             return False
         prompt = ctx.build(req, chain.salt, prev_prompt, prev_output)

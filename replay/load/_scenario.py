@@ -113,12 +113,18 @@ AGENTX_V1 = ScenarioRules(
     #   PD copy). Both still name the scenario ``inferencex-agentx-mvp`` and add the
     #   1.0.x rules as flags; AIPerf's own docs (v0.13 and dev) document neither
     #   ``--scenario agentx`` nor ``--warmup-requests-per-lane``: not confirmed there.
-    # - "priming each lane's history before its entry point": ATOM's comment says the
-    #   warmup "primes every lane's prefix cache" and is reported apart
-    #   (``warmup_metrics``); where the 10 requests sit relative to the entry point
-    #   is not stated in what was found (one replica of the harness replays the 10
-    #   requests *after* the entry point instead). agentreplay sends the 10 turns
-    #   before the entry turn, so the measured entry turn finds its history cached.
+    # - "priming each lane's history before its entry point": AIPerf 0.13.0 itself
+    #   (installed by bench/peers.py; ``aiperf profile --help`` and
+    #   aiperf/timing/trajectory_source.py) primes each stream active at the entry
+    #   point t* with ONE request, its last turn before t* carrying the whole prefix,
+    #   aligns every lane to reach t* at the warmup's end, and then lets each lane's
+    #   first profiling request wait its recorded gap; it has no
+    #   ``--warmup-requests-per-lane``. How 1.0.x places its 10 requests is not
+    #   stated in what was found (ATOM: the warmup "primes every lane's prefix
+    #   cache", reported apart as ``warmup_metrics``; one replica of the harness
+    #   replays them *after* t*). agentreplay sends the 10 turns before the entry
+    #   turn (the first with its whole history), so the entry turn finds its history
+    #   cached as AIPerf's does, then waits for the window and its own gap.
     # - fresh server per concurrency point: from the issue's survey of InferenceX;
     #   not confirmed by a document found here.
     name="agentx-v1",
