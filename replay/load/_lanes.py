@@ -191,7 +191,8 @@ async def _run_chain(
     (a scenario's warmup requests): sent back to back, each as soon as the one
     before ended, and only while the warmup lasts (a priming turn not due by the
     window's start is skipped, so none is measured); the entry turn then waits
-    for the window and its own think time after it."""
+    for the window and then ``first_delay_ns`` (what is left of its gap when the
+    entry point falls inside it)."""
     prev_prompt: np.ndarray | None = None
     prev_output: Sequence[int] = ()
     wbs = ctx.fixed.block_size
@@ -206,12 +207,12 @@ async def _run_chain(
             req = _standalone(requests, turn)
         if priming:
             wait = 0
-        elif turn == start_turn and first_delay_ns is not None:
+        elif turn == (start_turn if entry is None else entry) and first_delay_ns is not None:
             wait = first_delay_ns
         else:
             wait = ctx.fixed.think_ns(req.think_time_s)
-        # the entry turn waits for the window, then its own gap (AIPerf: every lane
-        # reaches its entry point at the warmup's end, then waits its recorded gap)
+        # the entry turn waits for the window, then the rest of its gap (AIPerf: every
+        # lane reaches its entry point at the warmup's end, then waits its recorded gap)
         due_ns = (max(ready_ns, ctx.fixed.warmup_end_ns) if turn == entry else ready_ns) + wait
         if due_ns >= ctx.fixed.issue_end_ns or ctx.state.stopped:
             return False
@@ -294,11 +295,12 @@ async def closed_user(
         if instance == 0 and ctx.fixed.entry_ratio is not None:
             start_turn = entry_turn(rng, len(sess.requests), *ctx.fixed.entry_ratio)
             think = ctx.fixed.think_ns(sess.requests[start_turn].think_time_s)
-            first_delay = int(rng.uniform(0.0, 1.0) * min(think, int(warmup_s * _NS)))
+            share = rng.uniform(0.0, 1.0)
+            first_delay = int(share * min(think, int(warmup_s * _NS)))
             if ctx.fixed.warmup_requests:  # prime the history before the entry turn
                 entry = start_turn
                 start_turn = max(0, entry - ctx.fixed.warmup_requests)
-                first_delay = 0
+                first_delay = int(share * think)  # the rest of its gap after the entry point
         elif instance == 0 and midway:
             start_turn = int(rng.integers(0, len(sess.requests)))
             think = ctx.fixed.think_ns(sess.requests[start_turn].think_time_s)
