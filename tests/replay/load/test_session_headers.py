@@ -215,3 +215,24 @@ def test_custom_header_names_and_bad_names(tmp_path: Path,
                  "--session-header", "X-A", "--no-session-header"])
     assert code == 2
     assert "contradict" in capsys.readouterr().err
+
+
+def test_chosen_names_carry_the_id_and_the_default_is_both() -> None:
+    from replay.load import RunSettings
+    from replay.load._context import LaneSettings
+
+    base = {"target": "http://127.0.0.1:8000", "duration_s": 1.0}
+    assert RunSettings(**base).session_headers == ("X-Session-ID", "X-Correlation-ID")
+    assert RunSettings(**base, no_session_header=True).session_headers == ()
+    chosen = RunSettings(**base, session_header=("x-dynamo-session-id", "X-Route"))
+    assert chosen.session_headers == ("x-dynamo-session-id", "X-Route")
+    fixed = LaneSettings(urls=("u",), headers={"Content-Type": "application/json"},
+                         spec=None, timeouts=None, block_size=16, t0_ns=0,  # type: ignore[arg-type]
+                         warmup_end_ns=0, window_end_ns=0, issue_end_ns=0, run_tag="r",
+                         session_headers=chosen.session_headers)
+    assert fixed.chain_headers("r-3-0") == {"Content-Type": "application/json",
+                                            "x-dynamo-session-id": "r-3-0", "X-Route": "r-3-0"}
+    none = LaneSettings(urls=("u",), headers={"A": "b"}, spec=None, timeouts=None,  # type: ignore[arg-type]
+                        block_size=16, t0_ns=0, warmup_end_ns=0, window_end_ns=0,
+                        issue_end_ns=0, run_tag="r")
+    assert none.chain_headers("r-3-0") == {"A": "b"}
