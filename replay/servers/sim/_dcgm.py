@@ -40,11 +40,19 @@ class PowerMeter:
         self._host = socket.gethostname()
 
     def utilisation(self, now_ns: int, busy_s: float) -> float:
-        """The engine's busy share since the scrape before (0..1); moves the mark."""
+        """The engine's busy share since the scrape before (0..1); moves the mark.
+
+        A step is counted when it is delivered, so one that began before the scrape
+        before can bring more busy time than the interval holds: the excess is
+        carried to the next scrape, not dropped, so the reported power integrates to
+        the model's energy."""
         dt = (now_ns - self._last_ns) / 1e9
-        used = busy_s - self._last_busy
-        self._last_ns, self._last_busy = now_ns, busy_s
-        return 0.0 if dt <= 0 else min(1.0, max(0.0, used / dt))
+        self._last_ns = now_ns
+        if dt <= 0:
+            return 0.0
+        u = min(1.0, max(0.0, (busy_s - self._last_busy) / dt))
+        self._last_busy += u * dt
+        return u
 
     def render(self, busy_s: float, now_ns: int | None = None) -> str:
         """The exporter's text for one scrape; ``busy_s``: the engine's step seconds so far."""

@@ -50,3 +50,14 @@ def test_profiles_reject_busy_below_idle() -> None:
     data.update(idle_power_w=500.0, busy_power_w=100.0)
     with pytest.raises(ValueError, match="busy_power_w"):
         type(load_profile("small")).model_validate(data)
+
+
+def test_busy_time_beyond_an_interval_is_carried_not_dropped() -> None:
+    """A long step delivered just after a scrape brings more busy time than the next
+    interval holds: the excess shows in the interval after, so energy is kept."""
+    meter = PowerMeter(load_profile("small"), busy_s=0.0)
+    t0 = meter._last_ns
+    s = 1_000_000_000
+    assert meter.utilisation(t0 + s, busy_s=1.5) == 1.0
+    assert meter.utilisation(t0 + 2 * s, busy_s=1.5) == pytest.approx(0.5)
+    assert meter.utilisation(t0 + 3 * s, busy_s=1.5) == 0.0
