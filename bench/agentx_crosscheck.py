@@ -12,9 +12,11 @@ always takes the server's ``usage``).
 AIPerf runs ``--scenario inferencex-agentx-mvp --unsafe-override`` (the scenario wants
 >= 900 s; a shorter run is stamped ``submission_valid=false``) with InferenceX's flags
 (``--random-seed 42 --failed-request-threshold 0.05 --trajectory-start-min-ratio 0.25
---trajectory-start-max-ratio 0.75``). agentreplay runs ``--scenario agentx`` when its
-``run`` has that preset, otherwise the equivalent flags (printed). Differences are
-explained in bench/README.md ("AgentX cross-check").
+--trajectory-start-max-ratio 0.75``). agentreplay runs ``--scenario agentx-mvp``.
+``--rules v1`` checks the agentx-harness 1.0.x rules instead: AIPerf adds
+``--warmup-requests-per-lane 10 --trace-idle-gap-cap-seconds 300`` and a 0.10 failure
+threshold, agentreplay runs ``--scenario agentx-v1``. Differences are explained in
+bench/README.md ("AgentX cross-check").
 
 The WEKA sample holds requests longer than Kimi K3's 262,144-token context; AgentX
 forbids truncation, so the server's ``max_model_len`` is widened to its whole KV
@@ -68,6 +70,8 @@ class Figures:
     p90_interactivity: float | None = None
     ttft_p50_s: float | None = None
     ttft_p90_s: float | None = None
+    itl_p50_ms: float | None = None
+    itl_mean_ms: float | None = None
     prefix_share: float | None = None
     prefix_share_server: float | None = None
     truth_requests: int | None = None
@@ -148,11 +152,24 @@ def aiperf_command(url: str, model: str, args: argparse.Namespace, tokenizer: Pa
         "--benchmark-duration", str(args.duration),
         "--benchmark-grace-period", str(args.grace),
         "--use-server-token-count", "--extra-inputs", "ignore_eos:true",
-        "--random-seed", "42", "--failed-request-threshold", "0.05",
+        "--random-seed", "42",
+        "--failed-request-threshold", "0.10" if args.rules == "v1" else "0.05",
         "--trajectory-start-min-ratio", str(START_RATIOS[0]),
         "--trajectory-start-max-ratio", str(START_RATIOS[1]),
         "--artifact-dir", str(art), "--ui-type", "none", "--no-gpu-telemetry",
+        *(["--trace-idle-gap-cap-seconds", "300"] if args.rules == "v1" else []),
+        *(["--warmup-requests-per-lane", "10"]
+          if args.rules == "v1" and aiperf_has("--warmup-requests-per-lane") else []),
     ]
+
+
+def aiperf_has(flag: str) -> bool:
+    """Whether the installed AIPerf takes ``flag`` (0.13.0 has no
+    ``--warmup-requests-per-lane``: it primes each lane with one request that carries
+    the whole history before the entry point)."""
+    out = subprocess.run([str(PEERS_DIR / "aiperf" / "bin" / "aiperf"), "profile", "--help"],
+                         capture_output=True, text=True, env=_aiperf_env())
+    return flag in out.stdout
 
 
 def _stat(data: dict[str, object], name: str, key: str) -> float | None:
@@ -177,6 +194,9 @@ def parse_aiperf(data: dict[str, object], fig: Figures) -> None:
     for attr, key in (("ttft_p50_s", "p50"), ("ttft_p90_s", "p90")):
         v = _stat(data, "time_to_first_token", key)
         setattr(fig, attr, None if v is None else v * tscale)
+    # the gap between streamed chunks (AIPerf's inter_chunk_latency, ms) is our ITL
+    fig.itl_p50_ms = _stat(data, "inter_chunk_latency", "p50")
+    fig.itl_mean_ms = _stat(data, "inter_chunk_latency", "avg")
     fig.token_count = "server usage (--use-server-token-count)"
 
 
@@ -243,8 +263,10 @@ def agentreplay_flags(args: argparse.Namespace, preset: bool) -> list[str]:
             "--warmup", str(args.warmup), "--drain", str(args.grace), "--seed", "42"]
     if preset:
         # like AIPerf's --unsafe-override: a run under 900 s is stamped not satisfied
-        unsafe = ["--scenario-unsafe"] if args.duration < 900 else []
-        return ["--scenario", "agentx", *unsafe, *load]
+        name = "agentx-v1" if args.rules == "v1" else "agentx-mvp"
+        unsafe = ["--scenario-unsafe"] if args.duration < (3600 if args.rules == "v1"
+                                                            else 900) else []
+        return ["--scenario", name, *unsafe, *load]
     # streaming, ignore_eos and the server's usage are how agentreplay always runs;
     # warmup starts users part-way into their sessions; a per-user salt busts the cache
     # after the shared prefix; think times capped per user
@@ -284,6 +306,9 @@ def parse_summary(data: dict[str, object], fig: Figures) -> None:
     fig.ttft_p50_s = _stat(arm, "ttft", "p50")
     fig.ttft_p90_s = _stat(arm, "ttft", "p90")
     fig.prefix_share = _stat(arm, "prefix", "measured_share")
+    for attr, key in (("itl_p50_ms", "p50"), ("itl_mean_ms", "mean")):
+        v = _stat(arm, "itl", key)
+        setattr(fig, attr, None if v is None else v * 1000.0)
 
 
 # -- the table ----------------------------------------------------------------------
@@ -297,6 +322,8 @@ def table(figs: dict[str, Figures]) -> str:
         ("P90 interactivity tok/s", "p90_interactivity", ".1f"),
         ("TTFT P50 s", "ttft_p50_s", ".3f"),
         ("TTFT P90 s", "ttft_p90_s", ".3f"),
+        ("ITL P50 ms", "itl_p50_ms", ".3f"),
+        ("ITL mean ms", "itl_mean_ms", ".3f"),
         ("prefix-hit share (tool)", "prefix_share", ".3f"),
         ("prefix-hit share (server, whole run)", "prefix_share_server", ".3f"),
         ("requests served ok (truth)", "truth_requests", ".0f"),
@@ -324,10 +351,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, default=1)
     ap.add_argument("--duration", type=float, default=60.0, help="measured seconds per tool")
     ap.add_argument("--grace", type=float, default=10.0, help="AIPerf grace / our drain, s")
-    ap.add_argument("--warmup", type=float, default=10.0, help="agentreplay warmup, s")
+    ap.add_argument("--warmup", type=float, default=None,
+                    help="agentreplay warmup, s (default 10; --rules v1: 45, the time its "
+                         "10 priming turns per lane may take)")
     ap.add_argument("--tools", default="aiperf,agentreplay")
+    ap.add_argument("--rules", choices=["mvp", "v1"], default="mvp",
+                    help="AgentX MVP rules, or the agentx-harness 1.0.x ones")
     ap.add_argument("--out", type=Path, default=None, help="keep the runs here")
     args = ap.parse_args(argv)
+    if args.warmup is None:
+        args.warmup = 45.0 if args.rules == "v1" else 10.0
     if not args.weka.is_dir():
         print(f"agentx_crosscheck: --weka {args.weka}: not a directory", file=sys.stderr)
         return 2

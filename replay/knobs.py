@@ -81,6 +81,11 @@ def _flag_kwargs(info: FieldInfo, knob: Knob, required: bool) -> dict[str, Any]:
     base = _base_type(info.annotation)
     if base is bool:
         return {"action": "store_true", "help": knob.help}
+    if typing.get_origin(base) is tuple:  # a repeatable flag; None: not given (the default)
+        out: dict[str, Any] = {"action": "append", "help": knob.help, "default": None}
+        if knob.metavar is not None:
+            out["metavar"] = knob.metavar
+        return out
     default = info.get_default() if knob.default is _MODEL_DEFAULT else knob.default
     kwargs: dict[str, Any] = {"help": knob.help, "default": default}
     if typing.get_origin(base) is Literal:
@@ -123,6 +128,8 @@ def experiment_types(model: type[BaseModel]) -> dict[str, tuple[type, ...]]:
         base = _base_type(info.annotation)
         if typing.get_origin(base) is Literal:
             out[knob.dest] = (str,)
+        elif typing.get_origin(base) is tuple:
+            out[knob.dest] = (list,)
         elif base is float:
             out[knob.dest] = (int, float)
         else:

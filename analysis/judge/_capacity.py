@@ -36,6 +36,14 @@ class CapacityRow(BaseModel):
     """The passing level (``bracket.passed``) per GPU; None without one."""
     decode_tok_s_per_gpu: float | None
     """Decode throughput per GPU measured at the passing level."""
+    power_w: float | None = None
+    """Mean GPU power over the passing level's window (``--gpu-metrics``; None: no
+    telemetry there, missing)."""
+    users_per_kw: float | None = None
+    """The passing level per kilowatt of that power (agents per kW)."""
+    output_tok_per_j: float | None = None
+    """Output tokens per joule at the passing level."""
+    j_per_output_tok: float | None = None
     ratio: RatioBracket | None = None
     """This arm's capacity over the baseline's, bounded by the brackets (None for the
     baseline)."""
@@ -70,7 +78,18 @@ def _row(arm: str, summaries: Sequence[RunSummary], tier: SloTier) -> CapacityRo
         users_per_gpu=b.passed / gpus if gpus and b.passed is not None else None,
         decode_tok_s_per_gpu=at.decode_tok_s_per_gpu if at is not None else None,
         levels=[_x(s) for s in summaries],
-    )
+    ).model_copy(update=_energy_at(at, b.passed))
+
+
+def _energy_at(at: RunSummary | None, passed: float | None) -> dict[str, float | None]:
+    """The passing level's energy figures (all None where it had no GPU telemetry)."""
+    e = at.energy if at is not None else None
+    if e is None:
+        return {}
+    return {"power_w": e.power_w, "output_tok_per_j": e.output_tok_per_j,
+            "j_per_output_tok": e.j_per_output_tok,
+            "users_per_kw": passed / (e.power_w / 1000.0)
+            if passed is not None and e.power_w > 0 else None}
 
 
 def capacity_table(

@@ -8,6 +8,7 @@ from analysis.metrics._derived import (
     column_latencies,
     record_latencies,
 )
+from analysis.metrics._energy import Energy, interval_energy_j, series_energy_j, window_energy
 from analysis.metrics._measure import (
     claimed_acceptance,
     measure,
@@ -48,6 +49,7 @@ from analysis.metrics._tiers import (
 __all__ = [
     "BOOTSTRAP_REPS",
     "Distribution",
+    "Energy",
     "Goodput",
     "Latencies",
     "MIN_ALL_MET_REQUESTS",
@@ -66,14 +68,17 @@ __all__ = [
     "column_latencies",
     "distribution",
     "draw_counts",
+    "interval_energy_j",
     "invert_distribution",
     "judge_tier",
     "measure",
     "metric_rng",
     "pool",
     "record_latencies",
+    "series_energy_j",
     "small_sample_widening",
     "summarize",
     "tier_shares",
     "wilson_interval",
+    "window_energy",
 ]

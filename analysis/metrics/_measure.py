@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis.metrics._derived import Latencies, column_latencies
+from analysis.metrics._energy import series_energy_j
 from analysis.metrics._samples import Samples
 from analysis.read import RunData, counter_delta, steady_window
 from analysis.schema import RequestColumns, level_of
@@ -226,7 +227,16 @@ def measure(run: RunData) -> Samples:
         counters=counters, half_counters=halves, chunks_after_first=later,
         claimed_acceptance=claimed_acceptance(man.server_info or {}),
         chunks_same_read=same,
+        energy_j=_energy(run, w),
     )
+
+
+def _energy(run: RunData, w: _Window) -> float | None:
+    """The GPUs' energy over the window, from the run's DCGM samples (None: missing)."""
+    gpu = run.gpu
+    if gpu is None or not w.found:
+        return None
+    return series_energy_j(gpu.t_s, gpu.get("power_w"), gpu.replica, w.start, w.end)
 
 
 _Arrays = dict[str, np.ndarray]

@@ -74,6 +74,9 @@ class Samples:
     """Chunks of ok requests in the window after each request's first chunk..."""
     chunks_same_read: int = 0
     """...of which arrived in the same socket read as the one before (same timestamp)."""
+    energy_j: float | None = None
+    """GPU energy over the window from the run's DCGM exporters (None: not scraped, or
+    the samples miss the window; pooled: None unless every run has one)."""
 
 
 def _sum_known(vals: list[float | None]) -> float | None:
@@ -105,6 +108,7 @@ def pool(parts: list[Samples]) -> Samples:
         return int(sum(vals)) if vals else None
 
     windows = [p.window_s for p in parts]
+    energies = [p.energy_j for p in parts]
     gpus = {p.gpu_count for p in parts}
     return Samples(
         label=first.label, runs=[x for p in parts for x in p.runs], model=first.model,
@@ -142,4 +146,6 @@ def pool(parts: list[Samples]) -> Samples:
         if len({p.claimed_acceptance for p in parts}) == 1 else None,
         chunks_after_first=sum(p.chunks_after_first for p in parts),
         chunks_same_read=sum(p.chunks_same_read for p in parts),
+        energy_j=float(sum(e for e in energies if e is not None))
+        if all(e is not None for e in energies) else None,
     )

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from analysis.metrics._energy import Energy, window_energy
 from analysis.metrics._samples import Samples
 from analysis.metrics._stats import Distribution, distribution, invert_distribution, metric_rng
 from analysis.metrics._tiers import TierOutcome, TierShares, judge_tier, tier_shares
@@ -175,6 +176,9 @@ class RunSummary(_Model):
     the one before: how much the client's reads coalesced the server's events."""
     sim_lateness: float | None = None
     """Simulated server only: delta(actual step seconds) / delta(modelled) - 1."""
+    energy: Energy | None = None
+    """GPU energy over the window (``run --gpu-metrics``); None: no telemetry (missing,
+    never 0)."""
     validity: Validity | None = None
 
     @model_validator(mode="before")
@@ -333,4 +337,5 @@ def summarize(
         itl_reads=dist("itl_reads", "s"),
         chunks_same_read_share=share(s.chunks_same_read, s.chunks_after_first),
         sim_lateness=(actual / model - 1.0) if actual is not None and model else None,
+        energy=window_energy(s.energy_j, s.window_s, int(s.user_output_tokens.sum())),
     )

@@ -39,6 +39,7 @@ __all__ = [
 MANIFEST = "run.json"
 REQUESTS = "requests.jsonl"
 SERVER_METRICS = "server_metrics.jsonl"
+GPU_METRICS = "gpu_metrics.jsonl"
 
 @dataclass(frozen=True)
 class MetricSeries:
@@ -76,6 +77,9 @@ class RunData:
     incomplete: bool = False
     reasons: list[str] = field(default_factory=list)
     """Why the run is incomplete (empty when it is complete)."""
+    gpu: MetricSeries | None = None
+    """The DCGM exporters' samples (``gpu_metrics.jsonl``; ``replica`` says which
+    exporter); None when the run scraped none."""
 
 
 def _iter_json_lines(path: Path) -> Iterator[tuple[int, object | None, bool]]:
@@ -212,6 +216,8 @@ def read_run(path: str | os.PathLike[str]) -> RunData:
         raise ResultError("missing", file=str(req_path))
     requests, cut = _read_requests(req_path)
     metrics, mcut = _read_metrics(root / SERVER_METRICS)
+    gpu_path = root / GPU_METRICS
+    gpu, gcut = _read_metrics(gpu_path) if gpu_path.exists() else (None, None)
     reasons: list[str] = []
     if not manifest.complete:
         reasons.append("run.json says the run did not finish (complete is false)")
@@ -219,9 +225,11 @@ def read_run(path: str | os.PathLike[str]) -> RunData:
         reasons.append(cut)
     if mcut:
         reasons.append(mcut)
+    if gcut:
+        reasons.append(gcut)
     return RunData(
         path=str(root), manifest=manifest, requests=requests, metrics=metrics,
-        incomplete=bool(reasons), reasons=reasons,
+        incomplete=bool(reasons), reasons=reasons, gpu=gpu,
     )
 
 

@@ -153,7 +153,7 @@ def capacity_view(c: Comparison) -> dict[str, Any]:
             "users": r.bracket.text(r.load_kind), "how": _how(r),
             "per_gpu": per_gpu_text(r.bracket.passed, r.bracket.failed, r.gpu_count,
                                     r.load_kind),
-            "decode": fmt_num(r.decode_tok_s_per_gpu, 1), "row": r,
+            "decode": fmt_num(r.decode_tok_s_per_gpu, 1), "row": r, **_energy_cells(r),
         }
     rows = []
     for label, t in tiers.items():
@@ -162,6 +162,23 @@ def capacity_view(c: Comparison) -> dict[str, Any]:
         rows.append({"tier": label, "arms": [t["arms"].get(a) for a in c.arms],
                      "ratios": cells})
     return {"arms": c.arms, "others": c.arms[1:], "rows": rows, "unit": unit}
+
+
+_NO_TELEMETRY = "missing (no --gpu-metrics)"
+
+
+def _energy_cells(r: Any) -> dict[str, str]:
+    """Agents per kW, tokens per joule and joules per token at the passing level; a
+    level without GPU telemetry says missing, never 0."""
+    if r.power_w is None:
+        miss = _NO_TELEMETRY if r.bracket.passed is not None else ""
+        return {"per_kw": miss, "tok_per_j": miss, "j_per_tok": miss}
+    return {"per_kw": _sig(r.users_per_kw), "tok_per_j": _sig(r.output_tok_per_j),
+            "j_per_tok": _sig(r.j_per_output_tok)}
+
+
+def _sig(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.3g}"
 
 
 def _capacity_ratio(base: Any, other: Any) -> dict[str, str]:

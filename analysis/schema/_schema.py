@@ -306,6 +306,14 @@ class RunManifest(_Model):
     in order (a record's ``replica`` indexes it); empty for a run against one server."""
     routing: Literal["affinity", "round-robin"] | None = None
     """How requests were spread over ``replicas`` (None: one server)."""
+    session_headers: list[str] | None = None
+    """The headers every request carried its session id in, for a router to keep a
+    session on one replica (``--session-header``; empty: none sent; None: not recorded,
+    a run from before the flag)."""
+    gpu_metrics: list[str] | None = None
+    """The DCGM exporters scraped through the run (``--gpu-metrics``; samples in
+    ``gpu_metrics.jsonl``, a sample's ``replica`` indexing this list); None or empty:
+    none, so its energy figures are missing."""
     model: str
     api: Literal["completions", "chat"] = "completions"
     server_info: dict[str, object] | None = None

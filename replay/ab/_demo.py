@@ -86,11 +86,13 @@ def run_demo(out: str | os.PathLike[str] = "results/demo", *, quick: bool = Fals
     out_p.mkdir(parents=True, exist_ok=True)
     workload = out_p / "workload.jsonl"
     _workload(workload, s)
-    opts = CompareOptions(levels=s.levels, duration_s=s.duration_s, warmup_s=s.warmup_s,
-                          drain_s=s.drain_s, repeats=1, metrics_interval_s=1.0)
     with contextlib.ExitStack() as stack:
         arms = []
         for backend in ("auto", "latency_specialized"):
             srv = stack.enter_context(SimServerProcess(DEMO_PROFILE, backend))
             arms.append((backend, srv.url))
+        # each arm's modelled DCGM exporter, so the report shows energy per token
+        opts = CompareOptions(levels=s.levels, duration_s=s.duration_s, warmup_s=s.warmup_s,
+                              drain_s=s.drain_s, repeats=1, metrics_interval_s=1.0,
+                              gpu_metrics=tuple(f"{b}={u}/dcgm/metrics" for b, u in arms))
         return compare_arms(arms, workload, out_p, opts, live=live)

@@ -16,6 +16,7 @@ from replay.client._bodies import (
 )
 from replay.client._chat import ChatCodec, fetch_chat_codec
 from replay.client._connector import StreamingConnector
+from replay.client._gpu import gpu_metrics_url, parse_dcgm
 from replay.client._poller import DEFAULT_MAX_METRICS_BYTES, MetricsPoller, parse_prometheus
 from replay.client._probe import (
     ServerFacts,
@@ -52,8 +53,10 @@ __all__ = [
     "connect_url",
     "fetch_chat_codec",
     "find_key",
+    "gpu_metrics_url",
     "ids_text",
     "make_session",
+    "parse_dcgm",
     "parse_prometheus",
     "prefix_keys",
     "probe_server",

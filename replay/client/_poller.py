@@ -65,6 +65,7 @@ class MetricsPoller:
         self, session: aiohttp.ClientSession, url: str, interval_s: float,
         sink: Callable[[float, dict[str, float]], None], t0_ns: int,
         headers: dict[str, str] | None = None, max_bytes: int = DEFAULT_MAX_METRICS_BYTES,
+        parse: Callable[[str], dict[str, float]] = parse_prometheus,
     ) -> None:
         self._session = session
         self._url = url
@@ -76,6 +77,9 @@ class MetricsPoller:
         """A larger answer is skipped (a failure) after reading this much, not buffered."""
         self.failures = 0
         self.latest: dict[str, float] = {}
+        self._parse = parse
+        """Text to sample: vLLM's ``/metrics`` by default, or a DCGM exporter's
+        (``replay.client._gpu.parse_dcgm``)."""
 
     async def scrape(self) -> dict[str, float] | None:
         """One scrape now; the sample is also passed to the sink."""
@@ -101,7 +105,7 @@ class MetricsPoller:
             return None
         text = raw.decode("utf-8", "replace")
         t_s = (time.monotonic_ns() - self._t0_ns) / 1e9
-        values = parse_prometheus(text)
+        values = self._parse(text)
         self.latest = values
         self._sink(t_s, values)
         return values

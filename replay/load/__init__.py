@@ -23,6 +23,7 @@ from replay.load._live import (
     LiveView,
     render_lines,
 )
+from replay.load._names import label_problem
 from replay.load._phases import (
     Target,
     connections_for,
@@ -52,7 +53,6 @@ from replay.load._settings import (
     Seconds,
     SharedSettings,
     ThinkScale,
-    label_problem,
     scenario_defaults,
     validated,
 )

@@ -57,6 +57,18 @@ class LaneSettings:
     this share of its turns (``replay.load._scenario.entry_turn``)."""
     salt_nonce: int = 0
     """A scenario's per-run cache bust, mixed into every lane's salt (0: none)."""
+    session_headers: tuple[str, ...] = ()
+    """The headers each request carries its session id in (``--session-header``)."""
+    warmup_requests: int = 0
+    """A scenario's priming: each closed-loop user's first session replays this many
+    turns before its entry turn, without think time, as warmup (0: none)."""
+
+    def chain_headers(self, session_id: str) -> dict[str, str]:
+        """The headers of every request of one session (its subagents' too), built once
+        per session so a request only copies them and adds its own id."""
+        if not self.session_headers:
+            return self.headers
+        return {**self.headers, **dict.fromkeys(self.session_headers, session_id)}
 
     def think_ns(self, think_s: float) -> int:
         t = think_s * self.think_scale

@@ -21,7 +21,8 @@ from analysis import RunManifest, duplicate_replica, replica_diffs, split_metric
 from analysis.schema import Replica
 from replay.client import MetricsPoller, ServerFacts, connect_url, probe_server, public_target
 from replay.errors import ConfigError, TargetError
-from replay.load._settings import RunSettings, url_problem
+from replay.load._names import url_problem
+from replay.load._settings import RunSettings
 
 __all__ = ["FleetMetrics", "check_fleet", "describe_fleet", "fleet_roots", "probe_fleet",
            "replicas_of", "split_targets"]

@@ -14,6 +14,18 @@ every request at its ``arrival_s`` whatever happened before.
 Every request's due time is fixed when it becomes due and recorded with its send
 time, so latency can be measured from the schedule (no coordinated omission).
 All times are ``time.monotonic_ns()``; records store seconds since the run's t0.
+
+Session affinity through a router: every request carries its session instance's
+id (``{run_tag}-{user}-{instance}``) in the ``--session-header`` headers, built
+once per session (:meth:`LaneSettings.chain_headers`). A subagent sends its
+*parent's* id, not one of its own: the routers that read one header (SGLang's
+router and llm-d's session affinity hash ``X-Session-ID``; kv-cache-tester sends
+it for consistent hashing; Dynamo and ATOM fall back to AIPerf's
+``X-Correlation-ID``) would otherwise scatter a subagent away from the replica
+that holds the session's shared head, and the client's prefix-cache prediction
+(one tree per replica, as ``--routing affinity`` places it) assumes it stays.
+AIPerf instead gives a forked agent its own id plus ``x-dynamo-parent-session-id``
+(read by Dynamo's conversation-aware routing), which a one-header router ignores.
 """
 
 from __future__ import annotations
@@ -64,6 +76,8 @@ class _Chain:
     instance: int
     salt: int
     scope: object
+    headers: dict[str, str]
+    """The run's headers plus the session-id headers (shared with its subagents)."""
     agent: str | None = None
     subagents: int = 0
 
@@ -88,7 +102,7 @@ async def _send(
     body: bytes, mark: CacheMark, due_ns: int, think_s: float, rid: str, out: StreamOutcome,
 ) -> StreamOutcome:
     fixed = ctx.fixed
-    headers = dict(fixed.headers)
+    headers = dict(chain.headers)
     headers["X-Request-Id"] = rid
     in_window = time.monotonic_ns() < fixed.window_end_ns
     if in_window:
@@ -169,22 +183,37 @@ def _record(
 
 async def _run_chain(
     ctx: LaneContext, chain: _Chain, requests: Sequence[Request], start_turn: int,
-    ready_ns: int, first_delay_ns: int | None = None,
+    ready_ns: int, first_delay_ns: int | None = None, entry: int | None = None,
 ) -> bool:
-    """Replay one agent chain closed loop; False once the run stops issuing."""
+    """Replay one agent chain closed loop; False once the run stops issuing.
+
+    ``entry``: the turns from ``start_turn`` up to it prime the chain's history
+    (a scenario's warmup requests): sent back to back, each as soon as the one
+    before ended, and only while the warmup lasts (a priming turn not due by the
+    window's start is skipped, so none is measured); the entry turn then waits
+    for the window and then ``first_delay_ns`` (what is left of its gap when the
+    entry point falls inside it)."""
     prev_prompt: np.ndarray | None = None
     prev_output: Sequence[int] = ()
     wbs = ctx.fixed.block_size
     encoder = ChainEncoder(ctx.fixed.spec, ctx.cache)
     for turn in range(start_turn, len(requests)):
         req = requests[turn]
+        priming = entry is not None and turn < entry
+        if priming and ready_ns >= ctx.fixed.warmup_end_ns:
+            prev_prompt, prev_output = None, ()
+            continue
         if prev_prompt is None and req.prefix_blocks:
             req = _standalone(requests, turn)
-        if turn == start_turn and first_delay_ns is not None:
+        if priming:
+            wait = 0
+        elif turn == (start_turn if entry is None else entry) and first_delay_ns is not None:
             wait = first_delay_ns
         else:
             wait = ctx.fixed.think_ns(req.think_time_s)
-        due_ns = ready_ns + wait
+        # the entry turn waits for the window, then the rest of its gap (AIPerf: every
+        # lane reaches its entry point at the warmup's end, then waits its recorded gap)
+        due_ns = (max(ready_ns, ctx.fixed.warmup_end_ns) if turn == entry else ready_ns) + wait
         if due_ns >= ctx.fixed.issue_end_ns or ctx.state.stopped:
             return False
         prompt = ctx.build(req, chain.salt, prev_prompt, prev_output)
@@ -225,7 +254,7 @@ async def _run_subagents(ctx: LaneContext, parent: _Chain, req: Request) -> bool
     for sub in req.subagents:
         chain = _Chain(user=parent.user, lane=f"{parent.lane}/sub{parent.subagents}",
                        session=parent.session, instance=parent.instance, salt=parent.salt,
-                       scope=parent.scope, agent=sub.id)
+                       scope=parent.scope, headers=parent.headers, agent=sub.id)
         parent.subagents += 1
         task = ctx.spawn(_lane(ctx, partial(_run_chain, ctx, chain, sub.requests, 0, now)))
         if sub.background:  # nobody waits for it; it holds the scope until it ends
@@ -262,21 +291,28 @@ async def closed_user(
         sess = sessions[idx]
         start_turn = 0
         first_delay: int | None = None
+        entry: int | None = None
         if instance == 0 and ctx.fixed.entry_ratio is not None:
             start_turn = entry_turn(rng, len(sess.requests), *ctx.fixed.entry_ratio)
             think = ctx.fixed.think_ns(sess.requests[start_turn].think_time_s)
-            first_delay = int(rng.uniform(0.0, 1.0) * min(think, int(warmup_s * _NS)))
+            share = rng.uniform(0.0, 1.0)
+            first_delay = int(share * min(think, int(warmup_s * _NS)))
+            if ctx.fixed.warmup_requests:  # prime the history before the entry turn
+                entry = start_turn
+                start_turn = max(0, entry - ctx.fixed.warmup_requests)
+                first_delay = int(share * think)  # the rest of its gap after the entry point
         elif instance == 0 and midway:
             start_turn = int(rng.integers(0, len(sess.requests)))
             think = ctx.fixed.think_ns(sess.requests[start_turn].think_time_s)
             first_delay = int(rng.uniform(0.0, 1.0) * min(think, int(warmup_s * _NS)))
         chain = _Chain(user=user, lane=str(user), session=sess.id, instance=instance,
                        salt=salt_for(seed, user, instance, ctx.fixed.salt_nonce),
-                       scope=(user, instance))
+                       scope=(user, instance),
+                       headers=ctx.fixed.chain_headers(f"{ctx.fixed.run_tag}-{user}-{instance}"))
         ctx.hold_scope(chain.scope)
         try:
             ok = await _lane(ctx, partial(_run_chain, ctx, chain, sess.requests, start_turn,
-                                          ready_ns, first_delay))
+                                          ready_ns, first_delay, entry))
         finally:
             ctx.release_scope(chain.scope)
         if not ok:
@@ -302,7 +338,8 @@ async def open_arrivals(
             return
         sess = sessions[k % n]
         chain = _Chain(user=k, lane=str(k), session=sess.id, instance=k // n,
-                       salt=salt_for(seed, k, k // n), scope=("open", k))
+                       salt=salt_for(seed, k, k // n), scope=("open", k),
+                       headers=ctx.fixed.chain_headers(f"{ctx.fixed.run_tag}-o{k}"))
         ctx.spawn(_open_lane(ctx, chain, sess, due_ns))
     ctx.lane_ended(ctx.fixed.window_end_ns)
 
@@ -320,7 +357,8 @@ async def timestamp_session(
 ) -> None:
     """Send every request of ``sess`` at its own ``arrival_s`` (minus ``origin_s``)."""
     chain = _Chain(user=user, lane=str(user), session=sess.id, instance=0,
-                   salt=salt_for(seed, user, 0), scope=("ts", user))
+                   salt=salt_for(seed, user, 0), scope=("ts", user),
+                   headers=ctx.fixed.chain_headers(f"{ctx.fixed.run_tag}-t{user}"))
     prev: np.ndarray | None = None
     wbs = ctx.fixed.block_size
     pending: list[asyncio.Task[Any]] = []

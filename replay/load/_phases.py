@@ -153,7 +153,8 @@ def make_context(
         issue_end_ns=window_end_ns + int(settings.drain * _NS),
         run_tag=target.run_tag, think_scale=settings.think_scale,
         think_cap_s=settings.think_time_cap_s, max_line_bytes=settings.max_line_bytes,
-        worker=worker, **lane_options(settings.scenario, target.run_tag),
+        worker=worker, session_headers=settings.session_headers,
+        **lane_options(settings.scenario, target.run_tag),
     )
     return LaneContext(
         fixed=fixed, session=session, cache=cache, on_record=on_record,

@@ -14,6 +14,7 @@ was set, and a lane's crash is re-raised.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import platform
 import socket
@@ -27,13 +28,24 @@ from typing import Any, Literal, Protocol, TypeVar
 
 import aiohttp
 
-from analysis import ResultError, RunManifest, Validity, ValidityReason, assess_run, read_run
+from analysis import (
+    ResultError,
+    RunManifest,
+    Validity,
+    ValidityReason,
+    assess_run,
+    public_url,
+    read_run,
+)
 from analysis.schema import ClockInfo, Coverage, HostInfo, LoadKind, ServerWatch, WorkloadRef
 from replay._version import __version__
 from replay.client import (
+    MetricsPoller,
     ServerFacts,
     fetch_chat_codec,
+    gpu_metrics_url,
     make_session,
+    parse_dcgm,
     public_target,
 )
 from replay.errors import ConfigError, Stopped, TargetError
@@ -45,6 +57,8 @@ from replay.load._health import client_health
 from replay.load._inprocess import InProcessExecutor
 from replay.load._live import LiveStats, LiveView
 from replay.load._phases import Arrival, Target, connections_for, first_too_long
+from replay.load._scenario import ALIAS_NOTE as SCENARIO_ALIAS_NOTE
+from replay.load._scenario import ALIASES as SCENARIO_ALIASES
 from replay.load._settings import RunSettings
 from replay.load._stamps import judge_run_scenario
 from replay.load._timeline import check_time_controls, empty_window_note, retimed
@@ -192,6 +206,8 @@ async def _run(executor: Executor, settings: RunSettings, manifest: RunManifest,
                               settings.metrics_interval_s, writer.write_metrics,
                               stats.on_metrics, t0_ns, target.headers)
         helpers.append(asyncio.create_task(poller.run()))
+    gpus = _gpu_pollers(session, settings, writer, t0_ns)
+    helpers += [asyncio.create_task(g.run()) for g in gpus]
     helpers.append(asyncio.create_task(LiveView(stats, live).run()))
     helpers.append(asyncio.create_task(_follow_phases(stats, settings, t0_ns)))
     outcome = ExecOutcome(interrupted=True)
@@ -203,6 +219,8 @@ async def _run(executor: Executor, settings: RunSettings, manifest: RunManifest,
         await asyncio.gather(*helpers, return_exceptions=True)
         if poller is not None:
             await poller.scrape()
+        for g in gpus:
+            await g.scrape()
         writer.close()
         _facts(manifest, outcome, writer.dir, watch)
         close_manifest(manifest, warmup_s=settings.warmup_s, duration_s=settings.duration_s,
@@ -315,11 +333,30 @@ def _manifest(settings: RunSettings, run_id: str, facts: ServerFacts, header: Wo
     )
     manifest.load_kind = load_kind(settings, arrival)
     manifest.scenario = settings.scenario
+    manifest.session_headers = list(settings.session_headers)
+    manifest.gpu_metrics = [public_url(u) for u in settings.gpu_urls(settings.label)]
+    if settings.scenario in SCENARIO_ALIASES:
+        manifest.warnings.append(SCENARIO_ALIAS_NOTE)
     if settings.split:
         manifest.workers = settings.workers
     if facts.max_model_len is None:
         manifest.warnings.append("server did not report max_model_len; prompts unchecked")
     return manifest
+
+
+def _gpu_pollers(session: aiohttp.ClientSession, settings: RunSettings, writer: RunWriter,
+                 t0_ns: int) -> list[MetricsPoller]:
+    """A poller per ``--gpu-metrics`` exporter of this run, on the ``/metrics`` interval
+    (2 s when that polling is off), each sample into ``gpu_metrics.jsonl``. No header
+    of the run goes to an exporter (the API key is the server's)."""
+    interval = settings.metrics_interval_s or 2.0
+    return [MetricsPoller(session, gpu_metrics_url(url), interval,
+                          functools.partial(_gpu_sink, writer, k), t0_ns, parse=parse_dcgm)
+            for k, url in enumerate(settings.gpu_urls(settings.label))]
+
+
+def _gpu_sink(writer: RunWriter, k: int, t_s: float, values: dict[str, float]) -> None:
+    writer.write_gpu(t_s, values, k)
 
 
 def load_kind(settings: RunSettings, arrival: Arrival) -> LoadKind:

@@ -1,7 +1,9 @@
 """Named scenarios: fixed replay rules that make results comparable with others'.
 
-``--scenario agentx`` replays by the rules of InferenceX AgentX (AIPerf 0.13's
-``inferencex-agentx-mvp`` scenario, with the flags InferenceX runs it with):
+``--scenario agentx-v1`` replays by the agentx-harness 1.0.x rules (below, with
+where each was found); ``--scenario agentx-mvp`` (``agentx``, its former name,
+still works) by the older MVP rules of InferenceX AgentX (AIPerf 0.13's
+``inferencex-agentx-mvp`` scenario, with the flags InferenceX ran it with):
 WEKA coding-agent sessions (subagents included), streaming requests with
 ``ignore_eos`` and server token counts (how agentreplay always sends and counts;
 either API: prompts are exact token ids in both), prompts never truncated or rescaled,
@@ -34,12 +36,13 @@ from replay.load._settings import scenario_defaults
 from traces import WorkloadHeader
 
 __all__ = [
-    "SCENARIOS", "ScenarioName", "ScenarioRules", "ScenarioVerdict", "apply_scenario",
+    "ALIASES", "ALIAS_NOTE", "SCENARIOS", "ScenarioName", "ScenarioRules", "ScenarioVerdict",
+    "apply_scenario",
     "entry_turn", "judge_scenario", "lane_options", "scenario_rules", "scenario_values",
     "workload_notes",
 ]
 
-ScenarioName = Literal["agentx"]
+ScenarioName = Literal["agentx", "agentx-mvp", "agentx-v1"]
 
 
 class ScenarioRules(BaseModel):
@@ -69,10 +72,20 @@ class ScenarioRules(BaseModel):
     """Salt every lane's content after the shared head with a per-run nonce."""
     closed_loop: bool
     """Concurrent users replaying sessions (no ``--rate``)."""
+    warmup_requests: int = 0
+    """Priming: each lane's first session replays this many turns before its entry
+    turn, back to back (no think time), as warmup; the entry turn waits for the
+    window (``replay.load._lanes``). 0: a time-based warmup only."""
+    default_warmup_s: float | None = None
+    """``--warmup`` when the user gives none: the time the priming may take (priming
+    turns not sent by then are skipped, so none spills into the window)."""
+    fresh_server: bool = False
+    """The rules expect each measured level on a freshly started server (stated in the
+    report; agentreplay cannot see a server's age)."""
 
 
 AGENTX = ScenarioRules(
-    name="agentx",
+    name="agentx-mvp",
     reference="InferenceX AgentX (AIPerf 0.13 inferencex-agentx-mvp, with "
               "--random-seed 42 --failed-request-threshold 0.05 "
               "--trajectory-start-min-ratio 0.25 --trajectory-start-max-ratio 0.75 "
@@ -89,8 +102,59 @@ AGENTX = ScenarioRules(
     closed_loop=True,
 )
 
-SCENARIOS: dict[str, ScenarioRules] = {"agentx": AGENTX}
-"""Scenario name -> rules (the names ``--scenario`` takes)."""
+AGENTX_V1 = ScenarioRules(
+    # Each rule as found with the search tool (docs and code corpora), 2026-12-04:
+    # - 3,600 s, seed 42, entry 0.25-0.75, failure threshold 0.10, 10 warmup requests
+    #   per lane, idle gaps capped at 300 s, server token counts: the argv that
+    #   TensorRT-LLM's tests/integration/defs/perf/agentx_client.py builds for the
+    #   pinned agentx-harness build (SemiAnalysisAI/agentx-harness@754356e9), and the
+    #   same defaults in ROCm ATOM's single-node AIPerf agentic recipe ("mirrors
+    #   InferenceX's benchmarks/single_node/agentic recipe"; 0.10 there, 0.50 in its
+    #   PD copy). Both still name the scenario ``inferencex-agentx-mvp`` and add the
+    #   1.0.x rules as flags; AIPerf's own docs (v0.13 and dev) document neither
+    #   ``--scenario agentx`` nor ``--warmup-requests-per-lane``: not confirmed there.
+    # - "priming each lane's history before its entry point": AIPerf 0.13.0 itself
+    #   (installed by bench/peers.py; ``aiperf profile --help`` and
+    #   aiperf/timing/trajectory_source.py) primes each stream active at the entry
+    #   point t* with ONE request, its last turn before t* carrying the whole prefix,
+    #   aligns every lane to reach t* at the warmup's end, and then lets each lane's
+    #   first profiling request wait its recorded gap; it has no
+    #   ``--warmup-requests-per-lane``. How 1.0.x places its 10 requests is not
+    #   stated in what was found (ATOM: the warmup "primes every lane's prefix
+    #   cache", reported apart as ``warmup_metrics``; one replica of the harness
+    #   replays them *after* t*). agentreplay sends the 10 turns before the entry
+    #   turn (the first with its whole history), so the entry turn finds its history
+    #   cached as AIPerf's does, then waits for the window and its own gap.
+    # - fresh server per concurrency point: from the issue's survey of InferenceX;
+    #   not confirmed by a document found here.
+    name="agentx-v1",
+    reference="agentx-harness 1.0.x (AIPerf --scenario inferencex-agentx-mvp with "
+              "--benchmark-duration 3600 --warmup-requests-per-lane 10 --random-seed 42 "
+              "--failed-request-threshold 0.10 --trajectory-start-min-ratio 0.25 "
+              "--trajectory-start-max-ratio 0.75 --trace-idle-gap-cap-seconds 300 "
+              "--use-server-token-count), each level on a fresh server",
+    workload_sources=("weka",),
+    api=None,
+    min_duration_s=3600.0,
+    entry_ratio=(0.25, 0.75),
+    idle_gap_cap_s=300.0,
+    think_scale=1.0,
+    seed=42,
+    max_failure_share=0.10,
+    cache_bust=True,
+    closed_loop=True,
+    warmup_requests=10,
+    default_warmup_s=600.0,
+    fresh_server=True,
+)
+
+SCENARIOS: dict[str, ScenarioRules] = {"agentx-mvp": AGENTX, "agentx-v1": AGENTX_V1,
+                                       "agentx": AGENTX}
+"""Scenario name -> rules (the names ``--scenario`` takes, with :data:`ALIASES`)."""
+ALIASES = {"agentx": "agentx-mvp"}
+"""Former names: ``agentx`` was the MVP preset's name before ``agentx-v1`` came."""
+ALIAS_NOTE = ("--scenario agentx now means agentx-mvp (the older InferenceX AgentX rules); "
+              "--scenario agentx-v1 runs the agentx-harness 1.0.x rules")
 
 _UNSAFE = "add --scenario-unsafe to run anyway, stamped not satisfied"
 
@@ -98,7 +162,7 @@ _UNSAFE = "add --scenario-unsafe to run anyway, stamped not satisfied"
 def scenario_rules(name: str) -> ScenarioRules:
     """The rules of a scenario by name; an unknown name is a one-line error."""
     try:
-        return SCENARIOS[name]
+        return SCENARIOS[ALIASES.get(name, name)]
     except (KeyError, TypeError):  # TypeError: argparse hands `--scenario=--` over as []
         known = ", ".join(sorted(SCENARIOS))
         raise ConfigError(f"--scenario {name!r}: unknown scenario (known: {known})") from None
@@ -176,10 +240,12 @@ def apply_scenario(
     if notes and not unsafe:
         raise ConfigError(f"{'; '.join(notes)}; {_UNSAFE}")
     out = dict(values)
-    out["scenario"] = rules.name
+    out["scenario"] = name  # a former name stays as typed; run.json notes what it means
     out["scenario_unsafe"] = bool(unsafe)
     fills: dict[str, Any] = {"think_scale": rules.think_scale,
                              "think_time_cap_s": rules.idle_gap_cap_s, "seed": rules.seed}
+    if rules.default_warmup_s is not None:
+        fills["warmup_s"] = rules.default_warmup_s
     if rules.api is not None:
         fills["api"] = rules.api
     for key, value in fills.items():
@@ -228,7 +294,8 @@ def lane_options(scenario: str | None, run_tag: str) -> dict[str, Any]:
     if scenario is None:
         return {}
     rules = scenario_rules(scenario)
-    opts: dict[str, Any] = {"entry_ratio": rules.entry_ratio}
+    opts: dict[str, Any] = {"entry_ratio": rules.entry_ratio,
+                            "warmup_requests": rules.warmup_requests}
     if rules.cache_bust:
         digest = hashlib.sha256(f"{rules.name}:{run_tag}".encode()).digest()
         opts["salt_nonce"] = int.from_bytes(digest[:4], "little") | 1
@@ -268,6 +335,10 @@ def judge_scenario(
     header = WorkloadHeader(source=source, block_size=1, max_context=max_context,
                             params=dict(header_params))
     notes += [_judged(x) for x in workload_notes(rules, header, workload)]
+    if rules.warmup_requests and load.warmup_s <= 0:
+        notes.append(f"no warmup: scenario {name} primes each lane with "
+                     f"{rules.warmup_requests} requests before its entry turn, sent during "
+                     "the warmup")
     if interrupted:
         notes.append("the run was interrupted before its window ended")
     if window_s is not None and window_s < rules.min_duration_s and not any(

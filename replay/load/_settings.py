@@ -9,21 +9,42 @@ ever surfaces as a traceback.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypeVar
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from analysis import LoadSettings, duplicate_replica
 from replay.errors import ConfigError
 from replay.knobs import Knob, from_knobs, knob_error, knob_flags
+from replay.load._names import checked_url, label_problem, split_arm
 
-__all__ = ["DRAIN_MARGIN_S", "DRAIN_MIN_S", "DRAIN_RATE_TOK_S", "FLAGS", "MAX_LABEL_CHARS",
-           "MAX_PLANNED_ARRIVALS", "MAX_SECONDS", "SCENARIO_LOCKED", "Interval", "RunConfig",
-           "RunSettings", "Seconds", "Seed", "SharedSettings", "ThinkScale", "TimeScale",
-           "TraceSlice", "TraceStart", "VocabSize", "flag_of", "label_problem",
-           "scenario_defaults", "settings_error", "validated"]
+__all__ = [
+    "DRAIN_MARGIN_S",
+    "DRAIN_MIN_S",
+    "DRAIN_RATE_TOK_S",
+    "FLAGS",
+    "MAX_PLANNED_ARRIVALS",
+    "MAX_SECONDS",
+    "SCENARIO_LOCKED",
+    "SESSION_HEADERS",
+    "Interval",
+    "RunConfig",
+    "RunSettings",
+    "Seconds",
+    "Seed",
+    "SharedSettings",
+    "ThinkScale",
+    "TimeScale",
+    "TraceSlice",
+    "TraceStart",
+    "VocabSize",
+    "flag_of",
+    "scenario_defaults",
+    "settings_error",
+    "validated",
+]
 
 MAX_SECONDS = 30 * 86_400.0
 """The longest any duration, timeout or interval may be (30 days): past it a number
@@ -85,10 +106,31 @@ _DRAIN_HELP = (f"at most this many seconds for in-flight requests after the wind
 _THINK_CAP_HELP = ("cap on each think time (tool run, human reading), s: the workload's pauses "
                    "average ~110 s, so a short run needs one to see enough requests (a run "
                    "whose window would be thin says so first)")
-_SCENARIO_HELP = ("replay by a benchmark's fixed rules and lock them: agentx = InferenceX AgentX "
-                  "(WEKA sessions, entry at 25-75%% of each lane's first session, per-run cache "
-                  "busting, idle gaps capped at 10 s, seed 42, >= 900 s window, <= 5%% "
-                  "failures); contradicting flags are refused")
+_SCENARIO_HELP = ("replay by a benchmark's fixed rules and lock them: agentx-v1 = agentx-harness "
+                  "1.0.x (WEKA sessions, entry at 25-75%% of each lane's first session after "
+                  "10 priming turns sent as warmup, per-run cache busting, idle gaps capped "
+                  "at 300 s, seed 42, >= 3600 s window, <= 10%% failures, a fresh server per "
+                  "level); agentx-mvp = the older InferenceX AgentX MVP rules (idle gaps "
+                  "capped at 10 s, >= 900 s, <= 5%% failures; 'agentx' is its former name); "
+                  "contradicting flags are refused")
+
+
+SESSION_HEADERS = ("X-Session-ID", "X-Correlation-ID")
+"""The default session-id headers: ``X-Session-ID`` is what kv-cache-tester sends and
+consistent-hash routers (SGLang's router, llm-d's session affinity) hash on;
+``X-Correlation-ID`` is what AIPerf sends per conversation (Dynamo's and ATOM's
+routers fall back to it for ``x-dynamo-session-id``)."""
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_RESERVED = frozenset({"host", "content-length", "content-type", "accept", "accept-encoding",
+                       "authorization", "x-request-id", "transfer-encoding", "connection"})
+_GPU_METRICS_HELP = (
+    "scrape this DCGM exporter's /metrics (GPU power, utilisation, memory) through the "
+    "run, for energy per token and agents per kW (repeat for several; compare: ARM=URL "
+    "scrapes it for that arm's runs only; serve-sim models one at /dcgm/metrics)")
+_SESSION_HEADER_HELP = (
+    "send each request's session id in this header (repeat for several; default: "
+    "X-Session-ID and X-Correlation-ID), so a router in front of several replicas can "
+    "keep a session, and the subagents it spawns, on one replica")
 
 
 class SharedSettings(BaseModel):
@@ -146,7 +188,8 @@ class SharedSettings(BaseModel):
         "affinity = every turn of a session on one replica (the one with the fewest sessions "
         "when it starts), so its prefix cache holds; round-robin = each request to the next "
         "replica")] = "affinity"
-    scenario: Annotated[Literal["agentx"] | None, Knob("--scenario", _SCENARIO_HELP)] = None
+    scenario: Annotated[Literal["agentx-v1", "agentx-mvp", "agentx"] | None, Knob(
+        "--scenario", _SCENARIO_HELP)] = None
     """Named replay rules (``replay.load._scenario``): set and locked by ``--scenario``."""
     scenario_unsafe: Annotated[bool, Knob(
         "--scenario-unsafe", "run a --scenario with contradicting flags anyway; the run is "
@@ -162,6 +205,61 @@ class SharedSettings(BaseModel):
     slice_s: Annotated[TraceSlice | None, Knob(
         "--slice", "timestamp workloads: only sessions whose first arrival is within S trace "
         "seconds of the start", metavar="S")] = None
+
+    session_header: Annotated[tuple[str, ...] | None, Knob(
+        "--session-header", _SESSION_HEADER_HELP, metavar="NAME")] = None
+    """The headers that carry each request's session id (None: :data:`SESSION_HEADERS`)."""
+    no_session_header: Annotated[bool, Knob(
+        "--no-session-header", "send no session-id header (a router then cannot keep a "
+        "session on one replica)")] = False
+
+    gpu_metrics: Annotated[tuple[str, ...] | None, Knob(
+        "--gpu-metrics", _GPU_METRICS_HELP, metavar="[ARM=]URL", resumed=False)] = None
+    """DCGM exporters to scrape through the run (``ARM=`` limits one to that arm's runs)."""
+
+    @field_validator("gpu_metrics", mode="before")
+    @classmethod
+    def _gpu_urls(cls, value: object) -> object:
+        if value is None:
+            return None
+        entries = [value] if isinstance(value, str) else list(value)  # type: ignore[call-overload]
+        for entry in entries:
+            checked_url(split_arm(str(entry))[1])
+        return tuple(str(e) for e in entries)
+
+    def gpu_urls(self, label: str) -> tuple[str, ...]:
+        """The exporters a run labelled ``label`` scrapes: every entry without an arm,
+        and those naming this one."""
+        pairs = [split_arm(e) for e in self.gpu_metrics or ()]
+        return tuple(url for arm, url in pairs if not arm or arm == label)
+
+    @field_validator("session_header", mode="before")
+    @classmethod
+    def _header_names(cls, value: object) -> object:
+        if value is None:
+            return None
+        names = [value] if isinstance(value, str) else list(value)  # type: ignore[call-overload]
+        for name in names:
+            if not isinstance(name, str) or not _TOKEN.fullmatch(name):
+                raise ValueError(f"{name!r} is not an HTTP header name (letters, digits, "
+                                 "and !#$%&'*+-.^_`|~)")
+            if name.lower() in _RESERVED:
+                raise ValueError(f"{name!r} is a header the client sets itself")
+        return tuple(dict.fromkeys(names))
+
+    @model_validator(mode="after")
+    def _one_header_rule(self) -> SharedSettings:
+        if self.no_session_header and self.session_header:
+            raise ValueError("--no-session-header and --session-header contradict each "
+                             "other; give one")
+        return self
+
+    @property
+    def session_headers(self) -> tuple[str, ...]:
+        """The header names each request carries its session id in (empty: none)."""
+        if self.no_session_header:
+            return ()
+        return self.session_header or SESSION_HEADERS
 
     @field_validator("metrics_interval_s", mode="before")
     @classmethod
@@ -193,7 +291,8 @@ SCENARIO_LOCKED = ("think_scale", "think_time_cap_s", "seed")
 def scenario_defaults() -> dict[str, Any]:
     """The defaults of the fields a scenario locks: a value that differs was typed."""
     fields = SharedSettings.model_fields
-    return {**{name: fields[name].default for name in SCENARIO_LOCKED}, "rate": None}
+    return {**{name: fields[name].default for name in SCENARIO_LOCKED}, "rate": None,
+            "warmup_s": fields["warmup_s"].default}
 
 
 class RunSettings(SharedSettings):
@@ -235,12 +334,12 @@ class RunSettings(SharedSettings):
     @field_validator("target")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        return _checked_url(value)
+        return checked_url(value)
 
     @field_validator("targets")
     @classmethod
     def _http_urls(cls, values: tuple[str, ...]) -> tuple[str, ...]:
-        urls = tuple(_checked_url(v) for v in values)
+        urls = tuple(checked_url(v) for v in values)
         if len(urls) == 1:
             return ()
         dup = duplicate_replica(urls)
@@ -300,57 +399,6 @@ class RunSettings(SharedSettings):
         if arrival != "closed" and self.rate is None and "time_scale" in fields:
             values["time_scale"] = self.time_scale
         return LoadSettings(**values)
-
-
-MAX_LABEL_CHARS = 64
-_LABEL_PUNCT = frozenset("-_.+")
-
-
-def label_problem(label: str) -> str | None:
-    """Why ``label`` cannot name an arm (None when it can). A label names run directories
-    (``runs/<label>-u4-r0``) that are found again by listing: one starting with a dot is
-    hidden (skipped when runs are read back), a path separator or ``..`` leaves the
-    directory, so labels are letters and digits first, then letters, digits and
-    ``- _ . +``, at most 64 characters; checked before any load."""
-    if not label:
-        return "a label cannot be empty"
-    if len(label) > MAX_LABEL_CHARS:
-        return f"a label is at most {MAX_LABEL_CHARS} characters (got {len(label)})"
-    if not label[0].isalnum():
-        return (f"label {label[:40]!r} must start with a letter or digit (a leading "
-                f"{label[0]!r} would hide or misplace its run directories)")
-    bad = next((c for c in label if not (c.isalnum() or c in _LABEL_PUNCT)), None)
-    if bad is not None:
-        return (f"label {label[:40]!r} has {bad!r}: use letters, digits and '-', '_', '.', "
-                "'+' (a label names run directories)")
-    return None
-
-
-def url_problem(value: str) -> str | None:
-    """What is wrong with a server URL, saying what to write (``127.0.0.1:8101`` ->
-    ``http://127.0.0.1:8101``); None when it is an http(s) URL with a host."""
-    text = value.strip()
-    parts = urlsplit(text)
-    if parts.scheme in ("http", "https") and parts.hostname:
-        return None
-    rest = text.split("://", 1)[1] if "://" in text else text
-    if not rest or rest.startswith("/"):
-        return f"{value!r} is not an http(s) URL such as http://host:8000"
-    why = f"scheme {text.split('://', 1)[0]!r}" if "://" in text else "no scheme"
-    return (f"{value!r} is not an http(s) URL ({why}): write http://{rest} "
-            f"(or https://{rest})")
-
-
-def _checked_url(value: str) -> str:
-    problem = url_problem(value)
-    parts = urlsplit(value.strip())
-    if problem is not None:
-        raise ValueError(problem)
-    try:
-        parts.port  # noqa: B018 - raises on a port outside 0..65535
-    except ValueError:
-        raise ValueError(f"{value!r}: the port must be a number in 1..65535") from None
-    return value.strip()
 
 
 RunConfig = RunSettings

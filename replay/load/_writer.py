@@ -31,6 +31,7 @@ __all__ = ["RESULT_FILES", "RunWriteError", "RunWriter", "check_writable_dir", "
            "close_manifest", "iso_utc"]
 
 RESULT_FILES = ("run.json", "run.json.tmp", "requests.jsonl", "server_metrics.jsonl",
+                "gpu_metrics.jsonl",
                 "summary.json", "summary.schema.json", "report.html", "requests.csv",
                 "levels.csv")
 """What a run directory holds: what ``--force`` removes before a new run."""
@@ -142,6 +143,8 @@ class RunWriter:
         out_dir.mkdir(parents=True, exist_ok=True)
         self._requests = _Lines(out_dir / "requests.jsonl")
         self._metrics = _Lines(out_dir / "server_metrics.jsonl")
+        self._gpu: _Lines | None = None
+        """``gpu_metrics.jsonl``, opened at the first GPU sample (``--gpu-metrics``)."""
         self.records = 0
         self.failure: RunWriteError | None = None
         """The first write that failed; the run's results stop there."""
@@ -189,6 +192,17 @@ class RunWriter:
                 sample["dropped"] = dropped
             self._append(self._metrics, orjson.dumps(sample) + b"\n")
 
+    def write_gpu(self, t_s: float, values: dict[str, float], source: int = 0) -> None:
+        """Append a DCGM exporter's sample (``source``: which ``--gpu-metrics`` URL, as
+        ``replica``); dropped after a failed write, as ``/metrics`` samples are."""
+        if self.failure is None:
+            if self._gpu is None:
+                self._gpu = _Lines(self.dir / "gpu_metrics.jsonl")
+            sample: dict[str, object] = {"t_s": t_s, "values": values}
+            if source:
+                sample["replica"] = source
+            self._append(self._gpu, orjson.dumps(sample) + b"\n")
+
     def _append(self, lines: _Lines, data: bytes) -> None:
         if self.failure is not None:
             raise self.failure
@@ -201,6 +215,8 @@ class RunWriter:
     def close(self) -> None:
         self._requests.close()
         self._metrics.close()
+        if self._gpu is not None:
+            self._gpu.close()
 
 
 def _mark_failed(manifest: RunManifest, failure: RunWriteError) -> None:

@@ -31,6 +31,7 @@ exactly as many ``step()`` calls; the twin's fast path).
 from replay.servers.sim._bulk import DecodeRun
 from replay.servers.sim._cache import PrefixCache, block_hashes
 from replay.servers.sim._config import SERVE_SIM_PROFILE, SimConfig, server_info, step_log_path
+from replay.servers.sim._dcgm import DCGM_PATH, PowerMeter, modelled_energy_j
 from replay.servers.sim._decode import DecodePoint, modelled_decode
 from replay.servers.sim._engine import Engine, EngineCounters, SimRequest, StepResult
 from replay.servers.sim._faults import FAULT_OUTCOMES, FaultKind, FaultSpec, parse_faults
@@ -51,6 +52,7 @@ from replay.servers.sim._truth import StepTruth, TruthRecord, read_step_log
 __all__ = [
     "Backend",
     "BackendTiming",
+    "DCGM_PATH",
     "DecodePoint",
     "DecodeRun",
     "Engine",
@@ -58,6 +60,7 @@ __all__ = [
     "FAULT_OUTCOMES",
     "FaultKind",
     "FaultSpec",
+    "PowerMeter",
     "PrefixCache",
     "SERVE_SIM_PROFILE",
     "SimConfig",
@@ -76,6 +79,7 @@ __all__ = [
     "list_profiles",
     "load_profile",
     "modelled_decode",
+    "modelled_energy_j",
     "parse_faults",
     "read_step_log",
     "server_info",

@@ -113,6 +113,14 @@ class SimProfile(_Model):
     """Each step's time multiplied by a factor drawn from this distribution, given as its
     quantiles at evenly spaced probabilities (``replay.servers.sim._noise``); None: every step
     takes its modelled time. Fitted by ``calibrate`` where a server's steps vary."""
+    idle_power_w: float = Field(default=100.0, ge=0, le=10_000)
+    """Each GPU's draw with the engine idle (W): an assumption of the power model of
+    the modelled DCGM endpoint (``replay.servers.sim._dcgm``), not a measurement."""
+    busy_power_w: float = Field(default=700.0, ge=0, le=10_000)
+    """Each GPU's draw while an engine step runs (W); power = idle + (busy - idle) x
+    engine utilisation. Also an assumption."""
+    gpu_memory_mib: int = Field(default=81_920, gt=0)
+    """Each GPU's memory (MiB), for the modelled ``DCGM_FI_DEV_FB_USED``."""
     calibration: dict[str, Any] | None = None
     """What a fitted twin was fitted on and how well (``agentreplay calibrate``); the
     simulator does not read it."""
@@ -123,6 +131,8 @@ class SimProfile(_Model):
             raise ValueError("backends must define exactly 'auto' and 'latency_specialized'")
         if self.num_gpu_blocks * self.block_size < self.max_model_len:
             raise ValueError("num_gpu_blocks * block_size must hold max_model_len tokens")
+        if self.busy_power_w < self.idle_power_w:
+            raise ValueError("busy_power_w must be at least idle_power_w")
         q = self.step_noise
         if q is not None and (len(q) < 2 or q[0] <= 0
                               or any(b < a for a, b in zip(q, q[1:], strict=False))):

@@ -19,6 +19,7 @@ from aiohttp import web
 
 from replay.errors import ConfigError
 from replay.servers.sim._config import SimConfig, server_info, step_log_path
+from replay.servers.sim._dcgm import DCGM_PATH, PowerMeter
 from replay.servers.sim._engine import Engine, SimRequest
 from replay.servers.sim._intake import HTTPError, Intake
 from replay.servers.sim._live import Live
@@ -67,6 +68,8 @@ class SimServer:
         self.responder = Responder(
             self.engine, self.tokenizer, self.model_name, self.fingerprint, cfg.faults,
             split_tokens=cfg.split_tokens, prompt_tokens_details=cfg.prompt_tokens_details)
+        self.power = PowerMeter(self.profile)
+        """The modelled DCGM exporter behind ``GET /dcgm/metrics``."""
         self.port = 0
 
     @property
@@ -110,6 +113,7 @@ class SimServer:
         r.add_get("/v1/models", self._models)
         r.add_get("/server_info", self._server_info)
         r.add_get("/metrics", self._metrics)
+        r.add_get(DCGM_PATH, self._dcgm)
         r.add_post("/tokenize", self._tokenize)
         r.add_post("/detokenize", self._detokenize)
         r.add_post("/reset_prefix_cache", self._reset_prefix_cache)
@@ -184,6 +188,11 @@ class SimServer:
         text = render_metrics(self.engine, self.model_name, loop.ttft, loop.itl,
                               created=self.created, step_model_s=loop.model_s_total,
                               step_actual_s=loop.actual_s_total, phases=loop.phases)
+        return web.Response(text=text, content_type="text/plain", charset="utf-8")
+
+    async def _dcgm(self, request: web.Request) -> web.Response:
+        """The modelled DCGM exporter (``replay.servers.sim._dcgm``)."""
+        text = self.power.render(self.loop.actual_s_total)
         return web.Response(text=text, content_type="text/plain", charset="utf-8")
 
     async def _reset_prefix_cache(self, request: web.Request) -> web.Response:
