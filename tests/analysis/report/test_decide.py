@@ -21,7 +21,8 @@ TIERS = [parse_tier("60:2"), parse_tier("150:1"), parse_tier("30:0.1")]
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object, list]:
-    root = make_sweep(tmp_path_factory.mktemp("decide"))
+    # 40 requests per user: enough for every level to tell met from failed
+    root = make_sweep(tmp_path_factory.mktemp("decide"), per_user=40)
     runs = read_runs([root])
     return root, compare_runs(runs, tiers=TIERS), runs
 

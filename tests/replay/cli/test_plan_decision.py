@@ -19,12 +19,15 @@ def test_plan_twin_per_gpu_and_the_decision(tmp_path: Path,
     wl = make_workload(tmp_path / "wl.jsonl", sessions=6, turns=6, new_blocks=8, output=40,
                        think_s=2.0, shared_blocks=2)
     twin = tmp_path / "twin.json"
-    twin.write_text(load_profile("small").model_dump_json())  # 1 GPU per replica
+    # 1 GPU per replica; of the measured runs' model (plan refuses a twin of another)
+    twin.write_text(load_profile("small").model_copy(update={"model": "tiny-llama"})
+                    .model_dump_json())
     # measured: auto at ~104/77 tok/s/user at 1/4 users on 2 GPUs (make_sweep's config)
-    root = make_sweep(tmp_path / "m", arms={"auto": 0.008}, levels=(1, 4))
+    # 40 requests per user, so a level can tell met from failed (not indeterminate)
+    root = make_sweep(tmp_path / "m", arms={"auto": 0.008}, levels=(1, 4), per_user=40)
     code = main(["plan", "--twin", str(twin), "--workload", str(wl), "--users", "1:6",
                  "--levels", "3", "--duration", "30", "--warmup", "5", "--drain", "5",
-                 "--jobs", "1", "--slo", "10:5", "--slo", "90:5", str(root)])
+                 "--jobs", "1", "--backend", "auto", "--slo", "10:5", "--slo", "90:5", str(root)])
     out = capsys.readouterr().out
     assert code == 0, out
     lines = out.splitlines()
