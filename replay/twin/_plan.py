@@ -97,7 +97,7 @@ class PlanSettings(BaseModel):
             raise ValueError("need 1 <= LO <= HI, e.g. 1:256")
         if b > MAX_PLAN_USERS:
             raise ValueError(f"at most {MAX_PLAN_USERS} users a level (each is simulated "
-                             f"in memory), got {b}")
+                             "in memory)")
         return text
 
     @property
