@@ -19,7 +19,7 @@ import contextlib
 import json
 import math
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,7 +146,7 @@ def _worker_signals() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
-def _pooled(order: Sequence[int], jobs: int) -> Iterator[tuple[int, LevelResult]]:
+def _pooled(order: Sequence[int], jobs: int) -> Generator[tuple[int, LevelResult]]:
     """Each level's result from ``jobs`` forked workers, as they finish. However the
     parent leaves (done, Ctrl-C, an error) the workers are terminated, and any still
     alive after :data:`POOL_DEADLINE_S` are killed: no worker outlives the plan."""
