@@ -16,7 +16,15 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from replay.cli._results import EXIT_INVALID, analyse, common_flags, invalid, tiers, verdict_lines
+from replay.cli._results import (
+    EXIT_INVALID,
+    analyse,
+    check_seed,
+    common_flags,
+    invalid,
+    tiers,
+    verdict_lines,
+)
 
 if TYPE_CHECKING:
     from analysis import SloTier
@@ -107,8 +115,7 @@ def _twin_plan(args: argparse.Namespace) -> int:
     if not 0 <= args.max_failure_share <= 1:
         raise ConfigError(f"--max-failure-share: must be between 0 and 1, got "
                           f"{args.max_failure_share}")
-    if not 0 <= args.seed <= 2**63 - 1:
-        raise ConfigError(f"--seed: must be between 0 and 2**63-1, got {args.seed}")
+    check_seed(args.seed)
     plan = plan_settings(args)
     _check_outputs(args, plan)
     if not args.paths:

@@ -198,3 +198,17 @@ def test_virtual_clock_keeps_going_when_time_moves() -> None:
         assert loop.run_until_complete(many()) >= 25.0  # every sleep took its millisecond
     finally:
         loop.close()
+
+
+@pytest.mark.parametrize("command", ["plan", "report"])
+@pytest.mark.parametrize("seed", ["-1", "18446744073709551616"])
+def test_seed_out_of_range_is_one_line_for_measured_runs(
+    tmp_path: Path, command: str, seed: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The bootstrap seed of ``plan DIR`` / ``report DIR``: numpy's ValueError traceback
+    for -1, before."""
+    run = make_run(tmp_path / "r", engine_records(PROFILE, 2, seed=2), label="auto",
+                   model=PROFILE.model, simulated=True,
+                   load={"users": 2, "duration_s": 10, "warmup_s": 0, "drain_s": 5})
+    code = main([command, str(run), "--seed", seed])
+    _one_line(code, capsys.readouterr().err, "--seed:", seed)
