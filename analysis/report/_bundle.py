@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
 from analysis.judge import Comparison
 from analysis.read import RunData
@@ -78,9 +79,13 @@ def read_extras(directory: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     if twin.is_file():
         try:
             extras["twin"] = twin_section(orjson.loads(twin.read_bytes()))
-        except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError, KeyError):
+        except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError, KeyError) as exc:
+            why = ""
+            if isinstance(exc, ValidationError):
+                err = exc.errors()[0]
+                why = f" (levels.{'.'.join(str(p) for p in err['loc'])}: {err['msg']})"
             extras["twin"] = {"title": "Twin estimate (modelled)",
-                              "intro": f"{TWIN_PLAN_FILE} is unreadable; not shown."}
+                              "intro": f"{TWIN_PLAN_FILE} is unreadable{why}; not shown."}
     exp = root / EXPERIMENT_FILE
     if exp.is_file():
         extras["experiment"] = {

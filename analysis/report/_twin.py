@@ -11,7 +11,9 @@ arm as points and the twin's as a line, the tier floors dashed.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from analysis.report._chart_base import ArmLevels, color, figure, legend_outside, render, safe
 from analysis.schema import axis_label
@@ -21,8 +23,28 @@ __all__ = ["TWIN_PLAN_FILE", "twin_chart", "twin_section"]
 TWIN_PLAN_FILE = "twin-plan.json"
 
 
+_Figure = Annotated[float | None, Field(allow_inf_nan=False)]
+
+
+class _Level(BaseModel):
+    """One simulated level as ``plan --twin`` stores it (a hand-edited file is checked:
+    the chart plots these numbers)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    users: Annotated[int, Field(ge=1)]
+    p90_interactivity: _Figure = None
+    p90_ttft_due_s: _Figure = None
+    output_tok_s: _Figure = None
+
+
+_LEVELS = TypeAdapter(list[_Level])
+
+
 def twin_section(data: Mapping[str, Any]) -> dict[str, Any]:
-    """The report section (title, intro, table) of a stored twin plan."""
+    """The report section (title, intro, table) of a stored twin plan; a damaged file
+    raises ValueError (pydantic's names the field), and the report says it is not shown."""
+    levels = [lv.model_dump() for lv in _LEVELS.validate_python(data.get("levels", []))]
     band = data.get("error_band")
     if isinstance(band, dict):
         check = (f"Its held-out calibration miss (up to {band.get('interactivity', 1):.2f}x "
@@ -48,7 +70,7 @@ def twin_section(data: Mapping[str, Any]) -> dict[str, Any]:
         "table": {"columns": ["tier", "measured bracket", "twin (modelled)",
                               "twin prediction interval", "caveat"], "rows": rows},
         "raw": data,
-        "levels": list(data.get("levels", [])),
+        "levels": levels,
         "floors": sorted({float(t.get("floor", 0)) for t in data.get("tiers", [])}),
     }
 

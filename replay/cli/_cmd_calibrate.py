@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from replay.twin import Calibration
@@ -46,20 +47,54 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from replay.cli._files import check_output_dir, check_output_file
     from replay.errors import ConfigError
     from replay.twin import calibrate
 
     out = Path(args.output)
-    if out.exists() and not args.force:
-        raise ConfigError(f"-o {out}: the file exists; pass --force to replace it")
     if not out.parent.is_dir():
         raise ConfigError(f"-o {out}: no such directory {out.parent}")
+    check_output_file(out, "-o", args.force)  # before the fit: a bad path loses no work
+    if args.keep_predictions is not None:
+        check_output_dir(args.keep_predictions, "--keep-predictions")
     cal = calibrate(list(args.dirs), holdout=tuple(args.holdout), workload=args.workload,
                     arm=args.arm,
                     keep_dir=args.keep_predictions)
-    out.write_text(json.dumps(cal.document(), indent=2) + "\n")
+    doc = cal.document()
+    _check_twin(doc)
+    out.write_text(json.dumps(finite(doc), indent=2, allow_nan=False) + "\n")
     _print(cal, out)
     return 0
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every non-finite number (a server's ``+Inf`` gauge, a NaN mean)
+    as null: the twin file is strict JSON, which jq and orjson read."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
+
+
+def _check_twin(doc: dict[str, Any]) -> None:
+    """The fitted twin loads as a profile (finite, bounded figures) or nothing is written:
+    a twin that ``plan --twin`` and ``serve-sim --profile`` would refuse is not written."""
+    from pydantic import ValidationError
+
+    from replay.errors import ConfigError
+    from replay.servers.sim import SimProfile
+
+    try:
+        SimProfile.model_validate({k: v for k, v in doc.items() if k != "calibration"})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "(profile)"
+        raise ConfigError(f"calibrate: the fit gives no usable twin: field {field}: "
+                          f"{str(err['msg']).removeprefix('Value error, ')} (got "
+                          f"{err.get('input')!r}); the runs do not pin it down") from None
 
 
 def _pct(x: float | None) -> str:

@@ -187,9 +187,9 @@ def _experiment(args: argparse.Namespace) -> int | None:
     if missing:
         raise ConfigError(f"--{missing[0]} is required (on the command line or in --config)")
     if args.save_config:
-        from replay.cli._files import refuse_existing
+        from replay.cli._files import check_output_file
 
-        refuse_existing(args.save_config, "--save-config", args.force)
+        check_output_file(args.save_config, "--save-config", args.force)
         _store_experiment(args, Path(args.save_config))
         print(f"wrote {args.save_config}; run it with: agentreplay compare --config "
               f"{args.save_config}")

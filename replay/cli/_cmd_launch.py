@@ -121,6 +121,9 @@ def run(args: argparse.Namespace) -> int:
             print(format_command(spec))
         return 0
 
+    from replay.cli._files import check_output_dir
+
+    check_output_dir(args.log_dir, "--log-dir")  # before any server starts
     to_start = specs if mode is LaunchMode.SIDE_BY_SIDE else specs[:1]
     timeout = args.startup_timeout or DEFAULT_STARTUP_TIMEOUT_S
     previous = {sig: signal.signal(sig, _raise_interrupt) for sig in _STOP_SIGNALS}

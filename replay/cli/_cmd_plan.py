@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from replay.cli._results import (
     EXIT_INVALID,
     analyse,
+    check_seed,
     common_flags,
     invalid,
     stored_twin,
@@ -117,7 +118,9 @@ def _twin_plan(args: argparse.Namespace) -> int:
     if not 0 <= args.max_failure_share <= 1:
         raise ConfigError(f"--max-failure-share: must be between 0 and 1, got "
                           f"{args.max_failure_share}")
+    check_seed(args.seed)
     plan = plan_settings(args)
+    _check_outputs(args, plan)
     if not args.paths:
         return run_twin_plan(args, plan, tiers(args.slo), args.max_failure_share)
     # measured runs given too: the twin is judged on their tiers, its capacities printed
@@ -163,6 +166,20 @@ def _same_server(plan: PlanSettings, runs: Sequence[RunData]) -> tuple[set[str],
             f"{a} ({'/'.join(f'{b}, {n} replica(s)' for b, n in sorted(arms[a]))})"
             for a in other)
     return shown, note
+
+
+def _check_outputs(args: argparse.Namespace, plan: PlanSettings) -> None:
+    """Every path the plan writes, checked before any level is simulated."""
+    from pathlib import Path
+
+    from analysis.report import TWIN_PLAN_FILE
+    from replay.cli._files import check_output_dir, check_output_file
+
+    if plan.keep_runs is not None:
+        check_output_dir(plan.keep_runs, "--keep-runs")
+    if args.paths and Path(args.paths[0]).is_dir():
+        check_output_file(Path(args.paths[0]) / TWIN_PLAN_FILE, "plan: the twin's estimate",
+                          force=True)
 
 
 def add_twin_flags(p: argparse.ArgumentParser) -> None:
@@ -225,9 +242,12 @@ def run_twin_plan(args: argparse.Namespace, plan: PlanSettings, tiers: tuple[Slo
     held-out error) and next to the measured brackets of ``measured``."""
     import os
 
+    from replay.errors import ConfigError
     from replay.twin import (
+        Deadlock,
         calibration_error,
         capacities,
+        check_bounded,
         interval_text,
         level_ladder,
         load_twin,
@@ -243,6 +263,7 @@ def run_twin_plan(args: argparse.Namespace, plan: PlanSettings, tiers: tuple[Slo
     judged = tuple(tiers) + tuple(x for pair in widened.values() for x in pair)
     workload = load_workload(plan.workload or "")
     levels = level_ladder(*plan.user_range, plan.levels)
+    check_bounded(plan, profile, levels)
     gpus = profile.gpu_count
     out = sys.stdout
     cal = " (calibrated)" if calibration else ""
@@ -260,11 +281,15 @@ def run_twin_plan(args: argparse.Namespace, plan: PlanSettings, tiers: tuple[Slo
               f"{res.sim_s:.0f} simulated s in {res.wall_s:.1f} s", file=sys.stderr, flush=True)
 
     jobs = plan.jobs if plan.jobs is not None else (os.cpu_count() or 1)
-    results = run_ladder(
-        profile, workload, levels, jobs=jobs, out_dir=plan.keep_runs, on_level=progress,
-        duration=plan.duration_s, warmup=plan.warmup_s, think_scale=plan.think_scale,
-        think_cap_s=plan.think_time_cap_s, drain_s=plan.drain_s, replicas=plan.replicas,
-        seed=args.seed, backend=plan.backend, tiers=judged, max_failure_share=max_failure_share)
+    try:
+        results = run_ladder(
+            profile, workload, levels, jobs=jobs, out_dir=plan.keep_runs, on_level=progress,
+            duration=plan.duration_s, warmup=plan.warmup_s, think_scale=plan.think_scale,
+            think_cap_s=plan.think_time_cap_s, drain_s=plan.drain_s, replicas=plan.replicas,
+            seed=args.seed, backend=plan.backend, tiers=judged,
+            max_failure_share=max_failure_share)
+    except Deadlock as exc:
+        raise ConfigError(f"--twin {plan.twin}: {exc}") from None
     print(f"{'users':>6}  {'P90 inter tok/s':>15}  {'P90 TTFT s':>10}  "
           f"{'output tok/s':>12}  {'requests':>8}  {'fail':>5}  tiers met (?: too few "
           "requests to tell)", file=out)

@@ -105,7 +105,13 @@ def _distinct(paths: list[str]) -> list[str]:
 
 
 def run_report(args: argparse.Namespace) -> int:
+    from replay.cli._files import check_output_file
+
     args.paths = _distinct(list(args.paths))
+    first = Path(args.paths[0])
+    if args.output or first.is_dir():  # before the analysis: a bad path costs nothing
+        name = "history.html" if len(args.paths) > 1 else "report.html"
+        check_output_file(args.output or first / name, "-o", force=True)
     if len(args.paths) > 1:
         return _run_history(args)
     from rich.console import Console

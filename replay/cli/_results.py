@@ -11,9 +11,9 @@ if TYPE_CHECKING:
     from analysis import Comparison, Rules, RunData, SloTier
 
 __all__ = [
-    "EXIT_INVALID", "add_failure_share_flag", "analyse", "common_flags", "experiment_slo",
-    "experiment_value", "invalid", "rejudged", "rules", "stored_twin", "tiers",
-    "verdict_lines",
+    "EXIT_INVALID", "add_failure_share_flag", "analyse", "check_seed", "common_flags",
+    "experiment_slo", "experiment_value", "invalid", "rejudged", "rules", "stored_twin",
+    "tiers", "verdict_lines",
 ]
 
 EXIT_INVALID = 3
@@ -66,11 +66,21 @@ def rules(args: argparse.Namespace, directory: str) -> Rules:
     return Rules(max_failure_share=share)
 
 
+def check_seed(seed: int) -> None:
+    """``--seed`` within what the bootstrap's generator takes: one line, not numpy's
+    traceback after the runs were read."""
+    if not 0 <= seed <= 2**63 - 1:
+        from replay.errors import ConfigError
+
+        raise ConfigError(f"--seed: must be between 0 and 2**63-1, got {seed}")
+
+
 def analyse(args: argparse.Namespace, paths: list[str]) -> tuple[list[RunData], Comparison]:
     from analysis import compare_runs, read_runs
     from replay.ab import missing_runs
     from replay.load import rejudge_scenarios
 
+    check_seed(args.seed)
     runs = read_runs(paths)
     rejudge_scenarios(runs)  # stamps that summarise a run: from its evidence
     missing = missing_runs(Path(paths[0])) if len(paths) == 1 else []

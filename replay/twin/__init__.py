@@ -25,7 +25,7 @@ from replay.twin._clock import Advancer, Deadlock, VirtualLoop, virtual_time
 from replay.twin._engines import Routing, TwinEngines
 from replay.twin._fitted_profile import clock_scale, decode_backend, step_budget, twin_profile
 from replay.twin._level import LevelResult, Workload, load_workload, simulate_level
-from replay.twin._plan import PlanSettings
+from replay.twin._plan import MAX_PLAN_USERS, MAX_PLAN_WORK, PlanSettings, check_bounded
 from replay.twin._predict import LevelMetrics, LoadShape, measured_metrics, predict_level
 from replay.twin._sweep import (
     TierCapacity,
@@ -46,6 +46,8 @@ __all__ = [
     "LevelMetrics",
     "LevelResult",
     "LoadShape",
+    "MAX_PLAN_USERS",
+    "MAX_PLAN_WORK",
     "PlanSettings",
     "Routing",
     "TierCapacity",
@@ -55,6 +57,7 @@ __all__ = [
     "calibrate",
     "calibration_error",
     "capacities",
+    "check_bounded",
     "clock_scale",
     "decode_backend",
     "interval_text",

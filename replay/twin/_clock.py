@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["Advancer", "Deadlock", "VirtualLoop", "virtual_time"]
+__all__ = ["MAX_STILL_WAITS", "Advancer", "Deadlock", "VirtualLoop", "virtual_time"]
 
 Advancer = Callable[[int, int | None], int]
 """``(now_ns, until_ns or None) -> new now_ns``: do the model's work in ``[now, until]``
@@ -35,7 +35,17 @@ and return where the clock stops (``until``, or earlier when something happened)
 
 
 class Deadlock(RuntimeError):
-    """Nothing is ready, no timer is pending and the advancer has no work."""
+    """Nothing is ready, no timer is pending and the advancer has no work; or the loop
+    waited :data:`MAX_STILL_WAITS` times in a row and simulated time did not move on."""
+
+
+MAX_STILL_WAITS = 20_000
+"""Waits (the loop had nothing ready) in one window that must move simulated time by
+at least a microsecond each on average, or the loop gives up: a model whose steps take
+zero time would otherwise creep on a nanosecond or two a request forever, its records
+piling up (a gigabyte a minute). A real engine's step takes milliseconds and ends a
+wait at most once, so a real run's waits are far apart."""
+_MIN_MEAN_WAIT_NS = 1_000
 
 
 class _ClockSelector(selectors.BaseSelector):
@@ -80,6 +90,8 @@ class VirtualLoop(asyncio.SelectorEventLoop):
         self.advancer = advancer
         self.jumps = 0
         """How many times the clock moved forward (idle intervals skipped)."""
+        self._window = (0, start_ns)
+        """(waits, clock at the first) of the current window of MAX_STILL_WAITS waits."""
         super().__init__(selector=_ClockSelector(self))
         self._clock_resolution = 1e-9
 
@@ -107,6 +119,20 @@ class VirtualLoop(asyncio.SelectorEventLoop):
         if new > now:
             self.jumps += 1
             self.now_ns = new
+        if until != now:
+            self._check_moving()
+
+    def _check_moving(self) -> None:
+        waits, since = self._window
+        waits += 1
+        if waits < MAX_STILL_WAITS:
+            self._window = (waits, since)
+            return
+        if self.now_ns - since < waits * _MIN_MEAN_WAIT_NS:
+            raise Deadlock(f"simulated time does not advance: {waits} waits moved the clock "
+                           f"{(self.now_ns - since) / 1e3:g} us in all, from "
+                           f"{since / 1e9:.9g} s (a model whose steps take no time?)")
+        self._window = (0, self.now_ns)
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ from typing import Any
 
 from analysis import RunManifest
 from analysis.fit import StepFit
+from replay.servers.sim import MAX_GPU_BLOCKS
 
 __all__ = ["clock_scale", "decode_backend", "step_budget", "twin_profile"]
 
@@ -27,7 +28,10 @@ def _section(info: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _int(value: object) -> int | None:
-    return int(value) if isinstance(value, int | float) and value > 0 else None
+    """A positive whole figure of the server's report (None: absent, not a finite number)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value) if 0 < value < 2**63 else None
 
 
 def clock_scale(manifest: RunManifest) -> float:
@@ -58,17 +62,26 @@ def twin_profile(fit: StepFit, manifest: RunManifest, scale: float) -> tuple[dic
     sched, par = _section(info, "scheduler_config"), _section(info, "parallel_config")
     assumed: list[str] = []
 
-    def fact(value: object, default: int, what: str) -> int:
+    def fact(value: object, default: int, what: str, most: int = 2**24) -> int:
         got = _int(value)
         if got is None:
             assumed.append(f"{what}={default}")
             return default
+        return bounded(got, most, what)
+
+    def bounded(got: int, most: int, what: str) -> int:
+        """A server's figure past what a profile may hold (``SimProfile``'s bounds) is
+        capped, and said: the twin file stays loadable."""
+        if got > most:
+            assumed.append(f"{what}={most} (the server reported {got:.6g}; a profile holds "
+                           f"at most {most})")
+            return most
         return got
 
     max_len = fact(model_cfg.get("max_model_len"), 8192, "max_model_len")
     block = fact(cache.get("block_size") or manifest.server_block_size, _DEFAULT_BLOCK,
-                 "block_size")
-    seqs = fact(sched.get("max_num_seqs"), _DEFAULT_SEQS, "max_num_seqs")
+                 "block_size", 4096)
+    seqs = fact(sched.get("max_num_seqs"), _DEFAULT_SEQS, "max_num_seqs", 65536)
     batched = fact(sched.get("max_num_batched_tokens"), _DEFAULT_BATCHED,
                    "max_num_batched_tokens")
     blocks = _int(cache.get("num_gpu_blocks"))
@@ -78,11 +91,12 @@ def twin_profile(fit: StepFit, manifest: RunManifest, scale: float) -> tuple[dic
     if blocks is None:
         blocks = -(-max_len * seqs // block)
         assumed.append(f"num_gpu_blocks={blocks} (max_model_len x max_num_seqs)")
-    blocks = max(blocks, -(-max_len // block))
+    blocks = bounded(max(blocks, -(-max_len // block)), MAX_GPU_BLOCKS, "num_gpu_blocks")
     vocab = manifest.vocab_size or _int((model_cfg.get("hf_config") or {}).get("vocab_size"))
     if vocab is None:
         vocab = 32000
         assumed.append("vocab_size=32000")
+    vocab = bounded(int(vocab), 2**24, "vocab_size")
     cfg = info.get("vllm_config")
     spec = cfg.get("speculative_config") if isinstance(cfg, dict) else None
     if isinstance(spec, dict) and spec:
@@ -103,9 +117,12 @@ def twin_profile(fit: StepFit, manifest: RunManifest, scale: float) -> tuple[dic
         "max_model_len": max_len,
         "vocab_size": max(int(vocab), 65),
         "dtype": dtype,
-        "tensor_parallel_size": _int(par.get("tensor_parallel_size")) or 1,
-        "pipeline_parallel_size": _int(par.get("pipeline_parallel_size")) or 1,
-        "data_parallel_size": _int(par.get("data_parallel_size")) or 1,
+        "tensor_parallel_size": bounded(_int(par.get("tensor_parallel_size")) or 1, 4096,
+                                  "tensor_parallel_size"),
+        "pipeline_parallel_size": bounded(_int(par.get("pipeline_parallel_size")) or 1, 4096,
+                                  "pipeline_parallel_size"),
+        "data_parallel_size": bounded(_int(par.get("data_parallel_size")) or 1, 4096,
+                                  "data_parallel_size"),
         "block_size": block,
         "num_gpu_blocks": blocks,
         "max_num_seqs": seqs,

@@ -15,10 +15,11 @@ cache on one replica, so replicas do not share load beyond routing).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,17 +120,51 @@ def run_ladder(profile: SimProfile, workload: Workload, levels: Sequence[int], *
                 if on_level is not None:
                     on_level(users, res)
         else:
-            import multiprocessing
-
-            order = sorted(levels, reverse=True)
-            with multiprocessing.get_context("fork").Pool(min(jobs, len(levels))) as pool:
-                for users, res in pool.imap_unordered(_run_one, order):
+            pooled = _pooled(order=sorted(levels, reverse=True), jobs=jobs)
+            with contextlib.closing(pooled):  # the workers stop however this loop ends
+                for users, res in pooled:
                     done[users] = res
                     if on_level is not None:
                         on_level(users, res)
     finally:
         _JOB = None
     return [done[u] for u in levels]
+
+
+POOL_DEADLINE_S = 10.0
+"""How long the parent waits for stopped workers to exit before it kills them."""
+
+
+def _worker_signals() -> None:
+    """In each worker: Ctrl-C (sent to the whole process group) and the parent's
+    SIGTERM-as-Ctrl-C handler (``replay.cli``) do not apply; the parent alone stops
+    the pool, and its SIGTERM ends a worker at once, with no traceback."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def _pooled(order: Sequence[int], jobs: int) -> Generator[tuple[int, LevelResult]]:
+    """Each level's result from ``jobs`` forked workers, as they finish. However the
+    parent leaves (done, Ctrl-C, an error) the workers are terminated, and any still
+    alive after :data:`POOL_DEADLINE_S` are killed: no worker outlives the plan."""
+    import multiprocessing
+    import threading
+
+    ctx = multiprocessing.get_context("fork")
+    before = set(multiprocessing.active_children())
+    pool = ctx.Pool(min(jobs, len(order)), initializer=_worker_signals)
+    try:
+        yield from pool.imap_unordered(_run_one, order)
+    finally:
+        stopper = threading.Thread(target=pool.terminate, daemon=True)
+        stopper.start()
+        stopper.join(POOL_DEADLINE_S)
+        for proc in multiprocessing.active_children():  # also reaps those that exited
+            if proc not in before and proc.is_alive():
+                proc.kill()
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,9 @@ from replay.servers.sim._engine import Engine, EngineCounters, SimRequest, StepR
 from replay.servers.sim._faults import FAULT_OUTCOMES, FaultKind, FaultSpec, parse_faults
 from replay.servers.sim._process import SimServerProcess, free_port
 from replay.servers.sim._profile import (
+    MAX_GPU_BLOCKS,
+    MAX_STEP_NOISE,
+    MAX_STEP_S,
     Backend,
     BackendTiming,
     SimProfile,
@@ -60,6 +63,9 @@ __all__ = [
     "FAULT_OUTCOMES",
     "FaultKind",
     "FaultSpec",
+    "MAX_GPU_BLOCKS",
+    "MAX_STEP_NOISE",
+    "MAX_STEP_S",
     "PowerMeter",
     "PrefixCache",
     "SERVE_SIM_PROFILE",

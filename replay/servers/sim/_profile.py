@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import importlib.resources
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from replay.errors import ConfigError
 
 __all__ = [
+    "MAX_GPU_BLOCKS",
+    "MAX_STEP_NOISE",
+    "MAX_STEP_S",
     "Backend",
     "BackendTiming",
     "SimProfile",
@@ -36,6 +39,20 @@ __all__ = [
 
 Backend = Literal["auto", "latency_specialized"]
 
+MAX_STEP_S = 60.0
+"""The longest engine step a profile may model (a minute: past it a number is a typo, and
+the twin's nanosecond clock overflows on steps of 1e10 s)."""
+MAX_GPU_BLOCKS = 2**20
+"""KV blocks at most (16M tokens at block size 16, past any one engine's cache): the
+simulator holds a record per block, so 1e12 blocks is a MemoryError, not a bigger cache."""
+MAX_TOKENS = 2**24
+"""Context length, step token budget and vocabulary at most."""
+MAX_STEP_NOISE = 1000.0
+"""A step-noise quantile at most (a step a thousand times its modelled time)."""
+
+_Time = Annotated[float, Field(ge=0, le=MAX_STEP_S, allow_inf_nan=False)]
+_Tokens = Annotated[int, Field(gt=0, le=MAX_TOKENS)]
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -44,8 +61,8 @@ class _Model(BaseModel):
 class BackendTiming(_Model):
     """Decode step time of one backend at batch 1 and batch 64 (seconds)."""
 
-    step_s_batch1: float = Field(ge=0)
-    step_s_batch64: float = Field(ge=0)
+    step_s_batch1: _Time
+    step_s_batch64: _Time
 
     def batch_step_s(self, batch: int) -> float:
         """Step time for ``batch`` decoding requests at zero context."""
@@ -59,8 +76,8 @@ class SpeculativeSpec(_Model):
     """Speculative decoding: drafts per step and the distribution of accepted drafts."""
 
     method: str
-    num_speculative_tokens: int = Field(ge=1)
-    acceptance_pmf: list[float]
+    num_speculative_tokens: int = Field(ge=1, le=64)
+    acceptance_pmf: list[Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]]
     """P(accepted drafts = i) for i in 0..num_speculative_tokens."""
 
     @model_validator(mode="after")
@@ -83,33 +100,34 @@ class SimProfile(_Model):
     name: str
     description: str = ""
     model: str
-    max_model_len: int = Field(gt=0)
-    vocab_size: int = Field(gt=64)
+    max_model_len: _Tokens
+    vocab_size: int = Field(gt=64, le=MAX_TOKENS)
     dtype: str = "bfloat16"
-    tensor_parallel_size: int = Field(default=1, ge=1)
-    pipeline_parallel_size: int = Field(default=1, ge=1)
-    data_parallel_size: int = Field(default=1, ge=1)
-    block_size: int = Field(gt=0)
+    tensor_parallel_size: int = Field(default=1, ge=1, le=4096)
+    pipeline_parallel_size: int = Field(default=1, ge=1, le=4096)
+    data_parallel_size: int = Field(default=1, ge=1, le=4096)
+    block_size: int = Field(gt=0, le=4096)
     cache_dtype: str = "auto"
-    num_gpu_blocks: int = Field(gt=0)
-    max_num_seqs: int = Field(gt=0)
-    max_num_batched_tokens: int = Field(gt=0)
-    prefill_tokens_per_s: float = Field(ge=0)
+    num_gpu_blocks: int = Field(gt=0, le=MAX_GPU_BLOCKS)
+    max_num_seqs: int = Field(gt=0, le=65536)
+    max_num_batched_tokens: _Tokens
+    prefill_tokens_per_s: float = Field(ge=0, le=1e12, allow_inf_nan=False)
     """0 means prefill takes no time."""
-    request_overhead_s: float = Field(default=0.0, ge=0, le=3600)
+    request_overhead_s: float = Field(default=0.0, ge=0, le=3600, allow_inf_nan=False)
     """Time from a request's arrival to its entry into the engine (HTTP, tokenizing,
     scheduling on a real server): it delays the first token and holds no engine
     capacity. ``calibrate`` fits it from idle-engine TTFTs; bundled profiles leave it 0."""
-    ctx_ref_tokens: int = Field(ge=0)
+    ctx_ref_tokens: int = Field(ge=0, le=10**12)
     """Total decode context that doubles the step time; 0 disables the context term."""
     gpu: str = "sim"
     vllm_version: str = "0.33.0"
     speculative: SpeculativeSpec | None = None
-    burst_tokens: int = Field(default=1, ge=1)
+    burst_tokens: int = Field(default=1, ge=1, le=65536)
     """Tokens one decode step emits per request without speculation (>1 only for
     the instant profile, where tokens are ready as fast as they can be written)."""
     backends: dict[Backend, BackendTiming]
-    step_noise: tuple[float, ...] | None = None
+    step_noise: tuple[Annotated[float, Field(gt=0, le=MAX_STEP_NOISE, allow_inf_nan=False)],
+                      ...] | None = Field(default=None, max_length=10_000)
     """Each step's time multiplied by a factor drawn from this distribution, given as its
     quantiles at evenly spaced probabilities (``replay.servers.sim._noise``); None: every step
     takes its modelled time. Fitted by ``calibrate`` where a server's steps vary."""

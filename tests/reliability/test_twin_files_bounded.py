@@ -1,0 +1,214 @@
+"""A twin file holds finite, bounded figures, and ``plan --twin`` bounds its work before
+simulating: absurd numbers are one line naming the field or flag (exit 2), never a
+wrong table, a traceback, a MemoryError or a plan that never ends.
+
+Before: step times of 1e10 s printed 1e+09 tok/s/user (the nanosecond step overflowed
+to 1 ns); ``Infinity`` steps or a NaN noise quantile raised "cannot convert float NaN
+to integer"; 1e12 KV blocks (copied by ``calibrate`` from a server's report) was a
+MemoryError; ``--users 10000000`` and ``--seed -1`` were pydantic tracebacks; a
+zero-step twin with a decode workload never ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replay.cli import main
+from replay.errors import ConfigError
+from replay.servers.sim import MAX_GPU_BLOCKS, load_profile, server_info
+from replay.twin import Deadlock, VirtualLoop
+from tests.analysis.builders import make_run
+from tests.analysis.fit.test_fit import PROFILE, engine_records
+from tests.replay.conftest import make_workload
+
+
+@pytest.fixture
+def wl(tmp_path: Path) -> Path:
+    return make_workload(tmp_path / "wl.jsonl", sessions=4, turns=4, new_blocks=4,
+                         output=20, think_s=1.0)
+
+
+def _twin(tmp_path: Path, edit: Any = None, base: str = "small") -> Path:
+    data = json.loads(load_profile(base).model_dump_json())
+    if edit is not None:
+        edit(data)
+    path = tmp_path / "twin.json"
+    path.write_text(json.dumps(data))  # Python's json writes Infinity and NaN as given
+    return path
+
+
+def _plan(*extra: str) -> list[str]:
+    return ["plan", "--duration", "20", "--warmup", "2", "--drain", "2", "--jobs", "1",
+            *extra]
+
+
+def _one_line(code: int, err: str, *needles: str) -> None:
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def _set(path: tuple[str, ...], value: object) -> Any:
+    def edit(d: dict[str, Any]) -> None:
+        for key in path[:-1]:
+            d = d[key]
+        d[path[-1]] = value
+    return edit
+
+
+BAD_FIELDS = [
+    (("backends", "latency_specialized", "step_s_batch1"), 1e10,
+     "backends.latency_specialized.step_s_batch1"),
+    (("backends", "auto", "step_s_batch64"), float("inf"), "backends.auto.step_s_batch64"),
+    (("backends", "auto", "step_s_batch1"), float("nan"), "backends.auto.step_s_batch1"),
+    (("step_noise",), [0.9, float("nan"), 1.2], "step_noise.1"),
+    (("step_noise",), [0.9, float("inf")], "step_noise.1"),
+    (("num_gpu_blocks",), 10**12, "num_gpu_blocks"),
+    (("max_num_seqs",), 10**9, "max_num_seqs"),
+    (("prefill_tokens_per_s",), float("inf"), "prefill_tokens_per_s"),
+    (("request_overhead_s",), float("nan"), "request_overhead_s"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "field"), BAD_FIELDS)
+def test_absurd_twin_field_is_one_line_before_any_level(
+    tmp_path: Path, wl: Path, path: tuple[str, ...], value: object, field: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    twin = _twin(tmp_path, _set(path, value))
+    code = main(_plan("--twin", str(twin), "--workload", str(wl), "--users", "1:2",
+                      "--levels", "2"))
+    out, err = capsys.readouterr()
+    _one_line(code, err, f"field {field}:", str(twin))
+    assert "  level " not in err and "P90" not in out  # refused before any simulation
+
+
+@pytest.mark.parametrize(("path", "value", "field"), BAD_FIELDS)
+def test_serve_sim_profile_refuses_the_same_fields(
+    tmp_path: Path, path: tuple[str, ...], value: object, field: str,
+) -> None:
+    twin = _twin(tmp_path, _set(path, value))
+    with pytest.raises(ConfigError, match=f"field {field.replace('.', '[.]')}:"):
+        load_profile(str(twin))
+
+
+def test_bundled_profiles_stay_within_the_bounds() -> None:
+    for name in ("small", "instant", "kimi-k3-gb300-tp16", "kimi-k3-gb300-tp16-dspark"):
+        load_profile(name)  # raises on a field out of bounds
+
+
+def test_calibrate_caps_a_servers_absurd_kv_blocks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``calibrate`` copies the KV cache from the server's report: 1e12 blocks is capped
+    (and said), so the twin it writes loads and plans (it was a MemoryError)."""
+    info = server_info(PROFILE, "auto", 1.0)
+    info["vllm_config"]["cache_config"]["num_gpu_blocks"] = 10**12
+    dirs = [str(make_run(tmp_path / f"u{u}", engine_records(PROFILE, u, seed=u), label="auto",
+                         model=PROFILE.model, simulated=True, server_info=info,
+                         load={"users": u, "duration_s": 10, "warmup_s": 0, "drain_s": 5}))
+            for u in (1, 2, 4)]
+    twin = tmp_path / "twin.json"
+    assert main(["calibrate", *dirs, "-o", str(twin)]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert f"assumed: num_gpu_blocks={MAX_GPU_BLOCKS} (the server reported 1e+12" in out, out
+    assert load_profile(str(twin)).num_gpu_blocks == MAX_GPU_BLOCKS
+
+
+@pytest.mark.parametrize(("flags", "needle"), [
+    (["--users", "10000000"], "--users:"),
+    (["--users", "1:1000000"], "--users:"),
+    (["--seed", "-1"], "--seed:"),
+    (["--seed", "18446744073709551616"], "--seed:"),
+    (["--levels", "1000000000"], "--levels:"),
+    (["--replicas", "1000000"], "--replicas:"),
+    (["--jobs", "100000"], "--jobs:"),
+    # 8192 replicas x 1024 blocks: past the blocks one level may hold
+    (["--replicas", "4096", "--users", "1"], None),
+    # a million-step-a-second sweep: past the work limit (hours of CPU)
+    (["--users", "1:100000", "--levels", "1000", "--duration", "86400"], "past the limit"),
+])
+def test_plan_flags_beyond_the_bounds_are_one_line(
+    tmp_path: Path, wl: Path, flags: list[str], needle: str | None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    twin = _twin(tmp_path, _set(("num_gpu_blocks",), 4096) if "4096" in flags else None)
+    code = main(_plan("--twin", str(twin), "--workload", str(wl), *flags))
+    out, err = capsys.readouterr()
+    _one_line(code, err, needle or "--replicas 4096")
+    assert "  level " not in err  # refused before any level was simulated
+
+
+def test_zero_step_twin_is_refused_before_simulating(
+    tmp_path: Path, wl: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The bundled ``instant`` profile steps in zero time: with a decode workload a
+    level would never end (it grew a gigabyte a minute)."""
+    twin = _twin(tmp_path, base="instant")
+    code = main(_plan("--twin", str(twin), "--workload", str(wl), "--users", "1",
+                      "--levels", "1"))
+    _, err = capsys.readouterr()
+    _one_line(code, err, "step_s_batch1 is 0", "never advances")
+
+
+def test_virtual_clock_refuses_to_creep() -> None:
+    """An advancer that moves time a nanosecond a wait (zero-time steps, rounded up)
+    would take 1e10 waits to cover 10 s: the loop stops with Deadlock instead."""
+    waits = []
+
+    def creep(now: int, until: int | None) -> int:
+        waits.append(now)
+        return now + 1 if until is None or until > now + 1 else until
+
+    async def ten_seconds() -> None:
+        for _ in range(10**9):
+            await asyncio.sleep(1e-9)  # a timer each time: every wait is a timed one
+
+    loop = VirtualLoop(creep)
+    try:
+        with pytest.raises(Deadlock, match="simulated time does not advance"):
+            loop.run_until_complete(asyncio.wait_for(ten_seconds(), 10.0))
+    finally:
+        loop.close()
+    assert len(waits) < 10**6  # it gave up early, not after the billion
+
+
+def test_virtual_clock_keeps_going_when_time_moves() -> None:
+    """Many waits are fine while each moves simulated time on (a millisecond step)."""
+    from replay.twin._clock import MAX_STILL_WAITS
+
+    assert MAX_STILL_WAITS < 25_000
+    def step(now: int, until: int | None) -> int:
+        return now + 1_000_000 if until is None else min(until, now + 1_000_000)
+
+    async def many() -> float:
+        for _ in range(25_000):  # past MAX_STILL_WAITS (20,000) in one window
+            await asyncio.sleep(0.001)
+        return asyncio.get_running_loop().time()
+
+    loop = VirtualLoop(step)
+    try:
+        assert loop.run_until_complete(many()) >= 25.0  # every sleep took its millisecond
+    finally:
+        loop.close()
+
+
+@pytest.mark.parametrize("command", ["plan", "report"])
+@pytest.mark.parametrize("seed", ["-1", "18446744073709551616"])
+def test_seed_out_of_range_is_one_line_for_measured_runs(
+    tmp_path: Path, command: str, seed: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The bootstrap seed of ``plan DIR`` / ``report DIR``: numpy's ValueError traceback
+    for -1, before."""
+    run = make_run(tmp_path / "r", engine_records(PROFILE, 2, seed=2), label="auto",
+                   model=PROFILE.model, simulated=True,
+                   load={"users": 2, "duration_s": 10, "warmup_s": 0, "drain_s": 5})
+    code = main([command, str(run), "--seed", seed])
+    _one_line(code, capsys.readouterr().err, "--seed:", seed)
