@@ -24,7 +24,12 @@ TWIN_PLAN_FILE = "twin-plan.json"
 def twin_section(data: Mapping[str, Any]) -> dict[str, Any]:
     """The report section (title, intro, table) of a stored twin plan."""
     band = data.get("error_band")
-    if isinstance(band, dict):
+    pi = data.get("prediction_interval")
+    if isinstance(pi, dict):
+        check = (f"Its prediction interval (nominal {pi.get('nominal', 0.9):.0%}) comes from "
+                 f"its held-out check at {pi.get('checked_users', '?')} users and widens with "
+                 "the distance from it; answers beyond what was checked say extrapolated.")
+    elif isinstance(band, dict):
         check = (f"Its held-out calibration miss (up to {band.get('interactivity', 1):.2f}x "
                  f"in P90 interactivity, {band.get('ttft', 1):.2f}x in P90 TTFT) widens each "
                  "tier both ways into the prediction interval.")

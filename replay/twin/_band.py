@@ -14,16 +14,21 @@ held-out check there is no interval to give.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from analysis import SloTier
+from analysis import DEFAULT_MAX_FAILURE_SHARE, RunSummary, SloTier
 from analysis.judge import Bracket
+from replay.twin._interval import PredictionInterval
 
 __all__ = [
-    "ErrorBand", "calibration_error", "interval_text", "outside_measured", "widened_tiers",
+    "ErrorBand", "calibration_error", "interval_text", "outside_measured", "widened_meets",
+    "widened_tiers",
 ]
+
+_MAX_FAILURES = DEFAULT_MAX_FAILURE_SHARE
 
 
 @dataclass(frozen=True)
@@ -101,3 +106,28 @@ def interval_text(strict: Bracket, loose: Bracket, unit: str = "users") -> str:
     hi = "beyond the highest level tried" if loose.failed is None else \
         f"below {loose.failed:g} {unit}"
     return f"from {lo} to {hi}"
+
+
+def widened_meets(summary: RunSummary, tier: SloTier, interval: PredictionInterval,
+                  users: float, *, strict: bool, what_if: bool = False) -> bool:
+    """Whether a twin level meets ``tier`` with its prediction interval at ``users``
+    (per replica): ``strict`` asks the interval's pessimistic end to meet it (P90
+    interactivity at its low bound, P90 TTFT from schedule at its high one), otherwise
+    the optimistic end. A tier is met when P90 interactivity >= floor and P90 TTFT
+    from schedule <= ceiling (``analysis.metrics``), the failure share within its
+    maximum (the level's own verdict: an interval does not widen failures)."""
+    from analysis.judge import meets_tier
+
+    met = meets_tier(summary, tier)
+    inter, ttft = summary.interactivity.p90, summary.ttft_due.p90
+    if inter is None or ttft is None:
+        return met
+    wi = interval.half_width("p90_interactivity", users, what_if)
+    wt = interval.half_width("p90_ttft_s", users, what_if)
+    sign = -1.0 if strict else 1.0
+    by_p90 = inter * math.exp(sign * wi) >= tier.floor_tok_s and \
+        ttft * math.exp(-sign * wt) <= tier.ttft_s
+    fails = summary.counts.failure_share
+    if strict:
+        return met and by_p90
+    return met or (by_p90 and (fails is None or fails <= _MAX_FAILURES))
