@@ -33,7 +33,7 @@ class Settings:
 
     fitted: tuple[int, ...] = (1, 2, 4)
     holdout: int = 8
-    duration_s: float = 300.0
+    duration_s: float = 120.0
     warmup_s: float = 30.0
     drain_s: float = 30.0
 

@@ -1,7 +1,7 @@
 """The twin's error, measured on hidden profiles it was never tuned on (issue 35).
 
     python bench/twin_battery.py                       # 40 profiles, seed 1 (~the report)
-    python bench/twin_battery.py --quick               # 8 profiles, short levels
+    python bench/twin_battery.py --quick               # 8 profiles, 60-s levels
     python bench/twin_battery.py --profiles 60 --seed 7 --jobs 4 --real 5
 
 Each case draws a simulator profile at random (``bench/_battery_draw.py``: batch-1
@@ -38,6 +38,7 @@ from _battery_table import print_report, targets  # noqa: E402
 _ROOT: Path | None = None
 _SETTINGS: Settings | None = None
 _SEED = 0
+_PARTIAL: Path | None = None
 
 
 def _one(number: int) -> Outcome:
@@ -53,8 +54,10 @@ def _one(number: int) -> Outcome:
 def run_battery(profiles: int, seed: int, settings: Settings, root: Path,
                 jobs: int = 1, progress: bool = True) -> list[Outcome]:
     """Every case's outcome, in case order (``jobs`` forked processes)."""
-    global _ROOT, _SETTINGS, _SEED
+    global _ROOT, _SETTINGS, _SEED, _PARTIAL
     _ROOT, _SETTINGS, _SEED = root, settings, seed
+    _PARTIAL = root / "outcomes.jsonl"
+    _PARTIAL.unlink(missing_ok=True)
     numbers = list(range(profiles))
     out: list[Outcome] = []
     if jobs <= 1:
@@ -74,6 +77,9 @@ def run_battery(profiles: int, seed: int, settings: Settings, root: Path,
 
 
 def _progress(o: Outcome) -> None:
+    if _PARTIAL is not None:  # every outcome as it comes: a cut run keeps what it did
+        with open(_PARTIAL, "a") as f:
+            f.write(json.dumps(asdict(o), default=str) + "\n")
     if o.error:
         print(f"  case {o.number}: FAILED {o.error}", file=sys.stderr, flush=True)
         return
@@ -90,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="battery seed (default 1, the reported run; develop on another)")
     ap.add_argument("--quick", action="store_true", help="8 profiles, 120-s levels")
     ap.add_argument("--duration", type=float, default=None,
-                    help="simulated seconds per level (default 300, --quick 120)")
+                    help="simulated seconds per level (default 120, --quick 60)")
     ap.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
     ap.add_argument("--real", type=int, default=0,
                     help="also measure this many profiles in real time against serve-sim")
@@ -98,10 +104,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="real seconds of each serve-sim level (default 30)")
     ap.add_argument("--work", type=Path, default=None, help="keep runs and twins here")
     ap.add_argument("--json", type=Path, default=None, help="write every outcome here")
+    ap.add_argument("--report", type=Path, default=None, metavar="JSONL",
+                    help="only print the tables of stored outcomes (a --work DIR's "
+                         "outcomes.jsonl, or a cut run's)")
     args = ap.parse_args(argv)
+    if args.report is not None:
+        done = [Outcome(**json.loads(line)) for line in args.report.read_text().splitlines()
+                if line.strip()]
+        print(f"twin battery (stored): {len(done)} outcomes from {args.report}")
+        print_report(sorted(done, key=lambda o: o.number), [])
+        return 0
     t0 = time.perf_counter()
     profiles = 8 if args.quick and args.profiles == 40 else args.profiles
-    duration = args.duration or (120.0 if args.quick else 300.0)
+    duration = args.duration or (60.0 if args.quick else 120.0)
     settings = Settings(duration_s=duration)
     with tempfile.TemporaryDirectory(prefix="twin-battery-") as tmp:
         root = args.work or Path(tmp)

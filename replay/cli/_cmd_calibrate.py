@@ -105,7 +105,9 @@ def _print(cal: Calibration, out: Path) -> None:
     console.print(t)
     for h in cal.holdouts:
         over = f"the mean of its {len(h.each)} runs" if len(h.each) > 1 else "run"
-        ht = Table(title=f"held-out level {h.users} users: twin prediction vs {over}")
+        iv = prof["calibration"].get("interval") or {}
+        rests = f" ({iv['requests']} requests)" if iv.get("checked_users") == h.users else ""
+        ht = Table(title=f"held-out level {h.users} users{rests}: twin prediction vs {over}")
         for col in ("metric", "predicted", "measured", "error"):
             ht.add_column(col, justify="right")
         err = h.errors()
