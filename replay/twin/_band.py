@@ -10,6 +10,10 @@ interactivity factor, TTFT ceiling lowered by the TTFT factor) and a looser one.
 interval runs from the strict tier's passing level to the loose tier's failing level:
 what the twin supports given how wrong it was where it could be checked. Without a
 held-out check there is no interval to give.
+
+A twin calibrated now stores a prediction interval that widens with the distance from
+the checked level (``replay.twin._interval``); ``widened_meets`` judges a level at
+either end of it, and the band above stays for twin files that predate it.
 """
 
 from __future__ import annotations

@@ -37,7 +37,6 @@ METRICS = ("p90_interactivity", "p90_ttft_s", "output_tok_s")
 NOMINAL = 0.90
 Z_NOMINAL = 1.6449
 """Two-sided 90% normal quantile."""
-Z_CI95 = 1.96
 GROWTH = 1.0
 """Each doubling of the level past the checked one adds this many times the miss."""
 WHAT_IF_DOUBLINGS = 1.0
@@ -130,13 +129,6 @@ def log_miss(predicted: float | None, measured: float | None) -> float:
     if not predicted or not measured or predicted <= 0 or measured <= 0:
         return 0.0
     return abs(math.log(predicted / measured))
-
-
-def ci_spread(ci: tuple[float, float] | None) -> float:
-    """A 95% interval as a log standard deviation (0 without one)."""
-    if ci is None or ci[0] <= 0 or ci[1] <= 0:
-        return 0.0
-    return abs(math.log(ci[1] / ci[0])) / (2 * Z_CI95)
 
 
 def seed_spread(values: list[float | None]) -> float:
