@@ -46,7 +46,12 @@ def twin_section(data: Mapping[str, Any]) -> dict[str, Any]:
     raises ValueError (pydantic's names the field), and the report says it is not shown."""
     levels = [lv.model_dump() for lv in _LEVELS.validate_python(data.get("levels", []))]
     band = data.get("error_band")
-    if isinstance(band, dict):
+    pi = data.get("prediction_interval")
+    if isinstance(pi, dict):
+        check = (f"Its prediction interval (nominal {pi.get('nominal', 0.9):.0%}) comes from "
+                 f"its held-out check at {pi.get('checked_users', '?')} users and widens with "
+                 "the distance from it; answers beyond what was checked say extrapolated.")
+    elif isinstance(band, dict):
         check = (f"Its held-out calibration miss (up to {band.get('interactivity', 1):.2f}x "
                  f"in P90 interactivity, {band.get('ttft', 1):.2f}x in P90 TTFT) widens each "
                  "tier both ways into the prediction interval.")

@@ -143,7 +143,10 @@ def _print(cal: Calibration, out: Path) -> None:
 
     for h in cal.holdouts:
         over = f"the mean of its {len(h.each)} runs" if len(h.each) > 1 else "run"
-        ht = Table(title=f"held-out level {plural(h.users, 'user')}: twin prediction vs {over}")
+        iv = prof["calibration"].get("interval") or {}
+        rests = f" ({iv['requests']} requests)" if iv.get("checked_users") == h.users else ""
+        ht = Table(title=f"held-out level {plural(h.users, 'user')}{rests}: twin prediction "
+                         f"vs {over}")
         for col in ("metric", "predicted", "measured", "error"):
             ht.add_column(col, justify="right")
         err = h.errors()

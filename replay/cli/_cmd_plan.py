@@ -30,7 +30,13 @@ from replay.cli._results import (
 if TYPE_CHECKING:
     from analysis import RunData, SloTier
     from analysis.judge import CapacityRow
-    from replay.twin import ErrorBand, LevelResult, PlanSettings, TierCapacity
+    from replay.twin import (
+        ErrorBand,
+        LevelResult,
+        PlanSettings,
+        PredictionInterval,
+        TierCapacity,
+    )
 
 __all__ = ["register"]
 
@@ -208,6 +214,14 @@ def _error_line(band: ErrorBand | None) -> str:
     return f"calibration: {band.text()}; the intervals below include it [{LABEL}]"
 
 
+def _interval_line(pi: PredictionInterval) -> str:
+    return (f"calibration: checked at {pi.checked_users} users ({pi.requests} requests); "
+            f"the intervals below are nominal {pi.nominal:.0%} (docs/calibrate.md gives the "
+            f"coverage measured on hidden profiles), widening with the distance from "
+            f"{pi.checked_users} users; beyond {pi.covered_users:g} users per replica the "
+            f"answer is extrapolated [{LABEL}]")
+
+
 def _against_measured(cap: TierCapacity, measured: Sequence[CapacityRow],
                       twin_gpus: int) -> list[str]:
     """The measured bracket of each arm beside the twin's, per GPU, saying so where the
@@ -248,20 +262,26 @@ def run_twin_plan(args: argparse.Namespace, plan: PlanSettings, tiers: tuple[Slo
         calibration_error,
         capacities,
         check_bounded,
+        extrapolation,
+        interval_of,
         interval_text,
+        is_what_if,
         level_ladder,
         load_twin,
         load_workload,
         replicas_needed,
         run_ladder,
+        tier_interval,
         widened_tiers,
     )
 
     profile, calibration = load_twin(plan.twin or "")
-    band = calibration_error(calibration)
+    pi = interval_of(calibration)
+    band = None if pi is not None else calibration_error(calibration)
     widened = {t: widened_tiers(t, band) for t in tiers} if band is not None else {}
     judged = tuple(tiers) + tuple(x for pair in widened.values() for x in pair)
     workload = load_workload(plan.workload or "")
+    what_if = pi is not None and is_what_if(pi, workload, plan.think_scale)
     levels = level_ladder(*plan.user_range, plan.levels)
     check_bounded(plan, profile, levels)
     gpus = profile.gpu_count
@@ -301,7 +321,7 @@ def run_twin_plan(args: argparse.Namespace, plan: PlanSettings, tiers: tuple[Slo
         print(f"{users:>6}  {_fmt(s.interactivity.p90):>15}  {_fmt(s.ttft_due.p90, '.2f'):>10}"
               f"  {_fmt(s.output_tok_s):>12}  {s.counts.in_window:>8}  "
               f"{_fmt(fail, '.2f'):>5}  {met}", file=out)
-    print(_error_line(band), file=out)
+    print(_interval_line(pi) if pi is not None else _error_line(band), file=out)
     if measured_note is not None:
         print(measured_note, file=out)
     by_tier = {c.tier: c for c in capacities(levels, results, judged)}
@@ -311,15 +331,26 @@ def run_twin_plan(args: argparse.Namespace, plan: PlanSettings, tiers: tuple[Slo
         per_gpu = per_gpu_text(cap.bracket.passed, cap.bracket.failed, plan.replicas * gpus)
         print(f"tier {cap.tier.name}: per GPU {per_gpu} ({plan.replicas} replica(s) x {gpus} "
               f"GPU(s)) [{LABEL}]", file=out)
-        interval = None
-        if cap.tier in widened:
+        interval, far, bounds = None, [], None
+        if pi is not None:
+            ti = tier_interval(levels, results, cap.tier, pi, plan.replicas, what_if)
+            interval, bounds = interval_text(ti.strict, ti.loose), [ti.low, ti.high]
+            far = extrapolation(pi, ti.high if ti.high is not None else max(levels),
+                                plan.replicas, workload)
+            label = f"{LABEL}, prediction interval (nominal {pi.nominal:.0%})"
+            if far:
+                label += "; extrapolated: " + "; ".join(far)
+                interval += " (extrapolated)"
+            print(f"tier {cap.tier.name}: {interval} [{label}]", file=out)
+        elif cap.tier in widened:
             strict, loose = (by_tier[x].bracket for x in widened[cap.tier])
             interval = interval_text(strict, loose)
             print(f"tier {cap.tier.name}: with the calibration error, "
                   f"{interval} [{LABEL}, prediction interval]", file=out)
         for line in _against_measured(cap, measured, plan.replicas * gpus):
             print(line, file=out)
-        stored.append(_tier_record(cap, interval, measured))
+        stored.append(_tier_record(cap, interval, measured)
+                      | {"interval_bracket": bounds, "extrapolated": far})
         if plan.agents is not None:
             n = replicas_needed(plan.agents, cap.users, plan.replicas)
             if n is None:
@@ -331,7 +362,8 @@ def run_twin_plan(args: argparse.Namespace, plan: PlanSettings, tiers: tuple[Slo
                     need += "; every level met the tier, raise --users for a tighter answer"
             print(f"tier {cap.tier.name}: {plan.agents} agents {need} [{LABEL}]", file=out)
     if args.paths:  # beside the measured results, for `agentreplay report DIR`
-        where = _store(args.paths[0], plan, profile.name, band, levels, results, stored, gpus)
+        where = _store(args.paths[0], plan, profile.name, band, levels, results, stored, gpus,
+                       None if pi is None else pi.as_dict())
         print(f"twin estimate stored in {where}; `agentreplay report {args.paths[0]}` shows "
               "it beside the measured capacity", file=out)
     return 0
@@ -351,7 +383,8 @@ def _tier_record(cap: TierCapacity, interval: str | None,
 
 def _store(directory: str, plan: PlanSettings, profile: str, band: ErrorBand | None,
            levels: Sequence[int], results: Sequence[LevelResult],
-           tiers: list[dict[str, object]], gpus_per_replica: int | None = None) -> str:
+           tiers: list[dict[str, object]], gpus_per_replica: int | None = None,
+           interval: dict[str, object] | None = None) -> str:
     """``DIR/twin-plan.json``: what the report's twin section shows (derived, like
     report.html: rewritten by the next ``plan --twin ... DIR``)."""
     import dataclasses
@@ -366,6 +399,7 @@ def _store(directory: str, plan: PlanSettings, profile: str, band: ErrorBand | N
            "replicas": plan.replicas, "gpus_per_replica": gpus_per_replica,
            "duration_s": plan.duration_s,
            "error_band": None if band is None else dataclasses.asdict(band),
+           "prediction_interval": interval,
            "levels": [{"users": u, "p90_interactivity": r.summary.interactivity.p90,
                        "p90_ttft_due_s": r.summary.ttft_due.p90,
                        "output_tok_s": r.summary.output_tok_s}

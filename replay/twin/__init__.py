@@ -18,14 +18,17 @@ from replay.twin._band import (
     calibration_error,
     interval_text,
     outside_measured,
+    widened_meets,
     widened_tiers,
 )
 from replay.twin._calibrate import Calibration, Holdout, LevelFacts, calibrate
 from replay.twin._clock import Advancer, Deadlock, VirtualLoop, virtual_time
 from replay.twin._engines import Routing, TwinEngines
 from replay.twin._fitted_profile import clock_scale, decode_backend, step_budget, twin_profile
+from replay.twin._interval import PredictionInterval, interval_of
 from replay.twin._level import LevelResult, Workload, load_workload, simulate_level
 from replay.twin._plan import MAX_PLAN_USERS, MAX_PLAN_WORK, PlanSettings, check_bounded
+from replay.twin._plan_interval import TierInterval, extrapolation, is_what_if, tier_interval
 from replay.twin._predict import LevelMetrics, LoadShape, measured_metrics, predict_level
 from replay.twin._sweep import (
     TierCapacity,
@@ -49,8 +52,10 @@ __all__ = [
     "MAX_PLAN_USERS",
     "MAX_PLAN_WORK",
     "PlanSettings",
+    "PredictionInterval",
     "Routing",
     "TierCapacity",
+    "TierInterval",
     "TwinEngines",
     "VirtualLoop",
     "Workload",
@@ -60,6 +65,9 @@ __all__ = [
     "check_bounded",
     "clock_scale",
     "decode_backend",
+    "extrapolation",
+    "interval_of",
+    "is_what_if",
     "interval_text",
     "level_ladder",
     "load_twin",
@@ -71,7 +79,9 @@ __all__ = [
     "run_ladder",
     "simulate_level",
     "step_budget",
+    "tier_interval",
     "twin_profile",
     "virtual_time",
+    "widened_meets",
     "widened_tiers",
 ]

@@ -10,20 +10,29 @@ interactivity factor, TTFT ceiling lowered by the TTFT factor) and a looser one.
 interval runs from the strict tier's passing level to the loose tier's failing level:
 what the twin supports given how wrong it was where it could be checked. Without a
 held-out check there is no interval to give.
+
+A twin calibrated now stores a prediction interval that widens with the distance from
+the checked level (``replay.twin._interval``); ``widened_meets`` judges a level at
+either end of it, and the band above stays for twin files that predate it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from analysis import SloTier
+from analysis import DEFAULT_MAX_FAILURE_SHARE, RunSummary, SloTier
 from analysis.judge import Bracket
+from replay.twin._interval import PredictionInterval
 
 __all__ = [
-    "ErrorBand", "calibration_error", "interval_text", "outside_measured", "widened_tiers",
+    "ErrorBand", "calibration_error", "interval_text", "outside_measured", "widened_meets",
+    "widened_tiers",
 ]
+
+_MAX_FAILURES = DEFAULT_MAX_FAILURE_SHARE
 
 
 @dataclass(frozen=True)
@@ -107,3 +116,31 @@ def interval_text(strict: Bracket, loose: Bracket, unit: str = "users") -> str:
     hi = "beyond the highest level tried" if loose.failed is None else \
         f"below {_count(loose.failed, unit)}"
     return f"from {lo} to {hi}"
+
+
+def widened_meets(summary: RunSummary, tier: SloTier, interval: PredictionInterval,
+                  users: float, *, strict: bool, what_if: bool = False) -> bool:
+    """Whether a twin level meets ``tier`` with its prediction interval at ``users``
+    (per replica): ``strict`` asks the interval's pessimistic end to meet it (P90
+    interactivity at its low bound, P90 TTFT from schedule at its high one), otherwise
+    the optimistic end. A tier is met when P90 interactivity >= floor and P90 TTFT
+    from schedule <= ceiling (``analysis.metrics``), the failure share within its
+    maximum (the level's own verdict: an interval does not widen failures)."""
+    from analysis.judge import meets_tier
+
+    # an indeterminate level (None: too few requests to tell) is met at the optimistic
+    # end and not at the pessimistic one: it widens the interval, never narrows it
+    verdict = meets_tier(summary, tier)
+    met = verdict is True if strict else verdict is not False
+    inter, ttft = summary.interactivity.p90, summary.ttft_due.p90
+    if inter is None or ttft is None:
+        return met
+    wi = interval.half_width("p90_interactivity", users, what_if)
+    wt = interval.half_width("p90_ttft_s", users, what_if)
+    sign = -1.0 if strict else 1.0
+    by_p90 = inter * math.exp(sign * wi) >= tier.floor_tok_s and \
+        ttft * math.exp(-sign * wt) <= tier.ttft_s
+    fails = summary.counts.failure_share
+    if strict:
+        return met and by_p90
+    return met or (by_p90 and (fails is None or fails <= _MAX_FAILURES))

@@ -34,6 +34,7 @@ from analysis.read import find_run_dirs
 from analysis.schema import level_of
 from replay.errors import ConfigError
 from replay.twin._fitted_profile import clock_scale, decode_backend, step_budget, twin_profile
+from replay.twin._holdout import holdout_interval, measured_level
 from replay.twin._misfit import misfit_warnings
 from replay.twin._predict import (
     LevelMetrics,
@@ -277,6 +278,7 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
     levels = [_facts(u, by_level[u], fit, s_all, t_all) for u in sorted(by_level)]
     cal = Calibration(profile, fit, levels)
     backend = decode_backend(first)
+    interval = None
     for u in holdout:
         run = by_level[u][0]
         load = run.manifest.load
@@ -286,7 +288,16 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
         each = tuple(measured_metrics(r.path) for r in by_level[u])
         cal.holdouts.append(Holdout(u, run.path, pred.scaled(scale), mean_metrics(list(each)),
                                     each))
+        if u == max(holdout):
+            interval = holdout_interval(
+                profile, _workload_of(run, workload), u, load.duration_s * scale,
+                _shape(run, scale), backend, [measured_level(r.path) for r in by_level[u]],
+                max(by_level), _longest_request(runs), scale,
+                run.manifest.workload.fingerprint)
     profile["calibration"] = _block(cal, fitted, holdout, assumed, scale, backend)
+    if interval is not None:
+        profile["calibration"]["interval"] = interval.as_dict()
+        profile["calibration"]["notes"] += interval.notes
     profile["calibration"]["notes"] += _invalid_notes(runs)
     profile["calibration"]["notes"] += _stall_notes(levels, fit.noise_mean, holdout)
     checks = [(r.path, c) for r, t in per_run
@@ -329,6 +340,13 @@ def _histogram_check(run: RunData, t: TtftSamples, fit: StepFit) -> PrefillCheck
         return None
     return prefill_check(run.requests, run.metrics.t_s, total, count, fit, t.uncached_tokens,
                          t.alone, t.batch_at_send, step_budget(run.manifest))
+
+
+def _longest_request(runs: list[RunData]) -> int:
+    """The longest request (prompt + asked output) the runs sent: beyond it, an answer
+    is extrapolated."""
+    return max((int(np.max(r.requests.prompt_tokens + r.requests.output_tokens_asked,
+                           initial=0)) for r in runs), default=0)
 
 
 def _invalid_notes(runs: list[RunData]) -> list[str]:

@@ -100,13 +100,17 @@ def simulate_level(
     max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE, bootstrap: bool = False,
     out_dir: str | os.PathLike[str] | None = None,
     first_token_timeout_s: float | None = 600.0, total_timeout_s: float | None = 3600.0,
+    engine_seed: int | None = None,
 ) -> LevelResult:
     """Run ``users`` closed-loop users for ``warmup + duration`` (+ drain) simulated
     seconds against ``replicas`` twin engines; summarise as ``analysis`` does.
 
     ``out_dir`` keeps the run directory (``agentreplay report`` reads it); otherwise
     it is written to a temporary directory and removed. The client's first-token and
-    total timeouts apply as in a real run (``--ttft-timeout``, ``--total-timeout``)."""
+    total timeouts apply as in a real run (``--ttft-timeout``, ``--total-timeout``).
+    ``engine_seed`` seeds the engines' step noise apart from the load (default: ``seed``):
+    a hidden truth and its twin replay one workload with one seed, but a real server's
+    stalls do not follow the twin's draws."""
     settings = RunSettings(
         target="http://127.0.0.1:9", users=users, duration_s=duration, warmup_s=warmup,
         drain_s=drain_s, think_scale=think_scale, think_time_cap_s=think_cap_s, seed=seed,
@@ -122,7 +126,7 @@ def simulate_level(
     _check_fits(workload, profile)
     sessions = retimed(settings, list(workload.sessions), workload.path)
     engines = TwinEngines(profile, backend=backend, replicas=replicas, routing=routing,
-                          seed=seed)
+                          seed=seed if engine_seed is None else engine_seed)
     records: list[RecordDict] = []
     wall0, cpu0 = time.perf_counter(), time.process_time()
     loop = VirtualLoop(engines.advance, start_ns=_ORIGIN_NS)

@@ -1,0 +1,205 @@
+"""One case of the twin battery: a hidden profile measured, fitted, and asked about.
+
+The truth is the hidden profile run through the twin's engines on simulated time
+(``replay.twin.simulate_level``: the real lanes, the simulator's engine, records
+written and read back as a client's run directory). ``calibrate`` fits a twin on
+three of those levels and holds out the fourth (its prediction interval is measured
+there); then the twin and the hidden profile are run under the same conditions (the
+held-out level, 2x and 4x beyond it, think times x2 and x0.5, another workload, 2
+and 4 replicas) and compared. Capacity per SLO tier is read off the same ladder of
+levels on both, the twin's with its interval.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from _battery_draw import Case, write_workload_spec
+
+TRUTH_ENGINE_SEED = 1000
+"""The hidden engines draw their step noise apart from the twin's (a real server's
+stalls do not follow the twin's draws); the load (workload order, think times) is
+the same seed on both, as a user replays one workload."""
+METRICS = ("p90_interactivity", "p90_ttft_s", "output_tok_s")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Levels and durations of every case (simulated seconds)."""
+
+    fitted: tuple[int, ...] = (1, 2, 4)
+    holdout: int = 8
+    duration_s: float = 120.0
+    warmup_s: float = 30.0
+    drain_s: float = 30.0
+
+    @property
+    def ladder(self) -> tuple[int, ...]:
+        h = self.holdout
+        return (*self.fitted, h, h * 3 // 2, 2 * h, 3 * h, 4 * h)
+
+
+@dataclass(frozen=True)
+class Condition:
+    name: str
+    kind: str
+    """``held-out``, ``2x``, ``4x``, ``what-if`` or ``replicas``."""
+    users: int
+    think_scale: float = 1.0
+    other_workload: bool = False
+    replicas: int = 1
+
+
+def conditions(s: Settings) -> list[Condition]:
+    h = s.holdout
+    return [Condition("held-out", "held-out", h), Condition("2x", "2x", 2 * h),
+            Condition("4x", "4x", 4 * h),
+            Condition("think x2", "what-if", h, think_scale=2.0),
+            Condition("think x0.5", "what-if", h, think_scale=0.5),
+            Condition("other workload", "what-if", h, other_workload=True),
+            Condition("2 replicas", "replicas", 2 * h, replicas=2),
+            Condition("4 replicas", "replicas", 4 * h, replicas=4)]
+
+
+@dataclass
+class Outcome:
+    """What one case measured: per condition the truth, the prediction, whether the
+    interval held it; per tier the capacities."""
+
+    number: int
+    profile: str
+    noise: str
+    fit: dict[str, Any]
+    truth_profile: dict[str, Any]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    tiers: list[dict[str, Any]] = field(default_factory=list)
+    preempted: bool = False
+    wall_s: float = 0.0
+    error: str | None = None
+
+
+def _values(summary: Any) -> dict[str, float | None]:
+    return {"p90_interactivity": summary.interactivity.p90,
+            "p90_ttft_s": summary.ttft_due.p90, "output_tok_s": summary.output_tok_s}
+
+
+def _sim(profile: Any, workload: Any, users: int, s: Settings, *, think: float = 1.0,
+         replicas: int = 1, seed: int = 0, out: Path | None = None,
+         engine_seed: int | None = None) -> Any:
+    from analysis import DEFAULT_TIERS
+    from replay.twin import simulate_level
+
+    return simulate_level(profile, workload, users, s.duration_s, s.warmup_s,
+                          think_scale=think, drain_s=s.drain_s, replicas=replicas,
+                          seed=seed, backend="auto", tiers=DEFAULT_TIERS, out_dir=out,
+                          engine_seed=engine_seed)
+
+
+def _passes(summary: Any, tier: Any) -> bool:
+    from analysis.judge import meets_tier
+
+    return meets_tier(summary, tier)
+
+
+def _widened(summary: Any, tier: Any, interval: Any, users: int, strict: bool) -> bool:
+    from replay.twin import widened_meets
+
+    return widened_meets(summary, tier, interval, users, strict=strict)
+
+
+def run_case(case: Case, root: Path, s: Settings) -> Outcome:
+    """Measure, fit and compare one case; files under ``root``."""
+    from analysis import DEFAULT_TIERS
+    from analysis.judge import bracket_of
+    from replay.servers.sim import SimProfile
+    from replay.twin import calibrate, interval_of, load_workload
+
+    t0 = time.perf_counter()
+    hidden = SimProfile.model_validate(case.profile)
+    wl_path = write_workload_spec(case.workload, root / "workloads" / f"{case.workload.name}.jsonl")
+    other_path = write_workload_spec(case.other, root / "workloads" / f"{case.other.name}.jsonl")
+    wl, other = load_workload(wl_path), load_workload(other_path)
+    runs = root / f"case-{case.number:03d}" / "runs"
+    truth_seed = TRUTH_ENGINE_SEED + case.number
+    truth_ladder: dict[int, Any] = {}
+    for users in s.ladder:
+        keep = runs / f"u{users}" if users in (*s.fitted, s.holdout) else \
+            runs.parent / "ladder" / f"u{users}"
+        truth_ladder[users] = _sim(hidden, wl, users, s, out=keep, engine_seed=truth_seed).summary
+    cal = calibrate([str(runs / f"u{u}") for u in (*s.fitted, s.holdout)],
+                    holdout=(s.holdout,))
+    doc = cal.document()
+    twin_path = runs.parent / "twin.json"
+    twin_path.write_text(json.dumps(doc, indent=1))
+    twin = SimProfile.model_validate(doc)
+    interval = interval_of(doc["calibration"])
+    twin_ladder = {u: _sim(twin, wl, u, s).summary for u in s.ladder}
+    out = Outcome(case.number, case.profile["name"], case.noise, doc["calibration"]["fit"],
+                  {k: case.profile[k] for k in ("prefill_tokens_per_s", "ctx_ref_tokens",
+                                                "max_num_batched_tokens", "num_gpu_blocks")}
+                  | {"noise_mean": _noise_mean(case.profile["step_noise"]),
+                     "step_s_batch1": case.profile["backends"]["auto"]["step_s_batch1"],
+                     "step_s_batch64": case.profile["backends"]["auto"]["step_s_batch64"]})
+    for c in conditions(s):
+        if c.think_scale == 1.0 and not c.other_workload and c.replicas == 1:
+            truth, pred = truth_ladder[c.users], twin_ladder[c.users]
+        else:
+            use = other if c.other_workload else wl
+            truth = _sim(hidden, use, c.users, s, think=c.think_scale, replicas=c.replicas,
+                         engine_seed=truth_seed)
+            pred = _sim(twin, use, c.users, s, think=c.think_scale, replicas=c.replicas)
+            truth, pred = truth.summary, pred.summary
+        tv, pv = _values(truth), _values(pred)
+        what_if = c.kind == "what-if"
+        per_replica = c.users / c.replicas
+        row: dict[str, Any] = {"condition": c.name, "kind": c.kind, "users": c.users,
+                               "requests": truth.counts.in_window}
+        for m in METRICS:
+            t, p = tv[m], pv[m]
+            row[m] = None if not t or p is None else p / t - 1
+            row[f"{m}_covered"] = None if interval is None or not t or p is None else \
+                interval.holds(m, p, t, per_replica, what_if)
+            row[f"{m}_truth"], row[f"{m}_pred"] = t, p
+        out.rows.append(row)
+    levels = list(s.ladder)
+    for tier in DEFAULT_TIERS:
+        tb = bracket_of((float(u), _passes(truth_ladder[u], tier)) for u in levels)
+        pb = bracket_of((float(u), _passes(twin_ladder[u], tier)) for u in levels)
+        rec: dict[str, Any] = {"tier": tier.name, "truth": [tb.passed, tb.failed],
+                               "twin": [pb.passed, pb.failed]}
+        if interval is not None:
+            lo = bracket_of((float(u), _widened(twin_ladder[u], tier, interval, u, True))
+                            for u in levels).passed
+            hi = bracket_of((float(u), _widened(twin_ladder[u], tier, interval, u, False))
+                            for u in levels).failed
+            rec["interval"] = [lo, hi]
+            rec["covered"] = (lo is None or (tb.passed is not None and tb.passed >= lo)) and \
+                (hi is None or (tb.failed is not None and tb.failed <= hi))
+        rec["exact"] = tb.passed == pb.passed
+        rec["informative"] = tb.passed is not None and tb.failed is not None
+        out.tiers.append(rec)
+    out.preempted = any(_preempted(runs / f"u{u}" if u in (*s.fitted, s.holdout) else
+                                   runs.parent / "ladder" / f"u{u}") for u in levels)
+    out.wall_s = time.perf_counter() - t0
+    return out
+
+
+def _preempted(run_dir: Path) -> bool:
+    """Whether the hidden engine preempted a request in the run (its scraped counter)."""
+    import numpy as np
+
+    from analysis import read_run
+
+    got = read_run(run_dir).metrics.get("num_preemptions_total")
+    return got is not None and bool(np.nanmax(got, initial=0.0) > 0)
+
+
+def _noise_mean(q: list[float] | None) -> float:
+    """The mean of the simulator's noise factor (linear between quantiles)."""
+    if not q:
+        return 1.0
+    return sum((a + b) / 2 for a, b in zip(q[:-1], q[1:], strict=True)) / (len(q) - 1)

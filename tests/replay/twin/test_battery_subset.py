@@ -1,0 +1,93 @@
+"""A deterministic slice of the twin battery (``bench/twin_battery.py``): two hidden
+profiles drawn at random by a fixed seed (not the bundled profiles, not the ones the
+battery reports), measured on simulated time, fitted on 1, 2 and 4 users and held out
+at 8; the twin's predictions at 8 and 16 users are held against the hidden truth.
+
+Tolerances (|predicted / truth - 1|): P90 interactivity and output throughput 8%,
+P90 TTFT from schedule 25% (a 90-s level pins a P90 TTFT to about that), and the
+twin's stored prediction interval must hold the truth at both levels. The same twin
+with its prefill rate 4x too fast must be caught: its held-out P90 TTFT misses by
+more than the tolerance or leaves the interval.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replay.servers.sim import SimProfile
+from replay.twin import PredictionInterval, calibrate, interval_of, load_workload, simulate_level
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+from _battery_draw import draw_case, write_workload_spec  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+SEED = 2024
+"""Not the battery's reported seed (1) nor its development one (100)."""
+CASES = (2, 4)
+FITTED, HELD = (1, 2, 4), 8
+DURATION_S, WARMUP_S = 90.0, 15.0
+TRUTH_ENGINE_SEED = 1000
+TOL = {"p90_interactivity": 0.08, "p90_ttft_s": 0.25, "output_tok_s": 0.08}
+
+
+def _values(profile: SimProfile, wl: Any, users: int, out: Path | None = None,
+            engine_seed: int | None = None) -> dict[str, float | None]:
+    s = simulate_level(profile, wl, users, DURATION_S, WARMUP_S, seed=0, backend="auto",
+                       tiers=(), out_dir=out, engine_seed=engine_seed).summary
+    return {"p90_interactivity": s.interactivity.p90, "p90_ttft_s": s.ttft_due.p90,
+            "output_tok_s": s.output_tok_s}
+
+
+def _fitted(number: int, root: Path) -> tuple[dict[str, Any], dict[str, Any], Any,
+                                               PredictionInterval, dict[int, dict]]:
+    case = draw_case(number, SEED)
+    hidden = SimProfile.model_validate(case.profile)
+    wl = load_workload(write_workload_spec(case.workload, root / "wl.jsonl"))
+    truth = {}
+    for users in (*FITTED, HELD, 2 * HELD):
+        keep = root / f"u{users}" if users <= HELD else None
+        truth[users] = _values(hidden, wl, users, keep, TRUTH_ENGINE_SEED + number)
+    cal = calibrate([str(root / f"u{u}") for u in (*FITTED, HELD)], holdout=(HELD,))
+    doc = cal.document()
+    interval = interval_of(doc["calibration"])
+    assert interval is not None and interval.checked_users == HELD
+    return case.profile, doc, wl, interval, truth
+
+
+@pytest.fixture(scope="module", params=CASES)
+def fitted(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return _fitted(request.param, tmp_path_factory.mktemp(f"battery{request.param}"))
+
+
+def test_the_twin_predicts_the_hidden_truth_within_its_interval(fitted: Any) -> None:
+    hidden, doc, wl, interval, truth = fitted
+    twin = SimProfile.model_validate(doc)
+    print(f"hidden {hidden['name']}: prefill {hidden['prefill_tokens_per_s']:.0f} tok/s, "
+          f"fitted {doc['calibration']['fit']['prefill_tokens_per_s']:.0f}")
+    for users in (HELD, 2 * HELD):
+        pred = _values(twin, wl, users)
+        for m, tol in TOL.items():
+            t, p = truth[users][m], pred[m]
+            assert t and p is not None
+            lo, hi = interval.bounds(m, p, users)
+            print(f"{users} users {m}: truth {t:.4g} twin {p:.4g} ({p / t - 1:+.1%}), "
+                  f"interval [{lo:.4g}, {hi:.4g}]")
+            assert abs(p / t - 1) <= tol
+            assert interval.holds(m, p, t, users)
+
+
+def test_a_prefill_rate_4x_off_is_caught(fitted: Any) -> None:
+    hidden, doc, wl, interval, truth = fitted
+    broken = copy.deepcopy(doc)
+    broken["prefill_tokens_per_s"] *= 4
+    pred = _values(SimProfile.model_validate(broken), wl, HELD)
+    t, p = truth[HELD]["p90_ttft_s"], pred["p90_ttft_s"]
+    assert t and p is not None
+    print(f"prefill x4: held-out P90 TTFT truth {t:.4g} twin {p:.4g} ({p / t - 1:+.1%})")
+    assert abs(p / t - 1) > TOL["p90_ttft_s"] or not interval.holds("p90_ttft_s", p, t, HELD)

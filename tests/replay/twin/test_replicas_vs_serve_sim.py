@@ -1,0 +1,86 @@
+"""``plan --twin --replicas 2`` against two real-time serve-sims of the same profile.
+
+A profile file is a twin (``serve-sim --profile`` and ``plan --twin`` read the same
+file). The twin is asked, with 2 replicas behind session-affinity routing, whether a
+tier is met at a light and a heavy level; the tier's floor is set between the twin's
+P90 interactivity at the two levels, so the twin answers "met at the light level,
+failed at the heavy one". Then the same levels are measured in real time by one
+``agentreplay run`` against two serve-sims (``--target`` twice, affinity routing),
+and the measured answer must be the same at both levels. The floor sits at the
+geometric mean of the twin's two values (each about 20% away), wider than a busy
+machine's lateness on 40-ms steps; what holds either way is stated in the asserts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from analysis import SloTier, measure, read_run, summarize
+from analysis.judge import meets_tier
+from replay.cli import main
+from replay.servers.sim import SimServerProcess
+from replay.twin import load_twin, load_workload, simulate_level
+from tests.replay.ab.conftest import profile_variant
+from traces import generate, write_workload
+
+pytestmark = pytest.mark.integration
+
+LIGHT, HEAVY = 4, 40
+DURATION_S, WARMUP_S, DRAIN_S = 20.0, 3.0, 15.0
+_TIMING = {"step_s_batch1": 0.04, "step_s_batch64": 0.16}
+
+
+def _setup(root: Path) -> tuple[Path, Path]:
+    wl = root / "wl.jsonl"
+    header, sessions = generate("coding-agent", sessions=48, seed=3, block_size=16,
+                                max_context=4096, prompt_scale=0.02, think_scale=0.01,
+                                output_scale=0.3)
+    write_workload(wl, header, sessions)
+    profile = profile_variant(root, backends={"auto": _TIMING, "latency_specialized": _TIMING},
+                              ctx_ref_tokens=200000, prefill_tokens_per_s=200000.0)
+    return wl, profile
+
+
+def test_plan_replicas_gives_the_tier_answer_two_serve_sims_measure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    wl, profile_path = _setup(tmp_path)
+    twin, _ = load_twin(profile_path)
+    work = load_workload(wl)
+    p90 = {u: simulate_level(twin, work, u, DURATION_S, WARMUP_S, drain_s=DRAIN_S,
+                             replicas=2, backend="auto", tiers=()).summary.interactivity.p90
+           for u in (LIGHT, HEAVY)}
+    assert p90[LIGHT] and p90[HEAVY] and p90[LIGHT] > 1.3 * p90[HEAVY]
+    floor = math.sqrt(p90[LIGHT] * p90[HEAVY])
+    tier = SloTier(floor_tok_s=round(floor, 1), ttft_s=30.0)
+    code = main(["plan", "--twin", str(profile_path), "--workload", str(wl), "--users",
+                 f"{LIGHT}:{HEAVY}", "--levels", "2", "--replicas", "2", "--duration",
+                 str(DURATION_S), "--warmup", str(WARMUP_S), "--drain", str(DRAIN_S),
+                 "--backend", "auto", "--slo", f"{tier.floor_tok_s}:{tier.ttft_s:g}",
+                 "--agents", str(HEAVY), "--jobs", "1"])
+    out = capsys.readouterr().out
+    print(out)
+    assert code == 0
+    assert f"tier {tier.name}: capacity between {LIGHT} and {HEAVY} users" in out
+    measured = {}
+    for users in (LIGHT, HEAVY):
+        run = tmp_path / f"fleet-u{users}"
+        with SimServerProcess(str(profile_path), "auto") as a, \
+                SimServerProcess(str(profile_path), "auto", seed=1) as b:
+            rc = main(["run", "--target", a.url, "--target", b.url, "--workload", str(wl),
+                       "--users", str(users), "--warmup", str(WARMUP_S), "--duration",
+                       str(DURATION_S), "--drain", str(DRAIN_S), "--out", str(run),
+                       "--quiet"])
+        assert rc in (0, 3)
+        s = summarize(measure(read_run(run)), tiers=(tier,), bootstrap=False)
+        measured[users] = (meets_tier(s, tier), s.interactivity.p90)
+        print(f"{users} users on two serve-sims: P90 interactivity {s.interactivity.p90:.1f} "
+              f"(twin {p90[users]:.1f}), tier {tier.name} met: {measured[users][0]}")
+    twin_answer = {LIGHT: True, HEAVY: False}
+    assert {u: m[0] for u, m in measured.items()} == twin_answer
+    doc = json.loads(profile_path.read_text())
+    assert doc["max_num_seqs"] > HEAVY  # the heavy level is not capped by the batch limit
