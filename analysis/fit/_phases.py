@@ -106,4 +106,4 @@ def overhead_given_rate(ttft_s: np.ndarray, uncached: np.ndarray, chunks: np.nda
     q = np.asarray(noise) if noise else np.ones(2)
     mean_noise = float((q[:-1] + q[1:]).mean() / 2)  # as StepFit.noise_mean reads it
     prefill = uncached / rate * mean_noise
-    return float(max(np.mean(ttft_s - prefill), 0.0))
+    return max(float(np.mean(ttft_s - prefill)), 0.0)
