@@ -15,6 +15,8 @@ from tests.reliability.chat_server import chat_server
 from tests.reliability.conftest import REPO
 from tests.replay.conftest import make_workload
 
+pytestmark = pytest.mark.sim
+
 _MEASURED = """
 import resource, subprocess, sys
 res = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout=120)

@@ -18,6 +18,8 @@ from replay.servers.sim import SimServerProcess
 from tests.reliability.conftest import REPO, cli, manifest, records, truth_file
 from tests.replay.conftest import make_workload
 
+pytestmark = pytest.mark.sim
+
 _MARGIN_NS = 50_000_000  # a request the server finished this long before the kill is on disk
 
 

@@ -61,6 +61,7 @@ def wl(tmp_path_factory: pytest.TempPathFactory) -> Path:
                          output=4, think_s=0.0)
 
 
+@pytest.mark.sim
 @settings(max_examples=150, **_SETTINGS)
 @given(data=st.data())
 def test_run_options_against_a_refusing_port(data: st.DataObject, wl: Path,
@@ -90,7 +91,7 @@ def test_run_options_against_a_refusing_port(data: st.DataObject, wl: Path,
 
 
 @pytest.fixture(scope="module")
-def sim() -> Iterator[str]:
+def sim(uses_sim: None) -> Iterator[str]:
     with SimServerProcess("instant", time_scale=1.0) as srv:
         yield srv.url
 
@@ -108,6 +109,7 @@ def _is_float(s: str) -> bool:
     return True
 
 
+@pytest.mark.sim
 @pytest.mark.slow
 @settings(max_examples=25, **_SETTINGS)
 @given(data=st.data())
@@ -134,7 +136,7 @@ def test_run_options_against_a_live_sim(data: st.DataObject, wl: Path, sim: str,
 
 
 @pytest.fixture(scope="module")
-def good_run(tmp_path_factory: pytest.TempPathFactory, wl: Path) -> Path:
+def good_run(uses_sim: None, tmp_path_factory: pytest.TempPathFactory, wl: Path) -> Path:
     out = tmp_path_factory.mktemp("good") / "run"
     with SimServerProcess("small", time_scale=4.0) as srv:
         code, _, err = _call(["run", "--target", srv.url, "--workload", str(wl), "--users", "2",

@@ -27,6 +27,8 @@ from replay.cli import build_parser, main
 from replay.servers.sim import free_port
 from tests.replay.conftest import make_workload
 
+pytestmark = pytest.mark.sim
+
 _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
                  derandomize=True)
 _HANG_S = 30

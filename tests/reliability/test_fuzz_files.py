@@ -40,6 +40,7 @@ def _head(path: Path, lines: int = 40) -> bytes:
         return b"".join(fh.readline() for _ in range(lines))
 
 
+@pytest.mark.sim
 @settings(max_examples=80, **_SETTINGS)
 @given(data=st.data())
 def test_damaged_workload(data: st.DataObject, wl: Path, tmp_path: Path) -> None:
@@ -78,7 +79,7 @@ def comparison(tmp_path_factory: pytest.TempPathFactory, wl: Path) -> tuple[Path
 
 
 @pytest.fixture(scope="module")
-def sims() -> Iterator[tuple[str, str]]:
+def sims(uses_sim: None) -> Iterator[tuple[str, str]]:
     with SimServerProcess("instant", backend="auto", time_scale=1.0) as a, \
             SimServerProcess("instant", backend="latency_specialized", time_scale=1.0) as b:
         yield a.url, b.url

@@ -24,6 +24,8 @@ from tests.reliability.conftest import cfg, manifest, records
 from tests.reliability.hostile_server import EXPECTED, hostile_server
 from tests.replay.conftest import make_workload
 
+pytestmark = pytest.mark.sim
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _MODEL = "hostile/m"
 

@@ -23,6 +23,8 @@ from tests.reliability.hostile_server import EXPECTED, Hostile, hostile_server
 from tests.reliability.test_fuzz_commands import _call
 from tests.replay.conftest import make_workload
 
+pytestmark = pytest.mark.sim
+
 
 @contextmanager
 def serving(mode: str, server_info: dict[str, object] | None = None) -> Iterator[Hostile]:

@@ -26,6 +26,8 @@ from replay.servers.launch._launcher import (
 )
 from tests.vllm.conftest import fake_launcher, free_port, free_port_run
 
+pytestmark = pytest.mark.sim
+
 
 def _spec(*extra: str, backend: str = "auto"):
     (spec,) = plan_arms("fake-model", [backend], launcher=fake_launcher(), port=free_port(),

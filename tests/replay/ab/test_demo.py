@@ -13,6 +13,8 @@ from replay.ab import DEMO_PROFILE
 from replay.servers.sim import load_profile
 from tests.replay.ab.conftest import exit_for
 
+pytestmark = pytest.mark.cli
+
 ROOT = Path(__file__).resolve().parents[3]
 
 

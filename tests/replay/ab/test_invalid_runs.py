@@ -13,6 +13,8 @@ from tests.replay.ab.conftest import sims
 from tests.replay.conftest import chain_requests
 from traces import Session, WorkloadHeader, write_workload
 
+pytestmark = pytest.mark.sim
+
 
 def _slow_workload(path: Path) -> Path:
     """Every turn is due 100 s after the previous one ended: nothing in any window."""

@@ -45,6 +45,7 @@ def test_user_counts_are_refused_for_timestamp_workloads(tmp_path: Path) -> None
     assert not (tmp_path / "cmp").exists()
 
 
+@pytest.mark.sim
 def test_rates_are_open_loop_levels(tiny_workload: Path, tmp_path: Path) -> None:
     """``--rate 1,2``: each level is a session rate; its runs say so (load_kind rate)."""
     out = tmp_path / "cmp"

@@ -36,6 +36,7 @@ def test_search_limits_are_refused_naming_the_flag(
     assert not out.exists()  # refused before anything is written
 
 
+@pytest.mark.sim
 def test_probe_limit_answers_and_reruns_with_other_settings_are_refused(
         tiny_workload: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "s"

@@ -48,6 +48,7 @@ async def _with_bare(fn: Callable[[str], Awaitable[None]]) -> None:
         await fn(base)
 
 
+@pytest.mark.sim
 def test_no_vocab_anywhere_fails_fast(tmp_path: Path) -> None:
     wl = make_workload(tmp_path / "wl.jsonl")
 
@@ -59,6 +60,7 @@ def test_no_vocab_anywhere_fails_fast(tmp_path: Path) -> None:
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.sim
 def test_vocab_option_and_default_block_size(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     wl = make_workload(tmp_path / "wl.jsonl", output=5, think_s=0.0)

@@ -25,6 +25,8 @@ from replay.servers.sim import SimServerProcess, TruthRecord, load_profile
 from tests.replay.ab.conftest import profile_variant
 from tests.replay.conftest import make_workload
 
+pytestmark = pytest.mark.sim
+
 _SCALE = 4.0
 
 

@@ -44,7 +44,7 @@ def _weka_like(path: Path, *, sessions: int, turns: int, source: str = "weka",
 
 
 @pytest.fixture
-def listener() -> Iterator[tuple[str, socket.socket]]:
+def listener(uses_sim: None) -> Iterator[tuple[str, socket.socket]]:
     """A server socket that accepts nothing: any connection attempt stays pending."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -74,6 +74,7 @@ REFUSED_RUN = [
 ]
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize(("extra", "flag", "rule"), REFUSED_RUN)
 def test_run_refuses_each_contradicting_flag_before_any_connection(
     tmp_path: Path, listener: tuple[str, socket.socket], capsys: pytest.CaptureFixture[str],
@@ -99,6 +100,7 @@ REFUSED_WORKLOAD = [
 ]
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize(("header", "rule"), REFUSED_WORKLOAD)
 @pytest.mark.parametrize("command", ["run", "compare"])
 def test_workloads_that_break_the_rules_are_refused(
@@ -118,6 +120,7 @@ def test_workloads_that_break_the_rules_are_refused(
     assert _no_connection(sock)
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize(("extra", "flag"), [
     (["--duration", "60"], "--duration 60"),
     (["--duration", "900", "--rate", "0.5,1"], "--rate"),
@@ -209,7 +212,7 @@ def test_entry_turns_stay_within_the_ratio_and_cover_it(turns: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def sim() -> Iterator[SimServerProcess]:
+def sim(uses_sim: None) -> Iterator[SimServerProcess]:
     with SimServerProcess("small", time_scale=4.0) as srv:
         yield srv
 
@@ -301,6 +304,7 @@ def test_the_cache_bust_differs_run_to_run(tmp_path: Path, sim: SimServerProcess
     assert int(first["cached_tokens"]) == (prompt - 1) // BS * BS > SHARED_BLOCKS * BS  # type: ignore[call-overload]
 
 
+@pytest.mark.sim
 def test_compare_carries_the_scenario_into_every_run_and_the_summary(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:

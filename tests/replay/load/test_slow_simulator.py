@@ -17,6 +17,8 @@ from replay.cli import main
 from replay.servers.sim import SimServerProcess
 from tests.replay.conftest import make_workload
 
+pytestmark = pytest.mark.sim
+
 
 def _run(tmp_path: Path, url: str, name: str) -> tuple[int, RunManifest, float | None]:
     wl = make_workload(tmp_path / "wl.jsonl", sessions=4, turns=6, output=20, think_s=0.05)

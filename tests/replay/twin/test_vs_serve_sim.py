@@ -17,6 +17,8 @@ from replay.servers.sim import SimServerProcess, load_profile
 from replay.twin import load_workload, simulate_level
 from tests.replay.conftest import make_workload
 
+pytestmark = pytest.mark.sim
+
 USERS, WARMUP, DURATION, DRAIN = 8, 3.0, 24.0, 10.0
 
 
