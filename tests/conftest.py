@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from tests.support.fuzz import CI_MAX_EXAMPLES, in_ci
+
 TIERS = ("sim", "cli", "vllm", "ray", "browser")
 
 # The fixtures that make a test one of the slower tiers; a conftest that adds such a
@@ -41,8 +43,8 @@ TIER_FIXTURES: dict[str, frozenset[str]] = {
 # the run manifest asks for it; that is not a test starting a process.
 platform.processor()
 
-settings.register_profile("ci", max_examples=25, deadline=None)
-if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+settings.register_profile("ci", max_examples=CI_MAX_EXAMPLES, deadline=None)
+if in_ci():
     settings.load_profile("ci")
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from replay.servers.sim import SimServerProcess
-from tests.reliability.conftest import REPO, cli, manifest, records, truth_file
-from tests.replay.conftest import make_workload
+from tests.support.runs import REPO, cli, manifest, records, truth_file
+from tests.support.workloads import make_workload
 
 pytestmark = pytest.mark.sim
 

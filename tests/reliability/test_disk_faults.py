@@ -19,8 +19,8 @@ import replay.load._writer as writer_mod
 from analysis import RunManifest
 from replay.load import RunWriter
 from replay.servers.sim import SimServerProcess
-from tests.reliability.test_fuzz_commands import _call
-from tests.replay.conftest import make_workload
+from tests.support.commands import call as _call
+from tests.support.workloads import make_workload
 
 
 class _FullDisk(FileIO):

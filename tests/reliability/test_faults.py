@@ -23,15 +23,8 @@ from replay.servers.sim import (
     TruthRecord,
     free_port,
 )
-from tests.reliability.conftest import (
-    cfg,
-    check_counts,
-    cli,
-    manifest,
-    records,
-    truth_file,
-)
-from tests.replay.conftest import make_workload
+from tests.support.runs import cfg, check_counts, cli, manifest, records, truth_file
+from tests.support.workloads import make_workload
 
 EXPECTED = FAULT_OUTCOMES
 """fault -> (record status, error kind), as the simulator declares it."""

@@ -11,9 +11,9 @@ import pytest
 
 from replay.servers.sim import SimServerProcess
 from tests.analysis.builders import make_run, rec
-from tests.reliability.conftest import REPO, cli
-from tests.reliability.test_fuzz_commands import _call
-from tests.replay.conftest import make_workload
+from tests.support.commands import call as _call
+from tests.support.runs import REPO, cli
+from tests.support.workloads import make_workload
 
 _DEAD = "http://127.0.0.1:1"
 _AZURE = REPO / "tests" / "fixtures" / "traces" / "azure" / "AzureLLMInferenceTrace_code.csv"

@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 
 from replay.servers.sim import SimServerProcess, free_port
 from tests.reliability.corrupt import corrupt
-from tests.reliability.test_fuzz_commands import _call, check_clean
-from tests.replay.conftest import make_workload
+from tests.support.commands import call as _call
+from tests.support.commands import check_clean
+from tests.support.fuzz import examples
+from tests.support.workloads import make_workload
 
 _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
                  derandomize=True)
@@ -41,7 +43,7 @@ def _head(path: Path, lines: int = 40) -> bytes:
 
 
 @pytest.mark.sim
-@settings(max_examples=80, **_SETTINGS)
+@settings(max_examples=examples(80), **_SETTINGS)
 @given(data=st.data())
 def test_damaged_workload(data: st.DataObject, wl: Path, tmp_path: Path) -> None:
     bad = tmp_path / "wl.jsonl"
@@ -56,7 +58,7 @@ def test_damaged_workload(data: st.DataObject, wl: Path, tmp_path: Path) -> None
     check_clean(code, err, argv)
 
 
-@settings(max_examples=80, **_SETTINGS)
+@settings(max_examples=examples(80), **_SETTINGS)
 @given(data=st.data())
 def test_damaged_trace_import(data: st.DataObject, tmp_path: Path) -> None:
     fmt = data.draw(st.sampled_from(sorted(_TRACE_FILES)), label="format")
@@ -86,7 +88,7 @@ def sims(uses_sim: None) -> Iterator[tuple[str, str]]:
 
 
 @pytest.mark.slow
-@settings(max_examples=15, **_SETTINGS)
+@settings(max_examples=examples(15), **_SETTINGS)
 @given(data=st.data())
 def test_damaged_comparison_state(data: st.DataObject, comparison: tuple[Path, list[str]],
                                   sims: tuple[str, str], tmp_path: Path) -> None:

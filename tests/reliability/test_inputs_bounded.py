@@ -17,9 +17,9 @@ import orjson
 import pytest
 
 from replay.servers.sim import SimServerProcess
-from tests.reliability.conftest import REPO
-from tests.reliability.test_fuzz_commands import _call
-from tests.replay.conftest import make_workload
+from tests.support.commands import call as _call
+from tests.support.runs import REPO, is_number
+from tests.support.workloads import make_workload
 
 _FIXTURES = REPO / "tests" / "fixtures" / "traces"
 _ADDRESS_SPACE = 3 << 30
@@ -119,13 +119,6 @@ def test_formulas_never_reach_a_spreadsheet_live(a_run: Path, tmp_path: Path) ->
     assert not any(c[:1] in ("=", "+", "-", "@") for c in cells if c and not is_number(c))
 
 
-def is_number(cell: str) -> bool:
-    """A CSV cell that is a plain number (a leading sign is then not a formula)."""
-    try:
-        float(cell)
-    except ValueError:
-        return False
-    return True
 
 
 def test_a_workload_written_to_a_device_leaves_the_device(tmp_path: Path) -> None:

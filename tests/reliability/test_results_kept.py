@@ -16,9 +16,9 @@ import pytest
 
 from replay.cli import build_parser
 from replay.servers.sim import SimServerProcess, free_port
-from tests.reliability.conftest import manifest
-from tests.reliability.test_fuzz_commands import _call
-from tests.replay.conftest import make_workload
+from tests.support.commands import call as _call
+from tests.support.runs import manifest
+from tests.support.workloads import make_workload
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +131,7 @@ def test_itl_timeout_reaches_the_client(sim: str, wl: Path, tmp_path: Path) -> N
     with SimServerProcess("small", time_scale=0.05) as slow:
         code, err = _run(slow.url, wl, out, "--itl-timeout", "0.05", "--ttft-timeout", "30")
     assert code in (0, 3), err
-    from tests.reliability.conftest import records
+    from tests.support.runs import records
 
     kinds = {r.error_kind for r in records(out)}
     assert "timeout_itl" in kinds, kinds
@@ -232,7 +232,7 @@ def test_history_companion_never_replaces_a_manifest(a_run: Path, tmp_path: Path
 ])
 def test_impossible_server_info_sizes_are_one_line(wl: Path, tmp_path: Path, key: str,
                                                    value: object, flag: str) -> None:
-    from tests.reliability.test_hostile_run import serving
+    from tests.reliability.hostile_server import serving
 
     config: dict[str, dict[str, object]] = {"model_config": {"vocab_size": 1000},
                                             "cache_config": {"block_size": 16}}

@@ -13,8 +13,8 @@ from aiohttp import web
 
 import replay.servers.sim._server as sim_server
 from replay.servers.sim import SimConfig, SimServer, load_profile
-from tests.reliability.conftest import cli, manifest, records
-from tests.replay.conftest import make_workload
+from tests.support.runs import cli, manifest, records
+from tests.support.workloads import make_workload
 
 pytestmark = pytest.mark.sim
 

@@ -11,8 +11,8 @@ import pytest
 from analysis import public_url, read_extras
 from analysis.schema import scrub_urls
 from replay.servers.sim import SimServerProcess
-from tests.reliability.conftest import cli
-from tests.replay.conftest import make_workload
+from tests.support.runs import cli
+from tests.support.workloads import make_workload
 
 _SECRET = "pw-planted-25c1"
 

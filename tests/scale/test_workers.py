@@ -20,7 +20,7 @@ from analysis.schema import Coverage
 from replay.errors import ConfigError
 from replay.load import RunSettings, run_load_sync, split_users
 from replay.servers.sim import SimServerProcess, load_profile
-from tests.replay.conftest import chain_requests
+from tests.support.workloads import chain_requests
 from traces import Session, WorkloadHeader, write_workload
 
 USERS = 5

@@ -11,7 +11,7 @@ import pytest
 
 from replay.servers.launch._launcher import launch_arm, plan_arms
 from replay.servers.launch._watch import HEALTH_FAILURES, ServerWatcher
-from tests.vllm.conftest import fake_launcher, free_port
+from tests.support.vllm import fake_launcher, free_port
 
 pytestmark = pytest.mark.sim
 

@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from replay.servers.launch._vllm_process import port_is_free
-from tests.vllm.conftest import free_port
+from tests.support.vllm import free_port
 from traces import Request, Session, WorkloadHeader, write_workload
 
 pytestmark = pytest.mark.sim

@@ -11,7 +11,7 @@ import pytest
 from replay.ab import CompareOptions, compare_arms, is_run_complete, plan_runs
 from replay.cli import main
 from replay.errors import ConfigError
-from tests.replay.ab.conftest import exit_for, profile_variant, sims
+from tests.support.servers import exit_for, profile_variant, sims
 
 
 def _opts(**kw: object) -> CompareOptions:
@@ -26,7 +26,8 @@ def _started(run_dir: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def abba(uses_sim: None, tiny_workload: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str,
+def abba(uses_sim: None, tiny_workload: Path,
+         tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str,
                                                                                   str]:
     out = tmp_path_factory.mktemp("abba") / "cmp"
     with sims(("small", "auto"), ("small", "latency_specialized")) as urls:

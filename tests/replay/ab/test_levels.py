@@ -12,8 +12,8 @@ from analysis import RunManifest
 from replay.ab import CompareOptions, compare_arms, plan_runs
 from replay.cli import main
 from replay.errors import ConfigError
-from tests.replay.ab.conftest import sims
-from tests.replay.conftest import make_workload
+from tests.support.servers import sims
+from tests.support.workloads import make_workload
 
 DEAD = [("auto", "http://127.0.0.1:9"), ("latency_specialized", "http://127.0.0.1:9")]
 

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from replay.cli import main
-from tests.replay.ab.conftest import sims
+from tests.support.servers import sims
 
 
 def _args(urls: list[str], workload: Path, out: Path, *extra: str) -> list[str]:

@@ -14,7 +14,7 @@ import pytest
 from analysis import RunManifest
 from replay.cli import main
 from replay.servers.sim import SimServerProcess
-from tests.replay.conftest import make_workload
+from tests.support.workloads import make_workload
 
 
 @pytest.fixture(scope="module")

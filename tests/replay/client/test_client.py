@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 
 from replay.client._stream import StreamOutcome, Timeouts, make_session, stream_request
-from tests.replay.conftest import serve_app
+from tests.support.servers import serve_app
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

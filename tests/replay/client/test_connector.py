@@ -13,7 +13,7 @@ import uvloop
 from aiohttp import web
 
 from replay.client._stream import StreamOutcome, Timeouts, make_session, stream_request, wire_pool
-from tests.replay.conftest import serve_app
+from tests.support.servers import serve_app
 
 LOOPS = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
 

@@ -14,7 +14,8 @@ from analysis.schema._schema import RunManifest
 from replay.client._probe import connect_url, find_key, public_target
 from replay.errors import ConfigError
 from replay.load import RunConfig, run_load
-from tests.replay.conftest import make_workload, serve_app
+from tests.support.servers import serve_app
+from tests.support.workloads import make_workload
 
 SEEN: list[dict[str, object]] = []
 

@@ -20,7 +20,8 @@ from aiohttp import web
 from analysis import assess_run, compare_runs, measure, read_run, read_runs, summarize
 from replay.load import RunSettings, auto_drain, resolve_drain, run_load
 from replay.servers.sim import SimConfig, SimServer, TruthRecord
-from tests.replay.conftest import make_workload, serve_app
+from tests.support.servers import serve_app
+from tests.support.workloads import make_workload
 from traces import iter_sessions
 
 _HOP = {"content-length", "transfer-encoding", "connection", "content-encoding"}

@@ -16,7 +16,7 @@ from analysis.schema import MetricSample
 from replay.errors import ConfigError, TargetError
 from replay.load import RunSettings, open_plan, run_load, run_load_sync
 from replay.servers.sim import SimConfig, SimServer, SimServerProcess, TruthRecord, load_profile
-from tests.replay.conftest import make_workload
+from tests.support.workloads import make_workload
 
 
 def _records(run: Path) -> list[RequestRecord]:

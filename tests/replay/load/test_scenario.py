@@ -21,7 +21,7 @@ from replay.cli import main
 from replay.errors import ConfigError
 from replay.load import SCENARIOS, entry_turn, judge_scenario, scenario_values
 from replay.servers.sim import SimServerProcess
-from tests.replay.conftest import chain_requests
+from tests.support.workloads import chain_requests
 from traces import Session, WorkloadHeader, write_workload
 
 BS = 16
@@ -311,7 +311,7 @@ def test_compare_carries_the_scenario_into_every_run_and_the_summary(
     """compare --scenario agentx --scenario-unsafe: every run follows the rules and
     is judged; summary.json and the report say the comparison did not satisfy them
     (its windows are 1 s), naming each run."""
-    from tests.replay.ab.conftest import sims
+    from tests.support.servers import sims
 
     wl = _weka_like(tmp_path / "wl.jsonl", sessions=2, turns=8)
     out = tmp_path / "cmp"

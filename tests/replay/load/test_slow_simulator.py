@@ -15,7 +15,7 @@ import pytest
 from analysis import RunManifest, measure, read_run, summarize
 from replay.cli import main
 from replay.servers.sim import SimServerProcess
-from tests.replay.conftest import make_workload
+from tests.support.workloads import make_workload
 
 pytestmark = pytest.mark.sim
 

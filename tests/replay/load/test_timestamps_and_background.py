@@ -19,7 +19,7 @@ from replay.cli import main
 from replay.errors import ConfigError
 from replay.load import RunSettings, connections_for, run_load
 from replay.servers.sim import SimConfig, SimServer, SimServerProcess
-from tests.replay.conftest import chain_requests, make_workload
+from tests.support.workloads import chain_requests, make_workload
 from traces import Session, Subagent, WorkloadHeader, write_workload
 
 _BS = 16

@@ -16,7 +16,7 @@ from analysis import RunManifest, measure, read_run, summarize
 from replay.cli import main
 from replay.load import RunSettings, run_load
 from replay.servers.sim import SimConfig, SimServer, SimServerProcess, TruthRecord
-from tests.replay.conftest import chain_requests, make_workload
+from tests.support.workloads import chain_requests, make_workload
 from traces import Session, WorkloadHeader, write_workload
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from replay.cli import main
 from replay.servers.sim import SimServerProcess, load_profile, read_step_log, step_log_path
-from tests.replay.ab.conftest import profile_variant
+from tests.support.servers import profile_variant
 from traces import generate, write_workload
 
 LEVELS = (1, 2, 4, 8)
