@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from replay.errors import ConfigError
+from traces import first_problem
 
 __all__ = ["Knob", "add_knob_flags", "experiment_types", "from_knobs", "knob_error",
            "knob_flags", "knob_values", "knobs", "not_resumed"]
@@ -143,14 +144,14 @@ def not_resumed(model: type[BaseModel]) -> frozenset[str]:
 def knob_error(exc: ValidationError, flags: Mapping[str, str]) -> ConfigError:
     """The first validation error as one line naming the flag (``flags``: field ->
     flag; the field name where it has none), e.g. ``--warmup: must be >= 0 (got -1.0)``."""
-    err = exc.errors()[0]
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    loc = [str(x) for x in err["loc"] if not isinstance(x, int)]
+    problem = first_problem(exc)
+    msg = problem.message
+    loc = [part for part in (problem.field or "").split(".") if part and not part.isdigit()]
     if not loc:
         return ConfigError(msg)
     shown = msg.replace("Input should be", "must be").replace("greater than or equal to", ">=")
     shown = shown.replace("greater than", ">").replace("less than or equal to", "<=")
-    got = err.get("input")
+    got = problem.value
     tail = f" (got {got!r})" if got is not None and not isinstance(got, dict | tuple | list) \
         else ""
     return ConfigError(f"{flags.get(loc[0], loc[0])}: {shown}{tail}")
