@@ -18,7 +18,7 @@ import argparse
 import types
 import typing
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -28,7 +28,7 @@ from replay.errors import ConfigError
 from traces import first_problem
 
 __all__ = ["Knob", "add_knob_flags", "experiment_types", "from_knobs", "knob_error",
-           "knob_flags", "knob_values", "knobs", "not_resumed"]
+           "knob_flags", "knob_of", "knob_values", "knobs", "not_resumed"]
 
 _MODEL_DEFAULT: Any = object()
 
@@ -63,6 +63,15 @@ def knobs(model: type[BaseModel],
         knob = next((m for m in info.metadata if isinstance(m, Knob)), None)
         if knob is not None and (wanted is None or name in wanted):
             yield name, info, knob
+
+
+def knob_of(model: type[BaseModel], field: str, *, prefix: str = "", suffix: str = "",
+            help: str | None = None) -> Knob:
+    """The knob ``model`` declares on ``field``, for another settings model that takes
+    the same knob: same flag and metavar, its help framed by ``prefix``/``suffix`` (or
+    replaced by ``help`` where the value means something else there)."""
+    knob = next(m for m in model.model_fields[field].metadata if isinstance(m, Knob))
+    return replace(knob, help=prefix + (knob.help if help is None else help) + suffix)
 
 
 def _base_type(annotation: Any) -> Any:
