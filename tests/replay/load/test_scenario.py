@@ -156,7 +156,7 @@ def test_the_rules_fill_what_the_user_left_unset() -> None:
     out = scenario_values("agentx", False, values, header, "wl.jsonl")
     assert out["scenario"] == "agentx" and out["scenario_unsafe"] is False
     assert (out["seed"], out["think_time_cap_s"], out["think_scale"]) == (
-        AGENTX.seed, AGENTX.idle_gap_cap_s, 1.0)
+        AGENTX.seed, AGENTX.think_time_cap_s, 1.0)
     assert out["users"] == 4 and out["duration_s"] == 900.0
     same = scenario_values("agentx", False, {**values, "think_time_cap_s": 10.0, "seed": 42},
                            header, "wl.jsonl")
