@@ -206,3 +206,17 @@ def test_round_named_rule() -> None:
 def test_test_files_are_named_for_what_they_test() -> None:
     tests = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").rglob("test_*.py"))
     assert round_named(tests) == []
+
+
+def test_no_test_module_is_imported() -> None:
+    """Helpers shared across test files live in tests/support (or a folder's helper
+    module), never in a test module another file imports."""
+    found = []
+    for path in sorted([*(ROOT / "tests").rglob("*.py"), *(ROOT / "bench").glob("*.py")]):
+        for node in _import_nodes(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [alias.name for alias in node.names]
+            found += [f"{path.relative_to(ROOT)} imports {name}" for name in names
+                      if name.startswith("tests.") and
+                      name.rpartition(".")[2].startswith("test_")]
+    assert found == []
