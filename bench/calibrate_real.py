@@ -85,7 +85,7 @@ def _server(url: str | None) -> Iterator[str]:
         yield url.rstrip("/")
         return
     from replay.servers.launch._launcher import launch_arm, plan_arms, resolve_vllm_launcher
-    from tests.vllm.conftest import (
+    from tests.support.vllm import (
         CPU_ARGS,
         CPU_ENV,
         DEFAULT_MODEL,

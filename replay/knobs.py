@@ -18,16 +18,17 @@ import argparse
 import types
 import typing
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from replay.errors import ConfigError
+from traces import first_problem
 
 __all__ = ["Knob", "add_knob_flags", "experiment_types", "from_knobs", "knob_error",
-           "knob_flags", "knob_values", "knobs", "not_resumed"]
+           "knob_flags", "knob_of", "knob_values", "knobs", "not_resumed"]
 
 _MODEL_DEFAULT: Any = object()
 
@@ -62,6 +63,15 @@ def knobs(model: type[BaseModel],
         knob = next((m for m in info.metadata if isinstance(m, Knob)), None)
         if knob is not None and (wanted is None or name in wanted):
             yield name, info, knob
+
+
+def knob_of(model: type[BaseModel], field: str, *, prefix: str = "", suffix: str = "",
+            help: str | None = None) -> Knob:
+    """The knob ``model`` declares on ``field``, for another settings model that takes
+    the same knob: same flag and metavar, its help framed by ``prefix``/``suffix`` (or
+    replaced by ``help`` where the value means something else there)."""
+    knob = next(m for m in model.model_fields[field].metadata if isinstance(m, Knob))
+    return replace(knob, help=prefix + (knob.help if help is None else help) + suffix)
 
 
 def _base_type(annotation: Any) -> Any:
@@ -150,14 +160,14 @@ def not_resumed(model: type[BaseModel]) -> frozenset[str]:
 def knob_error(exc: ValidationError, flags: Mapping[str, str]) -> ConfigError:
     """The first validation error as one line naming the flag (``flags``: field ->
     flag; the field name where it has none), e.g. ``--warmup: must be >= 0 (got -1.0)``."""
-    err = exc.errors()[0]
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    loc = [str(x) for x in err["loc"] if not isinstance(x, int)]
+    problem = first_problem(exc)
+    msg = problem.message
+    loc = [part for part in (problem.field or "").split(".") if part and not part.isdigit()]
     if not loc:
         return ConfigError(msg)
     shown = msg.replace("Input should be", "must be").replace("greater than or equal to", ">=")
     shown = shown.replace("greater than", ">").replace("less than or equal to", "<=")
-    got = err.get("input")
+    got = problem.value
     tail = f" (got {got!r})" if got is not None and not isinstance(got, dict | tuple | list) \
         else ""
     return ConfigError(f"{flags.get(loc[0], loc[0])}: {shown}{tail}")

@@ -1,57 +1,162 @@
-"""Splits the suite into a fast unit set and integration tests.
+"""Sorts the suite into tiers by what a test uses, and keeps the unit tier honest.
 
-Integration tests start servers (the simulator, loopback stubs, real vLLM),
-subprocesses or a browser; they are marked ``integration`` here by path so
-that ``python -m pytest -m "not integration"`` runs the unit set in seconds.
-CI runs everything.
+A test's tier comes from the fixtures it takes (``TIER_FIXTURES``: a simulated or
+loopback server, the ``agentreplay`` command in a child process, the real vLLM CPU
+server, Ray, a browser) or, for a module that starts its servers inline, from a
+module-level ``pytestmark = pytest.mark.<tier>``. A test with no tier is ``unit``;
+every other test is also ``integration``, so ``-m unit`` and ``-m "not integration"``
+select the same fast set. In the unit tier an autouse guard makes binding a network
+socket, listening on one or starting a subprocess fail the test, so a test that
+needs a server and forgot its tier fails loudly instead of slowing the unit tier.
+
+CI (``CI=true``) loads the ``ci`` hypothesis profile: fewer examples per property.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
+import platform
+import socket
+import subprocess
+from typing import Any
 
 import pytest
+from hypothesis import settings
 
-_HERE = Path(__file__).resolve().parent
+from tests.support.fuzz import CI_MAX_EXAMPLES, in_ci
 
-INTEGRATION = (
-    "replay/ab/",
-    "reliability/",
-    "vllm/",
-    "scale/test_workers.py",
-    "scale/test_ray_cluster.py",
-    "bench/test_stub_server.py",
-    "replay/servers/sim/test_server.py",
-    "replay/servers/sim/test_process.py",
-    "replay/servers/sim/test_timing.py",
-    "replay/servers/sim/test_faults.py",
-    "replay/servers/sim/test_fidelity.py",
-    "replay/load/test_run_sim.py",
-    "replay/cli/test_cmd_run.py",
-    "replay/client/test_client.py",
-    "replay/client/test_connector.py",
-    "replay/client/test_probe.py",
-    "analysis/report/test_report.py",
-    "replay/cli/test_live_terminal.py",
-    "analysis/report/test_browser.py",
-    "analysis/report/test_search_sim.py",
-    "traces/test_cli.py",
-    "replay/load/test_answer_traps.py",
-    "replay/load/test_knobs.py",
-    "replay/load/test_replicas.py",
-    "replay/load/test_scenario.py",
-    "replay/load/test_slow_simulator.py",
-    "replay/load/test_timestamps_and_background.py",
-    "replay/load/test_validity.py",
-    "replay/twin/test_calibrate_sim.py",
-    "replay/twin/test_holdout_mean.py",
-    "replay/twin/test_stall_notes.py",
-    "replay/twin/test_vs_serve_sim.py",
-)
+TIERS = ("sim", "cli", "vllm", "ray", "browser")
+
+# The fixtures that make a test one of the slower tiers; a conftest that adds such a
+# fixture adds its name here.
+# A fixture that starts a server or process requests ``uses_<tier>`` (pytest counts the
+# fixtures a fixture requests as the test's), so every test using it gets the tier.
+TIER_FIXTURES: dict[str, frozenset[str]] = {
+    "sim": frozenset({"uses_sim", "sim_servers", "loopback"}),
+    "cli": frozenset({"uses_cli", "cli_run"}),
+    "vllm": frozenset({"uses_vllm", "vllm_server", "vllm_py", "tiny_model"}),
+    "ray": frozenset({"uses_ray"}),
+    "browser": frozenset({"uses_browser"}),
+}
+
+# Priming platform's cache: platform.processor() runs ``uname -p`` once per process, and
+# the run manifest asks for it; that is not a test starting a process.
+platform.processor()
+
+settings.register_profile("ci", max_examples=CI_MAX_EXAMPLES, deadline=None)
+if in_ci():
+    settings.load_profile("ci")
+
+
+def _tiers(item: pytest.Item) -> set[str]:
+    names = set(getattr(item, "fixturenames", ()))
+    found = {tier for tier, fixtures in TIER_FIXTURES.items() if names & fixtures}
+    found |= {m.name for m in item.iter_markers() if m.name in TIERS}
+    return found
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # AGENTREPLAY_TIER_PROBE=1 puts every test in the unit tier, guard on: the tests
+    # that then fail are exactly those that need a tier.
+    probe = os.environ.get("AGENTREPLAY_TIER_PROBE") == "1"
     for item in items:
-        relative = Path(str(item.path)).resolve().relative_to(_HERE).as_posix()
-        if relative.startswith(INTEGRATION):
-            item.add_marker(pytest.mark.integration)
+        tiers = set() if probe else _tiers(item)
+        if not tiers:
+            item.add_marker(pytest.mark.unit)
+            continue
+        for tier in sorted(tiers):
+            if item.get_closest_marker(tier) is None:
+                item.add_marker(getattr(pytest.mark, tier))
+        item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def uses_sim() -> None:
+    """Requested by whatever starts a simulated server or a loopback stub: tier ``sim``."""
+
+
+@pytest.fixture(scope="session")
+def uses_cli() -> None:
+    """Requested by whatever runs ``agentreplay`` or another child process: tier ``cli``."""
+
+
+@pytest.fixture(scope="session")
+def uses_vllm() -> None:
+    """Requested by whatever starts the real vLLM CPU server: tier ``vllm``."""
+
+
+@pytest.fixture(scope="session")
+def uses_ray() -> None:
+    """Requested by whatever starts a Ray cluster: tier ``ray``."""
+
+
+@pytest.fixture(scope="session")
+def uses_browser() -> None:
+    """Requested by whatever drives headless chromium: tier ``browser``."""
+
+
+class TierError(RuntimeError):
+    """A unit-tier test tried to serve, listen or start a process."""
+
+
+class _Guard:
+    """Patches socket binding/listening and subprocess starts to refuse, and notes each
+    refusal (the code under test may swallow the error; the test fails anyway)."""
+
+    def __init__(self, nodeid: str) -> None:
+        self.nodeid = nodeid
+        self.seen: list[str] = []
+        self.patch = pytest.MonkeyPatch()
+
+    def refuse(self, what: str) -> TierError:
+        self.seen.append(what)
+        names = ", ".join(sorted(set().union(*TIER_FIXTURES.values())))
+        return TierError(
+            f"{self.nodeid} is in the unit tier but {what}; give it a tier fixture "
+            f"({names}) or a pytestmark = pytest.mark.sim/cli/vllm/ray/browser"
+        )
+
+    def start(self) -> None:
+        real_bind = socket.socket.bind
+        real_listen = socket.socket.listen
+        guard = self
+
+        def bind(self: socket.socket, address: Any) -> None:
+            if self.family != socket.AF_UNIX:
+                raise guard.refuse(f"bound a socket to {address!r}")
+            real_bind(self, address)
+
+        def listen(self: socket.socket, *args: Any) -> None:
+            if self.family != socket.AF_UNIX:
+                raise guard.refuse("listened on a socket")
+            real_listen(self, *args)
+
+        def popen(self: subprocess.Popen[Any], args: Any, *rest: Any, **kw: Any) -> None:
+            raise guard.refuse(f"started a subprocess {args!r}")
+
+        self.patch.setattr(socket.socket, "bind", bind)
+        self.patch.setattr(socket.socket, "listen", listen)
+        self.patch.setattr(subprocess.Popen, "__init__", popen)
+
+
+_GUARD = pytest.StashKey[_Guard]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Before any fixture of the test is set up, so a module- or session-scoped server
+    # fixture used by a unit test is refused too.
+    if item.get_closest_marker("unit") is not None:
+        guard = _Guard(item.nodeid)
+        item.stash[_GUARD] = guard
+        guard.start()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    # After the test's own fixtures are torn down.
+    guard = item.stash.get(_GUARD, None)
+    if guard is not None:
+        guard.patch.undo()
+        if guard.seen:
+            pytest.fail(str(guard.refuse(guard.seen[0])), pytrace=False)

@@ -33,15 +33,18 @@ def _loaded_after(imports: str, watched: tuple[str, ...]) -> list[str]:
     return [m for m in out.stdout.strip().split(",") if m]
 
 
+@pytest.mark.cli
 def test_pure_packages_do_not_import_network_or_cli() -> None:
     assert _loaded_after("traces, analysis", ("aiohttp", "replay", "rich")) == []
 
 
+@pytest.mark.cli
 def test_load_path_imports_no_report_machinery() -> None:
     """Every worker imports replay.load: the report wing (jinja2, matplotlib) stays out."""
     assert _loaded_after("replay.load", ("jinja2", "matplotlib", "analysis.report")) == []
 
 
+@pytest.mark.cli
 def test_building_the_cli_parser_imports_no_report_machinery() -> None:
     """Every command builds the whole parser (``compare`` declares its flags on
     CompareOptions): that must not load the report wing for ``run --help``."""

@@ -1,7 +1,7 @@
 """The workload: what coding agents do, as pure data (no network, no clock)."""
 
 from traces._checks import check_session, expected_blocks
-from traces._errors import LocatedError, TraceError
+from traces._errors import LocatedError, Problem, TraceError, first_problem
 from traces._fingerprint import Fingerprinter, canonical_session_json
 from traces._import_common import MAX_REQUEST_TOKENS, Counters, ImportedTrace
 from traces._inspect import (
@@ -70,6 +70,7 @@ __all__ = [
     "MAX_REQUEST_TOKENS",
     "MOONCAKE_BLOCK_SIZE",
     "PROFILES",
+    "Problem",
     "Profile",
     "Quantiles",
     "REFERENCE_CONTEXT",
@@ -87,6 +88,7 @@ __all__ = [
     "check_session",
     "count_arrivals",
     "expected_blocks",
+    "first_problem",
     "format_stats",
     "generate",
     "generate_trace",

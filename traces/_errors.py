@@ -8,7 +8,36 @@ The CLI prints ``str(error)`` and exits with code 2; no traceback reaches the us
 
 from __future__ import annotations
 
-__all__ = ["LocatedError", "TraceError"]
+from typing import NamedTuple, Self
+
+from pydantic import ValidationError
+
+__all__ = ["LocatedError", "Problem", "TraceError", "first_problem"]
+
+
+class Problem(NamedTuple):
+    """The first error of a pydantic validation, in the parts a one-line message needs."""
+
+    field: str | None
+    """Its dotted location (``requests.3.output_tokens``); None for the whole model."""
+    message: str
+    """pydantic's message without its ``Value error, `` prefix."""
+    raw: str
+    """pydantic's message as it is (what a vLLM-shaped answer repeats)."""
+    kind: str
+    """pydantic's error type, e.g. ``extra_forbidden``."""
+    value: object
+    """The input that was refused."""
+
+
+def first_problem(exc: ValidationError) -> Problem:
+    """The one place a pydantic ``ValidationError`` becomes a located message: every
+    reader, importer and flag check reports the first error through this."""
+    err = exc.errors()[0]
+    raw = str(err.get("msg", "invalid value"))
+    field = ".".join(str(part) for part in err.get("loc", ())) or None
+    return Problem(field, raw.removeprefix("Value error, "), raw, str(err.get("type", "")),
+                   err.get("input"))
 
 
 class LocatedError(Exception):
@@ -39,6 +68,15 @@ class LocatedError(Exception):
             parts.append(f"field '{self.field}'")
         parts.append(self.message)
         return ": ".join(parts)
+
+    @classmethod
+    def from_validation(cls, exc: ValidationError, *, file: str | None = None,
+                        line: int | None = None, within: str | None = None) -> Self:
+        """The first error of ``exc`` located in ``file``/``line``; ``within`` prefixes
+        its field (the part of the file the validated object came from)."""
+        problem = first_problem(exc)
+        field = ".".join(p for p in (within, problem.field) if p) or None
+        return cls(problem.message, file=file, line=line, field=field)
 
 
 class TraceError(LocatedError):

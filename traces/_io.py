@@ -36,13 +36,6 @@ __all__ = [
 PathLike = str | os.PathLike[str]
 
 
-def validation_error(exc: ValidationError, file: str, line: int | None) -> TraceError:
-    """The first pydantic error as a TraceError naming its field path."""
-    err = exc.errors()[0]
-    field = ".".join(str(p) for p in err.get("loc", ())) or None
-    return TraceError(err.get("msg", "invalid value"), file=file, line=line, field=field)
-
-
 def _parse_object(raw: bytes, file: str, line: int) -> dict[str, object]:
     try:
         obj = orjson.loads(raw)
@@ -71,7 +64,7 @@ def _parse_header(raw: bytes, file: str) -> WorkloadHeader:
     try:
         header = WorkloadHeader.model_validate(obj)
     except ValidationError as exc:
-        raise validation_error(exc, file, 1) from None
+        raise TraceError.from_validation(exc, file=file, line=1) from None
     if not header.fingerprint:
         raise TraceError("missing fingerprint", file=file, line=1, field="fingerprint")
     return header
@@ -116,7 +109,7 @@ def iter_sessions(path: PathLike) -> Iterator[Session]:
             try:
                 session = Session.model_validate(obj)
             except ValidationError as exc:
-                raise validation_error(exc, name, lineno) from None
+                raise TraceError.from_validation(exc, file=name, line=lineno) from None
             check_session(session, header.block_size, file=name, line=lineno)
             fp.update(session)
             yield session

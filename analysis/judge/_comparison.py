@@ -21,8 +21,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from analysis.judge._capacity import CapacityRow, capacity_table
-from analysis.judge._drift import Drift, drift_evidence, drift_of, drift_reasons
+from analysis.judge._drift import drift_evidence, drift_of, drift_reasons
 from analysis.judge._fairness import FairnessVerdict, judge_fairness
+from analysis.judge._level import Level, Ratio
 from analysis.judge._rules import DEFAULT_RULES, Rules
 from analysis.judge._validity import (
     assess_comparison,
@@ -48,7 +49,6 @@ from analysis.read import RunData
 from analysis.schema import (
     DEFAULT_TIERS,
     RESULT_FORMAT_VERSION,
-    LoadLevel,
     MetricInfo,
     ResultError,
     RunManifest,
@@ -149,46 +149,6 @@ HEADLINE: tuple[_Metric, ...] = (
 )
 """The metrics every comparison ratios, in the order summary.json lists them; their
 wording is the catalogue's (``analysis.schema.METRICS``)."""
-
-
-class Ratio(_Model):
-    metric: str
-    label: str
-    unit: str
-    higher_is_better: bool
-    baseline: float | None
-    other: float | None
-    ratio: float | None
-    """other / baseline; None when either side is missing."""
-    ci: tuple[float, float] | None = None
-    better: bool | None = None
-    """Whether the other arm is better (direction-aware); None when unknown."""
-    sure: bool = False
-    """Whether the 95% interval of the ratio excludes 1."""
-    established: bool = False
-    """``sure`` and the evidence rules hold (units, requests, validity)."""
-    not_established: str | None = None
-    """Why a difference whose interval excludes 1 is still not established."""
-
-
-class Level(_Model):
-    load: LoadLevel
-    """What set the load: users, a session rate or a time scale."""
-    arms: dict[str, RunSummary]
-    ratios: dict[str, list[Ratio]] = Field(default_factory=dict)
-    """Per non-baseline arm label, the ratios against the baseline."""
-    validity: Validity = Field(default_factory=Validity)
-    """The level's runs' verdicts merged, plus client imbalance between arms."""
-    evidence: dict[str, str | None] = Field(default_factory=dict)
-    """Per non-baseline arm: None when a difference could be established, else why not."""
-    single_run: bool = True
-    """One run per arm: intervals do not cover drift between runs."""
-    drift: list[Drift] = Field(default_factory=list)
-    """Metrics of an arm whose repeats differ beyond their within-run intervals."""
-
-    @property
-    def label(self) -> str:
-        return self.load.label
 
 
 class Comparison(_Model):

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from analysis.judge._capacity import CapacityRow
 from analysis.judge._fairness import FairnessVerdict
+from analysis.judge._level import Level, Ratio
 from analysis.schema import Validity, metric
-
-if TYPE_CHECKING:
-    from analysis.judge._comparison import Level, Ratio
 
 __all__ = ["NO_EVIDENCE_SPAN", "noise_floor_text", "ratio_interval_text", "verdict_sentence"]
 

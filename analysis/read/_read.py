@@ -170,9 +170,7 @@ def _read_metrics(path: Path) -> tuple[MetricSeries, str | None]:
         try:
             samples.append(MetricSample.model_validate(value))
         except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"])
-            raise ResultError(err["msg"], file=str(path), line=lineno, field=loc) from None
+            raise ResultError.from_validation(exc, file=str(path), line=lineno) from None
     names = sorted({k.removeprefix("vllm:") for s in samples for k in s.values})
     t = np.array([s.t_s for s in samples], dtype=np.float64)
     values: dict[str, np.ndarray] = {}
@@ -201,10 +199,7 @@ def read_manifest(path: Path) -> RunManifest:
     try:
         return RunManifest.model_validate(raw)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        raise ResultError(msg, file=str(file), field=loc) from None
+        raise ResultError.from_validation(exc, file=str(file)) from None
 
 
 def read_run(path: str | os.PathLike[str]) -> RunData:

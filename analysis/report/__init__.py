@@ -31,11 +31,11 @@ from analysis.report._history import (
     entry_names,
     render_history,
 )
+from analysis.report._plan_view import TWIN_PLAN_FILE
 from analysis.report._report import (
     METRIC_DEFINITIONS,
     render_report,
 )
-from analysis.report._twin import TWIN_PLAN_FILE
 
 __all__ = [
     "CSV_COLUMNS",

@@ -20,8 +20,8 @@ from analysis.judge import Comparison
 from analysis.read import RunData
 from analysis.report._export import requests_csv
 from analysis.report._export_levels import levels_csv, summary_schema
+from analysis.report._plan_view import TWIN_PLAN_FILE, twin_section
 from analysis.report._report import render_report
-from analysis.report._twin import TWIN_PLAN_FILE, twin_section
 from analysis.schema import scrub_secrets
 
 __all__ = ["EXPERIMENT_FILE", "SEARCH_FILE", "read_extras", "report_bundle"]

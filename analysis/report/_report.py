@@ -33,7 +33,7 @@ from analysis.report._decision import (
 from analysis.report._detail import failures, flat_config, level_rows, workload_stats
 from analysis.report._format import fmt_num, fmt_share, fmt_time
 from analysis.report._method import method_rules
-from analysis.report._twin import twin_chart
+from analysis.report._plan_view import twin_chart
 from analysis.schema import QUANTITIES, level_of, metric
 
 __all__ = ["METRIC_DEFINITIONS", "render_report"]

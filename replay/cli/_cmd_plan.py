@@ -305,7 +305,7 @@ def run_twin_plan(args: argparse.Namespace, plan: PlanSettings, tiers: tuple[Slo
         results = run_ladder(
             profile, workload, levels, jobs=jobs, out_dir=plan.keep_runs, on_level=progress,
             duration=plan.duration_s, warmup=plan.warmup_s, think_scale=plan.think_scale,
-            think_cap_s=plan.think_time_cap_s, drain_s=plan.drain_s, replicas=plan.replicas,
+            think_time_cap_s=plan.think_time_cap_s, drain_s=plan.drain_s, replicas=plan.replicas,
             seed=args.seed, backend=plan.backend, tiers=judged,
             max_failure_share=max_failure_share)
     except Deadlock as exc:

@@ -47,7 +47,7 @@ def _closed_sample(workload: str | os.PathLike[str]) -> list[Session] | None:
 
 def warmup_advice(
     workload: str | os.PathLike[str], warmup_s: float, *, think_scale: float = 1.0,
-    think_cap_s: float | None = None,
+    think_time_cap_s: float | None = None,
 ) -> str | None:
     """One warning line when ``warmup_s`` is below the rule for a prefix-heavy
     closed-loop workload; None when it is long enough, or the workload is not such
@@ -62,8 +62,8 @@ def warmup_advice(
     if reuse is None or reuse < PREFIX_HEAVY_SHARE:
         return None
     think = (stats.think_time_s.p50 or 0.0) * think_scale
-    if think_cap_s is not None:
-        think = min(think, think_cap_s)
+    if think_time_cap_s is not None:
+        think = min(think, think_time_cap_s)
     request = (stats.output_tokens.p50 or 0.0) / _PACE_TOK_S
     needed = math.ceil(think + request)
     if warmup_s >= needed:
@@ -81,7 +81,7 @@ MIN_WINDOW_REQUESTS = 20
 
 def window_advice(
     workload: str | os.PathLike[str], users: int, duration_s: float, *,
-    think_scale: float = 1.0, think_cap_s: float | None = None,
+    think_scale: float = 1.0, think_time_cap_s: float | None = None,
 ) -> str | None:
     """One warning line when a closed-loop window of ``duration_s`` would see fewer than
     :data:`MIN_WINDOW_REQUESTS` requests. A user sends one request per cycle: a think
@@ -99,7 +99,7 @@ def window_advice(
         scaled = [r.think_time_s * think_scale for r in reqs]
         return sum(scaled if cap is None else [min(t, cap) for t in scaled]) / len(reqs)
 
-    think = mean_think(think_cap_s)
+    think = mean_think(think_time_cap_s)
     request = sum(r.output_tokens for r in reqs) / len(reqs) / _PACE_TOK_S
     expected = users * duration_s / max(think + request, 1e-9)
     if expected >= MIN_WINDOW_REQUESTS:
@@ -119,16 +119,17 @@ def window_advice(
 
 def print_advice(
     workload: str | os.PathLike[str], *, warmup_s: float, users: int, duration_s: float,
-    think_scale: float = 1.0, think_cap_s: float | None = None,
+    think_scale: float = 1.0, think_time_cap_s: float | None = None,
 ) -> None:
     """On stderr, before any load: the warmup and window warnings that apply (the
     settings are valid by then, so a refused command still fails in one line)."""
     import sys
 
     for advice in (
-        warmup_advice(workload, warmup_s, think_scale=think_scale, think_cap_s=think_cap_s),
+        warmup_advice(workload, warmup_s, think_scale=think_scale,
+                      think_time_cap_s=think_time_cap_s),
         window_advice(workload, users, duration_s, think_scale=think_scale,
-                      think_cap_s=think_cap_s),
+                      think_time_cap_s=think_time_cap_s),
     ):
         if advice:
             print(f"agentreplay: {advice}", file=sys.stderr, flush=True)

@@ -23,7 +23,7 @@ import orjson
 from replay.client._chat import ChatCodec
 
 if TYPE_CHECKING:
-    from replay.client._stream import StreamOutcome
+    from replay.client._outcome import StreamOutcome
 
 __all__ = [
     "BodySpec",

@@ -22,7 +22,7 @@ from replay.client._sse import SSEParser
 from replay.client._usage import BY_TEXT, TokenCounter, clean_usage, usage_problem
 
 if TYPE_CHECKING:
-    from replay.client._stream import StreamOutcome
+    from replay.client._outcome import StreamOutcome
 
 __all__ = ["EventReader"]
 

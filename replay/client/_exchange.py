@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from multidict import CIMultiDict
 
@@ -23,8 +23,14 @@ from replay.client._sse import SSEError
 
 if TYPE_CHECKING:
     from replay.client._events import EventReader
-    from replay.client._stream import StreamOutcome, Timeouts
-    from replay.client._wire import _Wire
+    from replay.client._outcome import StreamOutcome, Timeouts
+
+
+class Carrier(Protocol):
+    """The connection an exchange runs on, as the exchange sees it: told when the
+    exchange ends and whether the connection may carry another (``_wire._Wire``)."""
+
+    def release(self, ex: Exchange, reuse: bool) -> None: ...
 
 __all__ = ["Exchange"]
 
@@ -52,7 +58,7 @@ class Exchange:
         self.mode = _HEAD
         self.headers: CIMultiDict[str] = CIMultiDict()
         self.reason = ""
-        self._conn: _Wire | None = None
+        self._conn: Carrier | None = None
         self._error = bytearray()
         self._budget = _AFTER_DONE_BYTES
         self._first_due = _due(start_ns, timeouts.first_token_s)
@@ -100,7 +106,7 @@ class Exchange:
         self.finish(reuse=False)
 
     # -- what the connection reports --------------------------------------------
-    def attach(self, conn: _Wire) -> None:
+    def attach(self, conn: Carrier) -> None:
         self._conn = conn
 
     def head(self, status: int, reason: str, headers: CIMultiDict[str]) -> None:

@@ -48,7 +48,7 @@ class LaneSettings:
     """No request becomes due at or after this (end of the drain)."""
     run_tag: str
     think_scale: float = 1.0
-    think_cap_s: float | None = None
+    think_time_cap_s: float | None = None
     max_line_bytes: int = 64 * 1024 * 1024
     worker: int = 0
     """Which worker process runs these lanes (``--workers``); part of request ids."""
@@ -72,8 +72,8 @@ class LaneSettings:
 
     def think_ns(self, think_s: float) -> int:
         t = think_s * self.think_scale
-        if self.think_cap_s is not None and t > self.think_cap_s:
-            t = self.think_cap_s
+        if self.think_time_cap_s is not None and t > self.think_time_cap_s:
+            t = self.think_time_cap_s
         return int(t * _NS)
 
     def phase(self, sent_ns: int) -> str:

@@ -152,7 +152,7 @@ def make_context(
         t0_ns=t0_ns, warmup_end_ns=warmup_end_ns, window_end_ns=window_end_ns,
         issue_end_ns=window_end_ns + int(settings.drain * _NS),
         run_tag=target.run_tag, think_scale=settings.think_scale,
-        think_cap_s=settings.think_time_cap_s, max_line_bytes=settings.max_line_bytes,
+        think_time_cap_s=settings.think_time_cap_s, max_line_bytes=settings.max_line_bytes,
         worker=worker, session_headers=settings.session_headers,
         **lane_options(settings.scenario, target.run_tag),
     )

@@ -61,9 +61,10 @@ class ScenarioRules(BaseModel):
     """Shortest measured window that satisfies the scenario."""
     entry_ratio: tuple[float, float]
     """Each lane's first session starts at a turn ``k`` with ``lo <= k / turns <= hi``."""
-    idle_gap_cap_s: float
+    think_time_cap_s: float
     """Every think time (the wait after a response, or after the subagents it
-    spawned) is capped at this; applied as ``think_time_cap_s``."""
+    spawned) is capped at this (AgentX's ``system_idle_gap_cap``); the run setting of
+    the same name."""
     think_scale: float
     seed: int
     max_failure_share: float
@@ -94,7 +95,7 @@ AGENTX = ScenarioRules(
     api=None,
     min_duration_s=900.0,
     entry_ratio=(0.25, 0.75),
-    idle_gap_cap_s=10.0,
+    think_time_cap_s=10.0,
     think_scale=1.0,
     seed=42,
     max_failure_share=0.05,
@@ -137,7 +138,7 @@ AGENTX_V1 = ScenarioRules(
     api=None,
     min_duration_s=3600.0,
     entry_ratio=(0.25, 0.75),
-    idle_gap_cap_s=300.0,
+    think_time_cap_s=300.0,
     think_scale=1.0,
     seed=42,
     max_failure_share=0.10,
@@ -213,9 +214,9 @@ def _setting_notes(rules: ScenarioRules, values: Mapping[str, Any],
         notes.append(f"--think-scale {scale:g}: scenario {n} replays think times as "
                      "recorded (scale 1)")
     cap = values.get("think_time_cap_s")
-    if "think_time_cap_s" in given and cap is not None and cap != rules.idle_gap_cap_s:
+    if "think_time_cap_s" in given and cap is not None and cap != rules.think_time_cap_s:
         notes.append(f"--think-time-cap {cap:g}: scenario {n} caps idle gaps at "
-                     f"{rules.idle_gap_cap_s:g} s")
+                     f"{rules.think_time_cap_s:g} s")
     seed = values.get("seed")
     if "seed" in given and seed is not None and seed != rules.seed:
         notes.append(f"--seed {seed}: scenario {n} uses seed {rules.seed}")
@@ -243,7 +244,7 @@ def apply_scenario(
     out["scenario"] = name  # a former name stays as typed; run.json notes what it means
     out["scenario_unsafe"] = bool(unsafe)
     fills: dict[str, Any] = {"think_scale": rules.think_scale,
-                             "think_time_cap_s": rules.idle_gap_cap_s, "seed": rules.seed}
+                             "think_time_cap_s": rules.think_time_cap_s, "seed": rules.seed}
     if rules.default_warmup_s is not None:
         fills["warmup_s"] = rules.default_warmup_s
     if rules.api is not None:
@@ -329,7 +330,7 @@ def judge_scenario(
     notes = [_judged(x) for x in _setting_notes(rules, values, every)]
     if load.think_time_cap_s is None:
         notes.append(f"idle gaps were not capped (scenario {name} caps them at "
-                     f"{rules.idle_gap_cap_s:g} s)")
+                     f"{rules.think_time_cap_s:g} s)")
     if load.arrival != "closed":
         notes.append(f"arrival was {load.arrival!r}; scenario {name} replays closed loop")
     header = WorkloadHeader(source=source, block_size=1, max_context=max_context,

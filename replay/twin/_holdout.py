@@ -81,7 +81,7 @@ def predicted_values(profile: dict[str, Any], workload: str | os.PathLike[str], 
 
     result = simulate_level(
         SimProfile.model_validate(profile), load_workload(workload), users, duration_s,
-        shape.warmup_s, think_scale=shape.think_scale, think_cap_s=shape.think_time_cap_s,
+        shape.warmup_s, think_scale=shape.think_scale, think_time_cap_s=shape.think_time_cap_s,
         drain_s=shape.drain_s, seed=seed, engine_seed=engine_seed,
         backend="latency_specialized" if backend == "latency_specialized" else "auto",
         tiers=())

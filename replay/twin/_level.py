@@ -94,7 +94,7 @@ class LevelResult:
 
 def simulate_level(
     profile: SimProfile, workload: Workload, users: int, duration: float, warmup: float, *,
-    think_scale: float = 1.0, think_cap_s: float | None = None, drain_s: float = 30.0,
+    think_scale: float = 1.0, think_time_cap_s: float | None = None, drain_s: float = 30.0,
     replicas: int = 1, routing: Routing = "affinity", seed: int = 0,
     backend: Backend = "latency_specialized", tiers: tuple[SloTier, ...] = DEFAULT_TIERS,
     max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE, bootstrap: bool = False,
@@ -113,7 +113,7 @@ def simulate_level(
     stalls do not follow the twin's draws."""
     settings = RunSettings(
         target="http://127.0.0.1:9", users=users, duration_s=duration, warmup_s=warmup,
-        drain_s=drain_s, think_scale=think_scale, think_time_cap_s=think_cap_s, seed=seed,
+        drain_s=drain_s, think_scale=think_scale, think_time_cap_s=think_time_cap_s, seed=seed,
         metrics_interval_s=None, label=backend, first_token_timeout_s=first_token_timeout_s,
         total_timeout_s=total_timeout_s,
     )

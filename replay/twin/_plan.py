@@ -1,8 +1,10 @@
 """``plan --twin``'s settings: each field declares its flag (``replay.knobs``).
 
-The load knobs take the bounds ``run`` and ``compare`` give them (the same
-``Seconds``, ``Interval`` and ``ThinkScale`` types), so a value one command refuses
-the twin refuses too; only the defaults differ, sized for simulated time.
+The load knobs are ``run``'s and ``compare``'s (``SharedSettings``): the same flag,
+metavar and help (``replay.knobs.knob_of``) and the same bounds (the same
+``Seconds``, ``Interval`` and ``ThinkScale`` types, checked by
+tests/replay/twin/test_plan_knobs.py), so a value one command refuses the twin
+refuses too; only the defaults differ, sized for simulated time.
 """
 
 from __future__ import annotations
@@ -12,13 +14,15 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from replay.errors import ConfigError
-from replay.knobs import Knob
-from replay.load import Interval, Seconds, ThinkScale
+from replay.knobs import Knob, knob_of
+from replay.load import Interval, Seconds, SharedSettings, ThinkScale
 from replay.servers.sim import SimProfile
 
 __all__ = ["MAX_PLAN_USERS", "MAX_PLAN_WORK", "PlanSettings", "check_bounded"]
 
 Count = Annotated[int, Field(ge=1)]
+_TWIN = "with --twin: "
+_PER_LEVEL = " (simulated, per level)"
 
 MAX_PLAN_USERS = 100_000
 """Users of one simulated level at most: each is a lane held in memory (a million took
@@ -50,18 +54,18 @@ class PlanSettings(BaseModel):
     levels: Annotated[int, Field(ge=1, le=MAX_LEVELS), Knob(
         "--levels", "with --twin: load levels, spaced geometrically over --users",
         metavar="N")] = 20
-    duration_s: Annotated[Interval, Knob(
-        "--duration", "with --twin: measured window per level (simulated seconds)",
-        metavar="S")] = 900.0
-    warmup_s: Annotated[Seconds, Knob(
-        "--warmup", "with --twin: warmup per level (simulated seconds)", metavar="S")] = 120.0
-    drain_s: Annotated[Seconds, Knob(
-        "--drain", "with --twin: drain per level (simulated seconds)", metavar="S")] = 30.0
-    think_scale: Annotated[ThinkScale, Knob(
-        "--think-scale", "with --twin: multiply every think time", metavar="X")] = 1.0
-    think_time_cap_s: Annotated[Seconds | None, Knob(
-        "--think-time-cap", "with --twin: cap every (scaled) think time (default: no cap)",
-        metavar="S")] = None
+    duration_s: Annotated[Interval, knob_of(
+        SharedSettings, "duration_s", prefix=_TWIN, suffix=_PER_LEVEL)] = 900.0
+    warmup_s: Annotated[Seconds, knob_of(
+        SharedSettings, "warmup_s", prefix=_TWIN, suffix=_PER_LEVEL)] = 120.0
+    drain_s: Annotated[Seconds, knob_of(
+        SharedSettings, "drain_s", prefix=_TWIN, help="drain seconds after the window",
+        suffix=_PER_LEVEL)] = 30.0
+    """Not decided from the workload as a run's is: a level's drain is simulated time."""
+    think_scale: Annotated[ThinkScale, knob_of(
+        SharedSettings, "think_scale", prefix=_TWIN)] = 1.0
+    think_time_cap_s: Annotated[Seconds | None, knob_of(
+        SharedSettings, "think_time_cap_s", prefix=_TWIN, suffix=" (default: no cap)")] = None
     replicas: Annotated[int, Field(ge=1, le=MAX_REPLICAS), Knob(
         "--replicas", "with --twin: N engines behind session-affinity routing",
         metavar="N")] = 1

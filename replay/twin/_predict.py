@@ -84,7 +84,7 @@ def predict_level(profile: dict[str, Any], workload: str | os.PathLike[str], use
     shape = shape or LoadShape()
     result = simulate_level(
         SimProfile.model_validate(profile), load_workload(workload), users, duration_s,
-        shape.warmup_s, think_scale=shape.think_scale, think_cap_s=shape.think_time_cap_s,
+        shape.warmup_s, think_scale=shape.think_scale, think_time_cap_s=shape.think_time_cap_s,
         drain_s=shape.drain_s, seed=shape.seed,
         backend="latency_specialized" if backend == "latency_specialized" else "auto",
         tiers=(), out_dir=keep_dir)

@@ -30,6 +30,7 @@ from analysis.judge import Bracket, bracket_of, meets_tier
 from replay.errors import ConfigError
 from replay.servers.sim import SimProfile
 from replay.twin._level import LevelResult, Workload, simulate_level
+from traces import first_problem
 
 __all__ = ["TierCapacity", "capacities", "level_ladder", "load_twin", "replicas_needed",
            "run_ladder"]
@@ -63,9 +64,8 @@ def load_twin(path: str | os.PathLike[str]) -> tuple[SimProfile, dict[str, Any] 
     try:
         profile = SimProfile.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        field = ".".join(str(p) for p in err["loc"])
+        problem = first_problem(exc)
+        msg, field = problem.message, problem.field
         if not field:  # a check across fields: it names its field first
             first = msg.split(" ", 1)[0]
             field = first if first in SimProfile.model_fields else "(profile)"

@@ -171,6 +171,7 @@ def test_headline_chart_axes_come_from_the_catalogue(
     assert f"tier floor {c.tiers[0].floor_tok_s:g} tok/s/user" in svg
 
 
+@pytest.mark.cli
 def test_catalogue_module_is_light() -> None:
     """The catalogue sits in the schema wing: importing it pulls in no report machinery."""
     import subprocess

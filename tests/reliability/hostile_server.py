@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+import logging
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 
 import orjson
@@ -254,3 +256,46 @@ async def hostile_server(mode: str, server_info: dict[str, object] | None = None
             await runner.cleanup()
     finally:
         await decoy_runner.cleanup()
+
+
+@contextmanager
+def serving(mode: str, server_info: dict[str, object] | None = None) -> Iterator[Hostile]:
+    """The hostile server on its own loop in a thread (the command runs its own loop)."""
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    stop = asyncio.Event()
+    box: list[Hostile] = []
+    failed: list[BaseException] = []
+
+    async def serve() -> None:
+        try:
+            async with hostile_server(mode, server_info) as srv:
+                box.append(srv)
+                ready.set()
+                await stop.wait()
+        except BaseException as exc:  # surfaced to the test below
+            failed.append(exc)
+            ready.set()
+        finally:  # handlers still hanging on purpose
+            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in rest:
+                task.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
+
+    # the server's own complaints about clients that hung up are not the command's output
+    server_log = logging.getLogger("aiohttp.server")
+    was_disabled = server_log.disabled
+    server_log.disabled = True
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(serve(),), daemon=True)
+    thread.start()
+    try:
+        ready.wait(10)
+        if failed or not box:
+            raise RuntimeError(f"hostile server did not start: {failed}")
+        yield box[0]
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(10)
+        loop.close()
+        server_log.disabled = was_disabled

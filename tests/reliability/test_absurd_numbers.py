@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.test_fuzz_commands import _call
-from tests.replay.conftest import make_workload
+from tests.support.commands import call as _call
+from tests.support.workloads import make_workload
 
 _DEAD = "http://127.0.0.1:1"  # nobody listens: a refusal must come before any request
 

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.reliability.chat_server import chat_server
-from tests.reliability.conftest import REPO
-from tests.replay.conftest import make_workload
+from tests.support.runs import REPO
+from tests.support.workloads import make_workload
+
+pytestmark = pytest.mark.sim
 
 _MEASURED = """
 import resource, subprocess, sys

@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from replay.servers.sim import SimServerProcess
-from tests.reliability.conftest import REPO, cli, manifest, records, truth_file
-from tests.replay.conftest import make_workload
+from tests.support.runs import REPO, cli, manifest, records, truth_file
+from tests.support.workloads import make_workload
+
+pytestmark = pytest.mark.sim
 
 _MARGIN_NS = 50_000_000  # a request the server finished this long before the kill is on disk
 

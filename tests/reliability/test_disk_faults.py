@@ -19,8 +19,8 @@ import replay.load._writer as writer_mod
 from analysis import RunManifest
 from replay.load import RunWriter
 from replay.servers.sim import SimServerProcess
-from tests.reliability.test_fuzz_commands import _call
-from tests.replay.conftest import make_workload
+from tests.support.commands import call as _call
+from tests.support.workloads import make_workload
 
 
 class _FullDisk(FileIO):
@@ -93,6 +93,7 @@ def sim() -> Iterator[str]:
         yield srv.url
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("name", ["requests.jsonl", "server_metrics.jsonl"])
 def test_run_on_a_full_disk_exits_4_with_one_line(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sim: str, name: str) -> None:
@@ -116,6 +117,7 @@ def test_run_on_a_full_disk_exits_4_with_one_line(
     assert not any("internal error" in x for x in manifest.warnings)
 
 
+@pytest.mark.sim
 def test_report_on_a_full_disk_exits_4(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                        sim: str) -> None:
     wl = make_workload(tmp_path / "wl.jsonl", sessions=2, turns=2, output=4, think_s=0.0)

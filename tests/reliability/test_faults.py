@@ -23,15 +23,8 @@ from replay.servers.sim import (
     TruthRecord,
     free_port,
 )
-from tests.reliability.conftest import (
-    cfg,
-    check_counts,
-    cli,
-    manifest,
-    records,
-    truth_file,
-)
-from tests.replay.conftest import make_workload
+from tests.support.runs import cfg, check_counts, cli, manifest, records, truth_file
+from tests.support.workloads import make_workload
 
 EXPECTED = FAULT_OUTCOMES
 """fault -> (record status, error kind), as the simulator declares it."""
@@ -54,6 +47,7 @@ async def _faulty_run(tmp_path: Path, faults: dict[str, object],
         return run, list(srv.truth)
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("fault", sorted(EXPECTED))
 def test_fault_gives_its_status_and_counts_add_up(tmp_path: Path, fault: str) -> None:
     faults: dict[str, object] = {f"{fault}_rate": 0.3}
@@ -94,6 +88,7 @@ def test_fault_gives_its_status_and_counts_add_up(tmp_path: Path, fault: str) ->
     assert f"{100 * rate:.1f}%" in html
 
 
+@pytest.mark.sim
 def test_port_that_refuses_is_a_clean_user_error(tmp_path: Path) -> None:
     wl = make_workload(tmp_path / "wl.jsonl")
     port = free_port()
@@ -104,6 +99,7 @@ def test_port_that_refuses_is_a_clean_user_error(tmp_path: Path) -> None:
     assert f"127.0.0.1:{port}" in res.stderr and res.stderr.count("\n") <= 2
 
 
+@pytest.mark.sim
 @pytest.mark.slow
 def test_server_down_then_restarted_mid_run(tmp_path: Path) -> None:
     """Stop the sim mid-run (connections refused while it is down), start it again on the

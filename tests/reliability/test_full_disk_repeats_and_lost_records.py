@@ -7,12 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 
 from replay.servers.sim import SimServerProcess
 from tests.analysis.builders import make_run, rec
-from tests.reliability.conftest import REPO, cli
-from tests.reliability.test_fuzz_commands import _call
-from tests.replay.conftest import make_workload
+from tests.support.commands import call as _call
+from tests.support.runs import REPO, cli
+from tests.support.workloads import make_workload
 
 _DEAD = "http://127.0.0.1:1"
 _AZURE = REPO / "tests" / "fixtures" / "traces" / "azure" / "AzureLLMInferenceTrace_code.csv"
@@ -41,6 +42,7 @@ def test_import_refuses_a_context_too_small(tmp_path: Path) -> None:
     assert not (tmp_path / "w.jsonl").exists()
 
 
+@pytest.mark.sim
 def test_a_run_that_lost_its_records_is_redone_on_resume(tmp_path: Path) -> None:
     wl = make_workload(tmp_path / "wl.jsonl", sessions=1, turns=2, output=4, think_s=0.0)
     out = tmp_path / "cmp"

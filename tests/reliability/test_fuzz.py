@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from replay.cli import main
 from replay.servers.sim import SimServerProcess, free_port
 from tests.reliability.corrupt import corrupt
-from tests.replay.conftest import make_workload
+from tests.support.fuzz import examples
+from tests.support.workloads import make_workload
 
 _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
                  derandomize=True)
@@ -61,7 +62,8 @@ def wl(tmp_path_factory: pytest.TempPathFactory) -> Path:
                          output=4, think_s=0.0)
 
 
-@settings(max_examples=150, **_SETTINGS)
+@pytest.mark.sim
+@settings(max_examples=examples(150), **_SETTINGS)
 @given(data=st.data())
 def test_run_options_against_a_refusing_port(data: st.DataObject, wl: Path,
                                              tmp_path: Path) -> None:
@@ -90,7 +92,7 @@ def test_run_options_against_a_refusing_port(data: st.DataObject, wl: Path,
 
 
 @pytest.fixture(scope="module")
-def sim() -> Iterator[str]:
+def sim(uses_sim: None) -> Iterator[str]:
     with SimServerProcess("instant", time_scale=1.0) as srv:
         yield srv.url
 
@@ -108,8 +110,9 @@ def _is_float(s: str) -> bool:
     return True
 
 
+@pytest.mark.sim
 @pytest.mark.slow
-@settings(max_examples=25, **_SETTINGS)
+@settings(max_examples=examples(25), **_SETTINGS)
 @given(data=st.data())
 def test_run_options_against_a_live_sim(data: st.DataObject, wl: Path, sim: str,
                                         tmp_path: Path) -> None:
@@ -134,7 +137,7 @@ def test_run_options_against_a_live_sim(data: st.DataObject, wl: Path, sim: str,
 
 
 @pytest.fixture(scope="module")
-def good_run(tmp_path_factory: pytest.TempPathFactory, wl: Path) -> Path:
+def good_run(uses_sim: None, tmp_path_factory: pytest.TempPathFactory, wl: Path) -> Path:
     out = tmp_path_factory.mktemp("good") / "run"
     with SimServerProcess("small", time_scale=4.0) as srv:
         code, _, err = _call(["run", "--target", srv.url, "--workload", str(wl), "--users", "2",
@@ -144,7 +147,7 @@ def good_run(tmp_path_factory: pytest.TempPathFactory, wl: Path) -> Path:
     return out
 
 
-@settings(max_examples=60, **_SETTINGS)
+@settings(max_examples=examples(60), **_SETTINGS)
 @given(data=st.data())
 def test_report_options(data: st.DataObject, good_run: Path, tmp_path: Path) -> None:
     argv = ["report", str(good_run), "--no-charts", "-o", str(tmp_path / "r.html")]
@@ -159,7 +162,7 @@ def test_report_options(data: st.DataObject, good_run: Path, tmp_path: Path) -> 
     _clean(code, err, argv)
 
 
-@settings(max_examples=120, **_SETTINGS)
+@settings(max_examples=examples(120), **_SETTINGS)
 @given(data=st.data())
 def test_corrupted_result_files(data: st.DataObject, good_run: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"

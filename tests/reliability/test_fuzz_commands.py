@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import os
-import signal
 import socket
 import stat
 from collections.abc import Callable, Iterator
@@ -23,48 +21,23 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replay.cli import build_parser, main
+from replay.cli import build_parser
 from replay.servers.sim import free_port
-from tests.replay.conftest import make_workload
+from tests.support.commands import call as _call
+from tests.support.commands import check_clean
+from tests.support.fuzz import examples as fuzz_examples
+from tests.support.workloads import make_workload
+
+pytestmark = pytest.mark.sim
 
 _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
                  derandomize=True)
-_HANG_S = 30
-_USER_EXITS = (0, 2, 3)  # 3: the results read were stamped invalid
 
 
-class _Hung(BaseException):
-    """Raised by the alarm: the command neither finished nor refused."""
 
 
-def _call(argv: list[str]) -> tuple[int, str]:
-    """``main(argv)`` in-process with output captured; argparse's exit becomes a code."""
-    out, err = io.StringIO(), io.StringIO()
-
-    def alarm(signum: int, frame: object) -> None:
-        raise _Hung(f"still running after {_HANG_S} s: {argv}")
-
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.alarm(_HANG_S)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = main(argv)
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else 2
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
-    return code, err.getvalue()
 
 
-def check_clean(code: int, err: str, argv: list[str]) -> None:
-    """Exit 0, 2 or 3; a refusal is argparse's usage or exactly one line of ours."""
-    assert code in _USER_EXITS, (code, argv, err)
-    assert "Traceback" not in err, (argv, err)
-    if code == 2 and "usage:" not in err:
-        lines = [ln for ln in err.splitlines() if ln.startswith("agentreplay: error: ")]
-        assert len(lines) == 1, (argv, err)
 
 
 def commands() -> dict[str, argparse.ArgumentParser]:
@@ -205,7 +178,7 @@ def _argv(data: st.DataObject, name: str, parser: argparse.ArgumentParser, base:
 
 
 def _fuzz(name: str, examples: int = 40) -> Callable[..., None]:
-    @settings(max_examples=examples, **_SETTINGS)
+    @settings(max_examples=fuzz_examples(examples), **_SETTINGS)
     @given(data=st.data())
     def test(data: st.DataObject, wl: Path, tmp_path: Path) -> None:
         with _taken_port() as taken, contextlib.chdir(tmp_path):  # relative paths land here

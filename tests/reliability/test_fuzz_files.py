@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 
 from replay.servers.sim import SimServerProcess, free_port
 from tests.reliability.corrupt import corrupt
-from tests.reliability.test_fuzz_commands import _call, check_clean
-from tests.replay.conftest import make_workload
+from tests.support.commands import call as _call
+from tests.support.commands import check_clean
+from tests.support.fuzz import examples
+from tests.support.workloads import make_workload
 
 _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
                  derandomize=True)
@@ -40,7 +42,8 @@ def _head(path: Path, lines: int = 40) -> bytes:
         return b"".join(fh.readline() for _ in range(lines))
 
 
-@settings(max_examples=80, **_SETTINGS)
+@pytest.mark.sim
+@settings(max_examples=examples(80), **_SETTINGS)
 @given(data=st.data())
 def test_damaged_workload(data: st.DataObject, wl: Path, tmp_path: Path) -> None:
     bad = tmp_path / "wl.jsonl"
@@ -55,7 +58,7 @@ def test_damaged_workload(data: st.DataObject, wl: Path, tmp_path: Path) -> None
     check_clean(code, err, argv)
 
 
-@settings(max_examples=80, **_SETTINGS)
+@settings(max_examples=examples(80), **_SETTINGS)
 @given(data=st.data())
 def test_damaged_trace_import(data: st.DataObject, tmp_path: Path) -> None:
     fmt = data.draw(st.sampled_from(sorted(_TRACE_FILES)), label="format")
@@ -78,14 +81,14 @@ def comparison(tmp_path_factory: pytest.TempPathFactory, wl: Path) -> tuple[Path
 
 
 @pytest.fixture(scope="module")
-def sims() -> Iterator[tuple[str, str]]:
+def sims(uses_sim: None) -> Iterator[tuple[str, str]]:
     with SimServerProcess("instant", backend="auto", time_scale=1.0) as a, \
             SimServerProcess("instant", backend="latency_specialized", time_scale=1.0) as b:
         yield a.url, b.url
 
 
 @pytest.mark.slow
-@settings(max_examples=15, **_SETTINGS)
+@settings(max_examples=examples(15), **_SETTINGS)
 @given(data=st.data())
 def test_damaged_comparison_state(data: st.DataObject, comparison: tuple[Path, list[str]],
                                   sims: tuple[str, str], tmp_path: Path) -> None:

@@ -20,9 +20,11 @@ from replay.client._failures import RedirectRefused
 from replay.client._poller import MetricsPoller
 from replay.client._stream import StreamOutcome, Timeouts, make_session, stream_request
 from replay.load import run_load
-from tests.reliability.conftest import cfg, manifest, records
 from tests.reliability.hostile_server import EXPECTED, hostile_server
-from tests.replay.conftest import make_workload
+from tests.support.runs import cfg, manifest, records
+from tests.support.workloads import make_workload
+
+pytestmark = pytest.mark.sim
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _MODEL = "hostile/m"

@@ -8,63 +8,19 @@ the command ends cleanly with what the user should see.
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from analysis import RequestRecord
-from tests.reliability.conftest import manifest, records
-from tests.reliability.hostile_server import EXPECTED, Hostile, hostile_server
-from tests.reliability.test_fuzz_commands import _call
-from tests.replay.conftest import make_workload
+from tests.reliability.hostile_server import EXPECTED, serving
+from tests.support.commands import call as _call
+from tests.support.runs import manifest, records
+from tests.support.workloads import make_workload
+
+pytestmark = pytest.mark.sim
 
 
-@contextmanager
-def serving(mode: str, server_info: dict[str, object] | None = None) -> Iterator[Hostile]:
-    """The hostile server on its own loop in a thread (the command runs its own loop)."""
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-    stop = asyncio.Event()
-    box: list[Hostile] = []
-    failed: list[BaseException] = []
-
-    async def serve() -> None:
-        try:
-            async with hostile_server(mode, server_info) as srv:
-                box.append(srv)
-                ready.set()
-                await stop.wait()
-        except BaseException as exc:  # surfaced to the test below
-            failed.append(exc)
-            ready.set()
-        finally:  # handlers still hanging on purpose
-            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in rest:
-                task.cancel()
-            await asyncio.gather(*rest, return_exceptions=True)
-
-    # the server's own complaints about clients that hung up are not the command's output
-    server_log = logging.getLogger("aiohttp.server")
-    was_disabled = server_log.disabled
-    server_log.disabled = True
-
-    thread = threading.Thread(target=loop.run_until_complete, args=(serve(),), daemon=True)
-    thread.start()
-    try:
-        ready.wait(10)
-        if failed or not box:
-            raise RuntimeError(f"hostile server did not start: {failed}")
-        yield box[0]
-    finally:
-        loop.call_soon_threadsafe(stop.set)
-        thread.join(10)
-        loop.close()
-        server_log.disabled = was_disabled
 
 
 def _check(mode: str, recs: list[RequestRecord]) -> None:

@@ -17,9 +17,9 @@ import orjson
 import pytest
 
 from replay.servers.sim import SimServerProcess
-from tests.reliability.conftest import REPO
-from tests.reliability.test_fuzz_commands import _call
-from tests.replay.conftest import make_workload
+from tests.support.commands import call as _call
+from tests.support.runs import REPO, is_number
+from tests.support.workloads import make_workload
 
 _FIXTURES = REPO / "tests" / "fixtures" / "traces"
 _ADDRESS_SPACE = 3 << 30
@@ -47,11 +47,13 @@ def _one_line(res: subprocess.CompletedProcess[str] | tuple[int, str], *words: s
     assert all(w in lines[0] for w in words), (words, lines[0])
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("command", ["inspect", "validate"])
 def test_an_endless_file_is_refused_in_one_line(command: str) -> None:
     _one_line(_capped("traces", command, "/dev/zero"), "/dev/zero")
 
 
+@pytest.mark.cli
 def test_a_workload_with_an_endless_line(tmp_path: Path) -> None:
     wl = make_workload(tmp_path / "wl.jsonl", sessions=1, turns=1)
     with open(wl, "ab") as fh:
@@ -59,6 +61,7 @@ def test_a_workload_with_an_endless_line(tmp_path: Path) -> None:
     _one_line(_capped("traces", "inspect", str(wl)), str(wl))
 
 
+@pytest.mark.cli
 def test_absurd_token_counts_in_imports_name_file_line_and_field(tmp_path: Path) -> None:
     azure = tmp_path / "azure.csv"
     azure.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
@@ -75,7 +78,7 @@ def test_absurd_token_counts_in_imports_name_file_line_and_field(tmp_path: Path)
 
 
 @pytest.fixture(scope="module")
-def a_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def a_run(uses_sim: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     tmp = tmp_path_factory.mktemp("bounded")
     wl = make_workload(tmp / "wl.jsonl", sessions=2, turns=2, output=4, think_s=0.0)
     with SimServerProcess("instant", time_scale=1.0) as srv:
@@ -121,13 +124,6 @@ def test_formulas_never_reach_a_spreadsheet_live(a_run: Path, tmp_path: Path) ->
     assert not any(c[:1] in ("=", "+", "-", "@") for c in cells if c and not is_number(c))
 
 
-def is_number(cell: str) -> bool:
-    """A CSV cell that is a plain number (a leading sign is then not a formula)."""
-    try:
-        float(cell)
-    except ValueError:
-        return False
-    return True
 
 
 def test_a_workload_written_to_a_device_leaves_the_device(tmp_path: Path) -> None:

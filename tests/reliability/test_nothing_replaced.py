@@ -8,9 +8,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.reliability.conftest import REPO
-from tests.reliability.test_fuzz_commands import _call
-from tests.replay.conftest import make_workload
+from tests.support.commands import call as _call
+from tests.support.runs import REPO
+from tests.support.workloads import make_workload
 
 _DEAD = "http://127.0.0.1:1"
 _AZURE = REPO / "tests" / "fixtures" / "traces" / "azure" / "AzureLLMInferenceTrace_code.csv"

@@ -16,13 +16,13 @@ import pytest
 
 from replay.cli import build_parser
 from replay.servers.sim import SimServerProcess, free_port
-from tests.reliability.conftest import manifest
-from tests.reliability.test_fuzz_commands import _call
-from tests.replay.conftest import make_workload
+from tests.support.commands import call as _call
+from tests.support.runs import manifest
+from tests.support.workloads import make_workload
 
 
 @pytest.fixture(scope="module")
-def sim() -> Iterator[str]:
+def sim(uses_sim: None) -> Iterator[str]:
     with SimServerProcess("instant", time_scale=1.0) as srv:
         yield srv.url
 
@@ -77,6 +77,7 @@ def test_a_crashed_run_is_kept_too(sim: str, wl: Path, tmp_path: Path) -> None:
     assert (out / "requests.jsonl").read_text() == '{"id": "x"}\n'
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("where", ["file", "under_file", "proc"])
 def test_unwritable_out_is_refused_before_any_server(wl: Path, tmp_path: Path,
                                                      where: str) -> None:
@@ -91,6 +92,7 @@ def test_unwritable_out_is_refused_before_any_server(wl: Path, tmp_path: Path,
     assert a_file.read_text() == "keep me"
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize(("args", "flag"), [
     (["--seed", str(2**80)], "--seed"),
     (["--seed", "-1"], "--seed"),
@@ -122,19 +124,21 @@ def test_stall_limits_are_flags_with_their_defaults_in_help(command: str) -> Non
     assert "(default: 600.0)" in text and "(default: 120.0)" in text
 
 
+@pytest.mark.sim
 def test_itl_timeout_reaches_the_client(sim: str, wl: Path, tmp_path: Path) -> None:
     """A run with a tiny --itl-timeout against a slow simulator records timeout_itl."""
     out = tmp_path / "run"
     with SimServerProcess("small", time_scale=0.05) as slow:
         code, err = _run(slow.url, wl, out, "--itl-timeout", "0.05", "--ttft-timeout", "30")
     assert code in (0, 3), err
-    from tests.reliability.conftest import records
+    from tests.support.runs import records
 
     kinds = {r.error_kind for r in records(out)}
     assert "timeout_itl" in kinds, kinds
     shutil.rmtree(out)
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize(("a", "b"), [("Auto", "auto"), ("fp8", "FP8")])
 def test_arm_labels_sharing_a_directory_are_refused_before_any_load(
         wl: Path, tmp_path: Path, a: str, b: str) -> None:
@@ -147,6 +151,7 @@ def test_arm_labels_sharing_a_directory_are_refused_before_any_load(
     assert "cannot reach" not in err
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("command", ["compare", "demo"])
 def test_compare_and_demo_refuse_an_out_that_is_a_file(wl: Path, tmp_path: Path,
                                                        command: str) -> None:
@@ -219,6 +224,7 @@ def test_history_companion_never_replaces_a_manifest(a_run: Path, tmp_path: Path
     assert _digest(other) == before
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize(("key", "value", "flag"), [
     ("vocab_size", 0, "--vocab-size"), ("vocab_size", -5, "--vocab-size"),
     ("vocab_size", 1.5, "--vocab-size"), ("vocab_size", 10**15, "--vocab-size"),
@@ -226,7 +232,7 @@ def test_history_companion_never_replaces_a_manifest(a_run: Path, tmp_path: Path
 ])
 def test_impossible_server_info_sizes_are_one_line(wl: Path, tmp_path: Path, key: str,
                                                    value: object, flag: str) -> None:
-    from tests.reliability.test_hostile_run import serving
+    from tests.reliability.hostile_server import serving
 
     config: dict[str, dict[str, object]] = {"model_config": {"vocab_size": 1000},
                                             "cache_config": {"block_size": 16}}

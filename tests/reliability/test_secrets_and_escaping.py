@@ -13,8 +13,10 @@ from aiohttp import web
 
 import replay.servers.sim._server as sim_server
 from replay.servers.sim import SimConfig, SimServer, load_profile
-from tests.reliability.conftest import cli, manifest, records
-from tests.replay.conftest import make_workload
+from tests.support.runs import cli, manifest, records
+from tests.support.workloads import make_workload
+
+pytestmark = pytest.mark.sim
 
 _KEY = "sk-planted-4f1e9c2b7d"
 _URL_SECRET = "pw-planted-77aa"

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from analysis import public_url, read_extras
 from analysis.schema import scrub_urls
 from replay.servers.sim import SimServerProcess
-from tests.reliability.conftest import cli
-from tests.replay.conftest import make_workload
+from tests.support.runs import cli
+from tests.support.workloads import make_workload
 
 _SECRET = "pw-planted-25c1"
 
@@ -19,6 +21,7 @@ def _texts(root: Path) -> dict[Path, str]:
     return {p: p.read_text(errors="replace") for p in root.rglob("*") if p.is_file()}
 
 
+@pytest.mark.sim
 def test_compare_writes_no_url_credentials(tmp_path: Path) -> None:
     wl = make_workload(tmp_path / "wl.jsonl", sessions=1, turns=2, output=4, think_s=0.0)
     out = tmp_path / "cmp"
@@ -36,6 +39,7 @@ def test_compare_writes_no_url_credentials(tmp_path: Path) -> None:
     assert srv.url.removeprefix("http://") in written[out / "experiment.toml"]
 
 
+@pytest.mark.cli
 def test_save_config_writes_no_url_credentials(tmp_path: Path) -> None:
     wl = make_workload(tmp_path / "wl.jsonl", sessions=1, turns=1)
     saved = tmp_path / "exp.toml"

@@ -12,11 +12,14 @@ import time
 from pathlib import Path
 
 import orjson
+import pytest
 
 from replay.servers.sim import SimServerProcess
 from tests.reliability.chat_server import chat_server
-from tests.reliability.conftest import REPO
-from tests.replay.conftest import make_workload
+from tests.support.runs import REPO
+from tests.support.workloads import make_workload
+
+pytestmark = pytest.mark.sim
 
 
 def _ignoring_sigint(*args: str) -> subprocess.Popen[str]:

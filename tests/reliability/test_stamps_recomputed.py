@@ -11,7 +11,7 @@ import orjson
 
 from replay.ab._order import is_run_reusable, run_verdict
 from tests.analysis.builders import make_run, rec
-from tests.reliability.test_fuzz_commands import _call
+from tests.support.commands import call as _call
 
 
 def _summary(run: Path) -> dict[str, object]:

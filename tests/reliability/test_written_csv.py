@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.analysis.builders import make_run, rec
-from tests.reliability.test_fuzz_commands import _call
-from tests.reliability.test_inputs_bounded import is_number
+from tests.support.commands import call as _call
+from tests.support.runs import is_number
 
 
 @pytest.mark.parametrize("label", ["@SUM(1+1)", "-2+3", "=HYPERLINK(\"x\")", "+A1"])

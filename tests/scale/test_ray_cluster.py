@@ -24,8 +24,8 @@ import pytest
 
 from replay.load import RunSettings, run_load, run_load_sync
 from replay.servers.sim import SimServerProcess, load_profile
-from tests.reliability.conftest import manifest, records, truth_file
-from tests.replay.conftest import chain_requests
+from tests.support.runs import manifest, records, truth_file
+from tests.support.workloads import chain_requests
 from traces import Session, WorkloadHeader, write_workload
 
 pytestmark = pytest.mark.ray

@@ -20,7 +20,7 @@ from analysis.schema import Coverage
 from replay.errors import ConfigError
 from replay.load import RunSettings, run_load_sync, split_users
 from replay.servers.sim import SimServerProcess, load_profile
-from tests.replay.conftest import chain_requests
+from tests.support.workloads import chain_requests
 from traces import Session, WorkloadHeader, write_workload
 
 USERS = 5
@@ -37,7 +37,7 @@ def _key(r: RequestRecord) -> tuple[object, ...]:
 
 
 @pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+def sim(uses_sim: None, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     tmp = tmp_path_factory.mktemp("scale")
     wl = tmp / "wl.jsonl"
     sessions = []
@@ -75,6 +75,7 @@ def test_split_users_round_robin() -> None:
     assert sorted(u for s in shares for u in s) == list(range(1000))
 
 
+@pytest.mark.ray
 def test_workers_replay_the_same_requests(sim: tuple[str, Path], single: Counter,
                                           tmp_path: Path) -> None:
     url, wl = sim
@@ -99,6 +100,7 @@ def test_workers_need_closed_loop(sim: tuple[str, Path]) -> None:
         RunSettings(target=url, rate=2.0, duration_s=1.0, workers=2)
 
 
+@pytest.mark.ray
 @pytest.mark.ray
 def test_ray_replays_the_same_requests(sim: tuple[str, Path], single: Counter,
                                        tmp_path: Path) -> None:

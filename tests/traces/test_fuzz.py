@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.fuzz import examples
 from traces import (
     TraceError,
     generate,
@@ -24,7 +25,7 @@ from traces import (
 )
 
 # TRACES_FUZZ_EXAMPLES=1000 for a longer hunt; the default keeps the run short.
-FUZZ = settings(max_examples=int(os.environ.get("TRACES_FUZZ_EXAMPLES", "40")),
+FUZZ = settings(max_examples=examples(int(os.environ.get("TRACES_FUZZ_EXAMPLES", "40"))),
                 deadline=None, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
 

@@ -25,6 +25,7 @@ def test_block_tokens_deterministic_in_range_and_avoiding_specials() -> None:
     assert not np.array_equal(a, block_tokens(42, 8, BS, V))
 
 
+@pytest.mark.cli
 def test_block_tokens_same_in_another_process() -> None:
     # The same block must be the same tokens for every client process, or a
     # server's prefix cache would see different prompts from different runs.

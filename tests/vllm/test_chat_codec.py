@@ -11,11 +11,14 @@ import asyncio
 import re
 
 import numpy as np
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from replay.client import BodySpec, ChainEncoder, PrefixCacheModel
 from replay.client._chat import ChatCodec, fetch_chat_codec
+
+pytestmark = pytest.mark.sim
 
 # id -> text; "\n" is id 2, ids 3.. are words, 40 holds a newline (skipped), 41 is
 # a word that the tokenizer would split (it must be dropped by verification).

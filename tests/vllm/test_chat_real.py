@@ -21,7 +21,8 @@ from analysis import measure, read_run, summarize
 from replay.client._poller import parse_prometheus
 from replay.load import RunSettings, run_load_sync
 from replay.servers.launch._launcher import LaunchedArm
-from tests.vllm.test_replay_real import BS, TURNS, _session
+from tests.support.vllm_sessions import BS, TURNS
+from tests.support.vllm_sessions import session as _session
 from traces import WorkloadHeader, write_workload
 
 pytestmark = pytest.mark.vllm

@@ -28,7 +28,7 @@ from replay.servers.launch._launcher import (
     resolve_vllm_launcher,
 )
 from replay.servers.launch._vllm_process import port_is_free
-from tests.vllm.conftest import CPU_ARGS, CPU_ENV, SERVED_NAME, STARTUP_TIMEOUT_S, free_port
+from tests.support.vllm import CPU_ARGS, CPU_ENV, SERVED_NAME, STARTUP_TIMEOUT_S, free_port
 from traces import Request, Session, WorkloadHeader, write_workload
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]

@@ -24,7 +24,9 @@ from replay.servers.launch._launcher import (
     launch_arms,
     plan_arms,
 )
-from tests.vllm.conftest import fake_launcher, free_port, free_port_run
+from tests.support.vllm import fake_launcher, free_port, free_port_run
+
+pytestmark = pytest.mark.sim
 
 
 def _spec(*extra: str, backend: str = "auto"):

@@ -62,6 +62,7 @@ def test_too_long_workload_is_refused_before_launch(tmp_path: Path) -> None:
         launch_facts(str(_model(tmp_path, ctx=2048)), (sys.executable, "-m", "x"), [], wl, None)
 
 
+@pytest.mark.cli
 def test_facts_and_their_resume_settings(tmp_path: Path) -> None:
     d = _model(tmp_path)
     wl = _workload(tmp_path / "w.jsonl", 100)
@@ -75,6 +76,7 @@ def test_facts_and_their_resume_settings(tmp_path: Path) -> None:
     assert facts.vllm_version == vllm_version((sys.executable, "-m", "x"))
 
 
+@pytest.mark.cli
 def test_vllm_version_from_a_launcher_script(tmp_path: Path) -> None:
     script = tmp_path / "vllm"
     script.write_text(f"#!{sys.executable}\n")

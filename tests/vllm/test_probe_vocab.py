@@ -18,6 +18,8 @@ from aiohttp.test_utils import TestServer
 
 from replay.client import probe_server
 
+pytestmark = pytest.mark.sim
+
 
 def _probe(model_config: dict[str, Any], vocab: int, override: int | None = None,
            ) -> tuple[int, list[int]]:

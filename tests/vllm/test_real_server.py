@@ -20,7 +20,7 @@ from replay.servers.launch._launcher import (
     plan_arms,
     resolve_vllm_launcher,
 )
-from tests.vllm.conftest import CPU_ARGS, CPU_ENV, MAX_MODEL_LEN, SERVED_NAME, free_port
+from tests.support.vllm import CPU_ARGS, CPU_ENV, MAX_MODEL_LEN, SERVED_NAME, free_port
 
 pytestmark = pytest.mark.vllm
 

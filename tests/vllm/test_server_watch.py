@@ -7,9 +7,13 @@ import signal
 import threading
 from pathlib import Path
 
+import pytest
+
 from replay.servers.launch._launcher import launch_arm, plan_arms
 from replay.servers.launch._watch import HEALTH_FAILURES, ServerWatcher
-from tests.vllm.conftest import fake_launcher, free_port
+from tests.support.vllm import fake_launcher, free_port
+
+pytestmark = pytest.mark.sim
 
 
 def _spec():

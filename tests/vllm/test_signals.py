@@ -22,8 +22,10 @@ import psutil
 import pytest
 
 from replay.servers.launch._vllm_process import port_is_free
-from tests.vllm.conftest import free_port
+from tests.support.vllm import free_port
 from traces import Request, Session, WorkloadHeader, write_workload
+
+pytestmark = pytest.mark.sim
 
 REPO = Path(__file__).resolve().parents[2]
 SIM_VLLM = Path(__file__).with_name("sim_vllm")

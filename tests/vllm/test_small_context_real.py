@@ -16,7 +16,7 @@ import pytest
 from analysis import RequestRecord
 from replay.cli import main
 from replay.servers.launch._launcher import LaunchedArm
-from tests.vllm.conftest import MAX_MODEL_LEN
+from tests.support.vllm import MAX_MODEL_LEN
 from traces import iter_sessions, read_header
 
 pytestmark = pytest.mark.vllm

@@ -17,10 +17,13 @@ outputs) is counted in the header of ``generate_trace``.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import KW_ONLY, dataclass
 from statistics import NormalDist
+from typing import ParamSpec, TypeVar
 
 import numpy as np
 
@@ -31,8 +34,8 @@ from traces.generate._chain import Chain, Ids
 from traces.generate._decode import DECODE, decode_sessions
 from traces.generate._profiles import PROFILES, AgentType, Profile
 
-__all__ = ["DEFAULT_MAX_CONTEXT", "REFERENCE_CONTEXT", "generate", "generate_trace",
-           "token_scale_for"]
+__all__ = ["DEFAULT_MAX_CONTEXT", "REFERENCE_CONTEXT", "GenerateParams", "generate",
+           "generate_trace", "token_scale_for"]
 
 DEFAULT_MAX_CONTEXT = 131_072
 REFERENCE_CONTEXT = 200_000
@@ -100,58 +103,80 @@ def _check_knobs(knobs: _Knobs) -> None:
         )
 
 
-def generate(
-    profile: str = "coding-agent",
-    *,
-    sessions: int,
-    seed: int = 0,
-    max_context: int = DEFAULT_MAX_CONTEXT,
-    block_size: int = 64,
-    prompt_scale: float | None = None,
-    think_scale: float = 1.0,
-    output_scale: float | None = None,
-    agent_types: int | None = None,
-    input_tokens: int = 1,
-    output_tokens: int = 1000,
-    requests_per_session: int = 1,
-) -> tuple[WorkloadHeader, Iterator[Session]]:
+@dataclass(frozen=True)
+class GenerateParams:
+    """What a synthetic workload is drawn from, declared once for :func:`generate` and
+    :func:`generate_trace` (and ``traces generate``'s options).
+
+    ``prompt_scale`` multiplies every prompt size and ``output_scale`` every output
+    (both default to the token scale for ``max_context``); ``think_scale``
+    multiplies every pause; ``agent_types`` keeps the first N types. The ``decode``
+    profile takes ``input_tokens``, ``output_tokens`` and ``requests_per_session``
+    instead (fixed sizes, no think time, no reuse).
+    """
+
+    profile: str = "coding-agent"
+    _: KW_ONLY
+    sessions: int
+    seed: int = 0
+    max_context: int = DEFAULT_MAX_CONTEXT
+    block_size: int = 64
+    prompt_scale: float | None = None
+    think_scale: float = 1.0
+    output_scale: float | None = None
+    agent_types: int | None = None
+    input_tokens: int = 1
+    output_tokens: int = 1000
+    requests_per_session: int = 1
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _taking(
+    params: Callable[_P, GenerateParams],
+) -> Callable[[Callable[[GenerateParams], _R]], Callable[_P, _R]]:
+    """A function of :class:`GenerateParams` called with the params' own arguments
+    (``generate(profile, sessions=..., ...)``): both entry points share one declaration."""
+
+    def wrap(fn: Callable[[GenerateParams], _R]) -> Callable[_P, _R]:
+        @functools.wraps(fn)
+        def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            return fn(params(*args, **kwargs))
+
+        # help() and inspect show the params' arguments, not the wrapped function's
+        call.__signature__ = inspect.signature(params).replace(  # type: ignore[attr-defined]
+            return_annotation=inspect.signature(fn).return_annotation)
+        return call
+
+    return wrap
+
+
+@_taking(GenerateParams)
+def generate(params: GenerateParams) -> tuple[WorkloadHeader, Iterator[Session]]:
     """A header and a lazy iterator of ``sessions`` synthetic sessions.
 
     The header is written before the sessions are drawn, so it holds no counts
     of what the cap changed: ``generate_trace`` gives a header with them.
     """
-    trace = generate_trace(
-        profile, sessions=sessions, seed=seed, max_context=max_context,
-        block_size=block_size, prompt_scale=prompt_scale, think_scale=think_scale,
-        output_scale=output_scale, agent_types=agent_types, input_tokens=input_tokens,
-        output_tokens=output_tokens, requests_per_session=requests_per_session,
-    )
+    trace = _trace(params)
     return trace.base_header, trace.sessions
 
 
-def generate_trace(
-    profile: str = "coding-agent",
-    *,
-    sessions: int,
-    seed: int = 0,
-    max_context: int = DEFAULT_MAX_CONTEXT,
-    block_size: int = 64,
-    prompt_scale: float | None = None,
-    think_scale: float = 1.0,
-    output_scale: float | None = None,
-    agent_types: int | None = None,
-    input_tokens: int = 1,
-    output_tokens: int = 1000,
-    requests_per_session: int = 1,
-) -> ImportedTrace:
-    """Sessions and a header that counts, once they are drawn, what the cap changed.
+@_taking(GenerateParams)
+def generate_trace(params: GenerateParams) -> ImportedTrace:
+    """Sessions and a header that counts, once they are drawn, what the cap changed."""
+    return _trace(params)
 
-    ``prompt_scale`` multiplies every prompt size and ``output_scale`` every
-    output (both default to the token scale for ``max_context``);
-    ``think_scale`` multiplies every pause; ``agent_types`` keeps the first N
-    types. The ``decode`` profile takes ``input_tokens``, ``output_tokens`` and
-    ``requests_per_session`` instead (fixed sizes, no think time, no reuse).
-    """
+
+def _trace(given: GenerateParams) -> ImportedTrace:
+    profile, sessions, seed = given.profile, given.sessions, given.seed
+    max_context, block_size = given.max_context, given.block_size
+    prompt_scale, think_scale = given.prompt_scale, given.think_scale
+    output_scale, agent_types = given.output_scale, given.agent_types
+    input_tokens, output_tokens = given.input_tokens, given.output_tokens
+    requests_per_session = given.requests_per_session
     _check_common(sessions, block_size, max_context)
     if profile == DECODE:
         return decode_sessions(sessions=sessions, max_context=max_context,

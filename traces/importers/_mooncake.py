@@ -70,10 +70,7 @@ def import_mooncake(path: str | os.PathLike[str], *, max_context: int | None = N
                 try:
                     rec = _MooncakeLine.model_validate(obj)
                 except ValidationError as exc:
-                    err = exc.errors()[0]
-                    field = ".".join(str(p) for p in err.get("loc", ())) or None
-                    raise TraceError(err.get("msg", "invalid value"), file=name, line=lineno,
-                                     field=field) from None
+                    raise TraceError.from_validation(exc, file=name, line=lineno) from None
                 for fname, value in (("input_length", rec.input_length),
                                      ("output_length", rec.output_length)):
                     if value > MAX_REQUEST_TOKENS:

@@ -80,10 +80,7 @@ def _read(file: Path) -> list[tuple[int, _Round]]:
             try:
                 rnd = _Round.model_validate(obj)
             except ValidationError as exc:
-                err = exc.errors()[0]
-                field = ".".join(str(p) for p in err.get("loc", ())) or None
-                raise TraceError(err.get("msg", "invalid value"), file=name, line=lineno,
-                                 field=field) from None
+                raise TraceError.from_validation(exc, file=name, line=lineno) from None
             for fname in ("input_tokens_total", "output_tokens"):
                 if getattr(rnd, fname) > MAX_REQUEST_TOKENS:
                     raise TraceError(f"more than {MAX_REQUEST_TOKENS:,} tokens in one request",

@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from traces._errors import TraceError
+from traces._errors import TraceError, first_problem
 from traces._import_common import (
     MAX_REQUEST_TOKENS,
     ChainEncoder,
@@ -103,9 +103,8 @@ class _Ctx:
         try:
             return model.model_validate(obj)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err.get("loc", ()))
-            raise self.error(err.get("msg", "invalid value"), f"{where}.{loc}" if loc else where)\
+            problem = first_problem(exc)
+            raise self.error(problem.message, ".".join(p for p in (where, problem.field) if p))\
                 from None
 
 

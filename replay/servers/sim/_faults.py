@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from analysis import ErrorKind, RequestStatus
 from replay.errors import ConfigError
+from traces import first_problem
 
 __all__ = ["FAULT_OUTCOMES", "FaultKind", "FaultSpec", "parse_faults"]
 
@@ -102,10 +103,10 @@ def parse_faults(text: str | None) -> FaultSpec:
     try:
         return FaultSpec.model_validate(values)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"])
+        problem = first_problem(exc)
+        field = problem.field or ""
         known = ", ".join(FaultSpec.model_fields)
-        if err["type"] == "extra_forbidden":
+        if problem.kind == "extra_forbidden":
             raise ConfigError(f"--faults: unknown kind {field!r} (known: {known})") from None
         where = f"{field}: " if field else ""
-        raise ConfigError(f"--faults: {where}{err['msg']}") from None
+        raise ConfigError(f"--faults: {where}{problem.raw}") from None

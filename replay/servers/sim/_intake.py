@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from replay.servers.sim._protocol import ChatRequest, CompletionRequest
 from replay.servers.sim._tokenizer import SimTokenizer
+from traces import first_problem
 
 __all__ = ["HTTPError", "Intake"]
 
@@ -56,9 +57,8 @@ class Intake:
         try:
             req = model_cls.model_validate(body)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            field = ".".join(str(p) for p in err["loc"])
-            raise HTTPError(400, f"{field}: {err['msg']}", field or None) from None
+            problem = first_problem(exc)
+            raise HTTPError(400, f"{problem.field or ''}: {problem.raw}", problem.field) from None
         if req.stream_options is not None and not req.stream:
             raise HTTPError(400, "Stream options can only be defined when `stream=True`.",
                             "stream_options")

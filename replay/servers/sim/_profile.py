@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from replay.errors import ConfigError
+from traces import first_problem
 
 __all__ = [
     "MAX_GPU_BLOCKS",
@@ -205,6 +206,6 @@ def load_profile(name_or_path: str) -> SimProfile:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{where}: not UTF-8 text (byte {exc.start})") from None
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "(profile)"
-        raise ConfigError(f"{where}: field {field}: {err['msg']}") from None
+        problem = first_problem(exc)
+        raise ConfigError(f"{where}: field {problem.field or '(profile)'}: {problem.message}")\
+            from None

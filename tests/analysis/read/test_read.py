@@ -18,6 +18,7 @@ from analysis.read._arrow import arrow_columns, arrow_table
 from analysis.read._strict import strict_columns
 from analysis.schema import RequestColumns
 from tests.analysis.builders import make_run, rec
+from tests.support.fuzz import examples
 
 
 def test_reads_columns(tmp_path: Path) -> None:
@@ -230,7 +231,7 @@ _ODD = [None, 0, -1, 1, 1.0, 1.5, -0.0, "", "x", "ok", True, [], [1], [1.5], [No
 _FIELDS_TO_BREAK = sorted(RequestColumns.__dataclass_fields__.keys() - {"chunk_offsets"})
 
 
-@settings(max_examples=150, deadline=None,
+@settings(max_examples=examples(150), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     n=st.integers(1, 6),

@@ -12,6 +12,8 @@ from replay.cli import main
 from tests.analysis.report.builders import make_sweep
 from tests.analysis.report.chromium import in_first_screen, measure, screenshot
 
+pytestmark = [pytest.mark.browser, pytest.mark.sim]
+
 DECISION = ["verdict", "validity", "pareto-chart"]
 
 

@@ -120,6 +120,7 @@ def test_requests_csv(tmp_path: Path) -> None:
     assert bad["ttft_s"] == "" and EVIL in bad["error_message"]
 
 
+@pytest.mark.browser
 def test_headless_chromium_renders_without_console_errors(
     report: tuple[str, Path], tmp_path: Path
 ) -> None:

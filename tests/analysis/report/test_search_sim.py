@@ -11,6 +11,8 @@ import pytest
 from analysis import bracket_of, compare_runs, parse_tier, read_run, read_runs
 from replay.cli import main
 
+pytestmark = pytest.mark.sim
+
 
 def _workload(path: Path) -> Path:
     from traces import generate, write_workload

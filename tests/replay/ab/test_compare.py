@@ -11,7 +11,7 @@ import pytest
 from replay.ab import CompareOptions, compare_arms, is_run_complete, plan_runs
 from replay.cli import main
 from replay.errors import ConfigError
-from tests.replay.ab.conftest import exit_for, profile_variant, sims
+from tests.support.servers import exit_for, profile_variant, sims
 
 
 def _opts(**kw: object) -> CompareOptions:
@@ -26,7 +26,8 @@ def _started(run_dir: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def abba(tiny_workload: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str,
+def abba(uses_sim: None, tiny_workload: Path,
+         tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str,
                                                                                   str]:
     out = tmp_path_factory.mktemp("abba") / "cmp"
     with sims(("small", "auto"), ("small", "latency_specialized")) as urls:
@@ -57,6 +58,7 @@ def test_compare_runs_abba_and_writes_report(abba: tuple[Path, str, str]) -> Non
     assert fairness.startswith("Fair comparison")
 
 
+@pytest.mark.sim
 def test_unfair_arms_are_refused_before_any_load(tiny_workload: Path, tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     variant = profile_variant(tmp_path, max_num_seqs=32)

@@ -12,7 +12,9 @@ import pytest
 
 from replay.ab import DEMO_PROFILE
 from replay.servers.sim import load_profile
-from tests.replay.ab.conftest import exit_for
+from tests.support.servers import exit_for
+
+pytestmark = pytest.mark.cli
 
 ROOT = Path(__file__).resolve().parents[3]
 

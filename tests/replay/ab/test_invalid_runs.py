@@ -9,9 +9,11 @@ import pytest
 
 from replay.ab import plan_runs, run_verdict
 from replay.cli import main
-from tests.replay.ab.conftest import sims
-from tests.replay.conftest import chain_requests
+from tests.support.servers import sims
+from tests.support.workloads import chain_requests
 from traces import Session, WorkloadHeader, write_workload
+
+pytestmark = pytest.mark.sim
 
 
 def _slow_workload(path: Path) -> Path:

@@ -27,6 +27,8 @@ from replay.ab import (
 from replay.servers.launch import LaunchSettings
 from replay.servers.sim import free_port
 
+pytestmark = pytest.mark.sim
+
 FAKE = r'''#!{python}
 import json, os, sys
 argv = sys.argv[3:]

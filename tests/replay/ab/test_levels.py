@@ -12,8 +12,8 @@ from analysis import RunManifest
 from replay.ab import CompareOptions, compare_arms, plan_runs
 from replay.cli import main
 from replay.errors import ConfigError
-from tests.replay.ab.conftest import sims
-from tests.replay.conftest import make_workload
+from tests.support.servers import sims
+from tests.support.workloads import make_workload
 
 DEAD = [("auto", "http://127.0.0.1:9"), ("latency_specialized", "http://127.0.0.1:9")]
 
@@ -45,6 +45,7 @@ def test_user_counts_are_refused_for_timestamp_workloads(tmp_path: Path) -> None
     assert not (tmp_path / "cmp").exists()
 
 
+@pytest.mark.sim
 def test_rates_are_open_loop_levels(tiny_workload: Path, tmp_path: Path) -> None:
     """``--rate 1,2``: each level is a session rate; its runs say so (load_kind rate)."""
     out = tmp_path / "cmp"

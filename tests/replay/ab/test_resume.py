@@ -11,9 +11,12 @@ import time
 from pathlib import Path
 
 import orjson
+import pytest
 
 from replay.ab import is_run_complete, is_run_reusable, plan_runs
-from tests.replay.ab.conftest import exit_for, sims
+from tests.support.servers import exit_for, sims
+
+pytestmark = pytest.mark.sim
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from replay.cli import main
-from tests.replay.ab.conftest import sims
+from tests.support.servers import sims
 
 
 def _args(urls: list[str], workload: Path, out: Path, *extra: str) -> list[str]:
@@ -36,6 +36,7 @@ def test_search_limits_are_refused_naming_the_flag(
     assert not out.exists()  # refused before anything is written
 
 
+@pytest.mark.sim
 def test_probe_limit_answers_and_reruns_with_other_settings_are_refused(
         tiny_workload: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "s"

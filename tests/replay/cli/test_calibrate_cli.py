@@ -12,7 +12,7 @@ import pytest
 from replay.cli import main
 from replay.servers.sim import load_profile, server_info
 from tests.analysis.builders import make_run
-from tests.analysis.fit.test_fit import PROFILE, engine_records
+from tests.support.fit import PROFILE, engine_records
 
 
 def _runs(root: Path, levels: tuple[int, ...] = (1, 2, 4), label: str = "auto") -> list[str]:

@@ -14,11 +14,11 @@ import pytest
 from analysis import RunManifest
 from replay.cli import main
 from replay.servers.sim import SimServerProcess
-from tests.replay.conftest import make_workload
+from tests.support.workloads import make_workload
 
 
 @pytest.fixture(scope="module")
-def sim() -> object:
+def sim(uses_sim: None) -> object:
     with SimServerProcess("small", time_scale=4.0) as srv:
         yield srv
 
@@ -72,6 +72,7 @@ def test_user_errors_exit_2_with_one_line(
     assert message in err and "Traceback" not in err and len(err.splitlines()) == 1
 
 
+@pytest.mark.cli
 def test_ctrl_c_stops_cleanly(tmp_path: Path, sim: SimServerProcess) -> None:
     wl = make_workload(tmp_path / "wl.jsonl", output=400)
     out = tmp_path / "run"

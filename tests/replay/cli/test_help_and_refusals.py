@@ -272,7 +272,7 @@ def test_warmup_warning_names_the_flag_and_the_rule(agent_workload: Path) -> Non
     assert warmup_advice(agent_workload, needed - 0.5) is not None
     assert warmup_advice(agent_workload, float(needed)) is None
     capped = _rule(agent_workload, cap=0.0)
-    assert f"--warmup {capped} " in (warmup_advice(agent_workload, 0.0, think_cap_s=0.0) or "")
+    assert f"--warmup {capped} " in (warmup_advice(agent_workload, 0.0, think_time_cap_s=0.0) or "")
 
 
 def test_no_warmup_warning_without_prefix_reuse(tmp_path: Path) -> None:

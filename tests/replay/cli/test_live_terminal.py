@@ -19,7 +19,11 @@ import termios
 import time
 from pathlib import Path
 
+import pytest
+
 from replay.servers.sim import SimServerProcess
+
+pytestmark = pytest.mark.cli
 
 REPO = Path(__file__).resolve().parents[3]
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>78]|\r")

@@ -12,7 +12,7 @@ import pytest
 from replay.cli import main
 from replay.servers.sim import SimServerProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.sim
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ def test_long_mean_think_times_warn_and_name_a_cap_that_fixes_them(tmp_path: Pat
     assert text is not None and "about 1 request" in text and "mean think time 100.5 s" in text
     cap = int(text.split("--think-time-cap ")[1].split()[0])
     # the cap it names gives the window enough requests
-    assert window_advice(wl, 4, 30, think_cap_s=cap) is None
+    assert window_advice(wl, 4, 30, think_time_cap_s=cap) is None
     assert 4 * 30 / (sum(min(t, cap) for t in [1.0, 0.5, 300.0]) / 3 + 1.0) >= MIN_WINDOW_REQUESTS
 
 

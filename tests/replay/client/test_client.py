@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 
 from replay.client._stream import StreamOutcome, Timeouts, make_session, stream_request
-from tests.replay.conftest import serve_app
+from tests.support.servers import serve_app
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -154,6 +154,7 @@ def _run(path: str, timeouts: Timeouts | None = None, max_line: int = 1 << 20) -
     return out
 
 
+@pytest.mark.sim
 def test_ok_stream_counts_tokens_and_keeps_usage() -> None:
     out = _run("/ok")
     assert out.status == "ok" and out.error_kind is None and out.done
@@ -165,17 +166,20 @@ def test_ok_stream_counts_tokens_and_keeps_usage() -> None:
     assert out.chunk_ns[1] == out.chunk_ns[2]  # arrived in one read
 
 
+@pytest.mark.sim
 def test_prompt_echo_is_skipped_not_counted() -> None:
     out = _run("/echo")
     assert out.status == "ok"
     assert out.output_ids == [11, 12, 13] and out.chunk_tokens == [1, 2]
 
 
+@pytest.mark.sim
 def test_plain_text_chunks_count_one_each() -> None:
     out = _run("/plain")
     assert out.status == "ok" and out.streamed_tokens == 3
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize(("path", "status", "kind", "http"), [
     ("/500", "error", "http_500", 500),
     ("/429", "error", "http_429", 429),
@@ -190,17 +194,20 @@ def test_failures_become_records(path: str, status: str, kind: str, http: int) -
     assert (out.status, out.error_kind, out.http_status) == (status, kind, http)
 
 
+@pytest.mark.sim
 def test_429_message_records_retry_after() -> None:
     out = _run("/429")
     assert out.error_message is not None and "Retry-After: 3" in out.error_message
 
 
+@pytest.mark.sim
 def test_stream_error_message() -> None:
     out = _run("/stream_error")
     assert out.error_message == "oops (code 500)"
     assert out.chunk_tokens == [1]
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize(("path", "timeouts", "kind"), [
     ("/stall_first", Timeouts(first_token_s=0.2), "timeout_first_token"),
     ("/stall_mid", Timeouts(itl_s=0.2), "timeout_itl"),
@@ -211,11 +218,13 @@ def test_timeouts_have_kinds(path: str, timeouts: Timeouts, kind: str) -> None:
     assert (out.status, out.error_kind) == ("timeout", kind)
 
 
+@pytest.mark.sim
 def test_long_line_is_bounded() -> None:
     out = _run("/long_line", max_line=50_000)
     assert (out.status, out.error_kind) == ("error", "line_too_long")
 
 
+@pytest.mark.sim
 def test_connect_refused() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -231,6 +240,7 @@ def test_connect_refused() -> None:
     assert (out.status, out.error_kind, out.http_status) == ("error", "connect", None)
 
 
+@pytest.mark.sim
 def test_cancellation_is_recorded_then_raised() -> None:
     out = StreamOutcome()
     raised = []

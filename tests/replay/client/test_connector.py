@@ -13,7 +13,7 @@ import uvloop
 from aiohttp import web
 
 from replay.client._stream import StreamOutcome, Timeouts, make_session, stream_request, wire_pool
-from tests.replay.conftest import serve_app
+from tests.support.servers import serve_app
 
 LOOPS = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
 
@@ -76,6 +76,7 @@ async def _one(session: object, url: str, timeouts: Timeouts | None = None) -> S
     return out
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("loop", sorted(LOOPS))
 def test_sequential_requests_reuse_one_connection(loop: str) -> None:
     outs: list[StreamOutcome] = []
@@ -91,6 +92,7 @@ def test_sequential_requests_reuse_one_connection(loop: str) -> None:
     assert len(server.peers) == 6 and len(set(server.peers)) == 1
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("query", ["close=1", "cut=1"])
 def test_a_connection_is_not_reused_after_close_or_a_cut_answer(query: str) -> None:
     outs: list[StreamOutcome] = []
@@ -109,6 +111,7 @@ def test_a_connection_is_not_reused_after_close_or_a_cut_answer(query: str) -> N
     assert len(set(server.peers)) == 2
 
 
+@pytest.mark.sim
 def test_the_cap_bounds_connections_in_use() -> None:
     outs: list[StreamOutcome] = []
 
@@ -122,6 +125,7 @@ def test_the_cap_bounds_connections_in_use() -> None:
     assert server.open_max == 2 and len(set(server.peers)) == 2
 
 
+@pytest.mark.sim
 def test_cancelling_a_request_closes_its_connection_and_frees_its_slot() -> None:
     outs: list[StreamOutcome] = []
 
@@ -139,6 +143,7 @@ def test_cancelling_a_request_closes_its_connection_and_frees_its_slot() -> None
     assert len(set(server.peers)) == 2
 
 
+@pytest.mark.sim
 def test_closing_the_session_closes_the_pool() -> None:
     seen: list[int] = []
 

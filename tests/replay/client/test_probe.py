@@ -14,7 +14,8 @@ from analysis.schema._schema import RunManifest
 from replay.client._probe import connect_url, find_key, public_target
 from replay.errors import ConfigError
 from replay.load import RunConfig, run_load
-from tests.replay.conftest import make_workload, serve_app
+from tests.support.servers import serve_app
+from tests.support.workloads import make_workload
 
 SEEN: list[dict[str, object]] = []
 
@@ -48,6 +49,7 @@ async def _with_bare(fn: Callable[[str], Awaitable[None]]) -> None:
         await fn(base)
 
 
+@pytest.mark.sim
 def test_no_vocab_anywhere_fails_fast(tmp_path: Path) -> None:
     wl = make_workload(tmp_path / "wl.jsonl")
 
@@ -59,6 +61,7 @@ def test_no_vocab_anywhere_fails_fast(tmp_path: Path) -> None:
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.sim
 def test_vocab_option_and_default_block_size(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     wl = make_workload(tmp_path / "wl.jsonl", output=5, think_s=0.0)

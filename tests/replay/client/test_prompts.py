@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from replay.client._bodies import BodySpec, ChainEncoder, PrefixCacheModel, build_body, chat_text
 from replay.client._stream import StreamOutcome
+from tests.support.fuzz import examples
 
 
 def test_completions_body_forces_output_and_streams() -> None:
@@ -113,7 +114,7 @@ def test_shared_blocks_hit_only_once_their_owner_had_a_first_token() -> None:
     assert model.observe(p, 8, "c", owner=StreamOutcome()).expected == 8
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["extend", "compact", "fresh", "same"]),
                           st.integers(0, 70)), min_size=1, max_size=8),
        st.sampled_from([1, 4, 16]))

@@ -27,11 +27,11 @@ from tests.replay.conftest import make_workload
 def test_v1_rules_and_the_mvp_beside_them() -> None:
     v1 = scenario_rules("agentx-v1")
     assert (v1.min_duration_s, v1.seed, v1.entry_ratio, v1.max_failure_share,
-            v1.warmup_requests, v1.idle_gap_cap_s, v1.fresh_server) == (
+            v1.warmup_requests, v1.think_time_cap_s, v1.fresh_server) == (
         3600.0, 42, (0.25, 0.75), 0.10, 10, 300.0, True)
     mvp = scenario_rules("agentx-mvp")
     assert scenario_rules("agentx") is mvp  # the former name keeps working
-    assert (mvp.min_duration_s, mvp.idle_gap_cap_s, mvp.max_failure_share,
+    assert (mvp.min_duration_s, mvp.think_time_cap_s, mvp.max_failure_share,
             mvp.warmup_requests) == (900.0, 10.0, 0.05, 0)
     assert set(SCENARIOS) >= {"agentx-v1", "agentx-mvp", "agentx"}
 
@@ -51,7 +51,7 @@ def test_v1_fills_its_rules_and_refuses_a_short_window() -> None:
 
 def _judge(name: str, share: float, warmup_s: float = 600.0) -> list[str]:
     load = LoadSettings(users=4, duration_s=3600.0, warmup_s=warmup_s, drain_s=60.0, seed=42,
-                        think_time_cap_s=scenario_rules(name).idle_gap_cap_s)
+                        think_time_cap_s=scenario_rules(name).think_time_cap_s)
     return judge_scenario(name, load, source="weka", header_params={}, max_context=None,
                           window_s=3600.0, failure_share=share).notes
 

@@ -20,7 +20,8 @@ from aiohttp import web
 from analysis import assess_run, compare_runs, measure, read_run, read_runs, summarize
 from replay.load import RunSettings, auto_drain, resolve_drain, run_load
 from replay.servers.sim import SimConfig, SimServer, TruthRecord
-from tests.replay.conftest import make_workload, serve_app
+from tests.support.servers import serve_app
+from tests.support.workloads import make_workload
 from traces import iter_sessions
 
 _HOP = {"content-length", "transfer-encoding", "connection", "content-encoding"}
@@ -68,6 +69,7 @@ def _records(run: Path) -> list[dict[str, object]]:
     return [orjson.loads(x) for x in (run / "requests.jsonl").read_bytes().splitlines()]
 
 
+@pytest.mark.sim
 def test_a_proxy_that_cuts_max_tokens_makes_its_arm_invalid(tmp_path: Path) -> None:
     wl = make_workload(tmp_path / "wl.jsonl", sessions=4, turns=30, output=90, think_s=0.0)
     cfg = RunSettings(target="http://127.0.0.1:1", users=4, warmup_s=0.2, duration_s=3.5,
@@ -104,6 +106,7 @@ def test_a_proxy_that_cuts_max_tokens_makes_its_arm_invalid(tmp_path: Path) -> N
         assert not ratios[key].established, key  # whatever this machine's timing
 
 
+@pytest.mark.sim
 def test_requests_cut_by_the_drain_say_how_far_they_got(tmp_path: Path) -> None:
     """Outputs of 2000 tokens, a drain of 0.3 s: the requests still streaming are cut;
     each says how many tokens it had received (never more than the server sent, per its
@@ -153,6 +156,7 @@ def test_the_default_drain_covers_the_longest_answer(tmp_path: Path) -> None:
     assert given.drain == 5.0 and none is None
 
 
+@pytest.mark.sim
 def test_the_claimed_acceptance_is_printed_beside_the_measured_one(tmp_path: Path) -> None:
     """The speculative profile claims acceptance length 6 (5 drafts accepted every step):
     the run's summary prints the measured length from the counters next to that claim."""

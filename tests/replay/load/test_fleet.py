@@ -11,7 +11,7 @@ from replay.ab import CompareOptions
 from replay.cli import main
 from replay.errors import ConfigError
 from replay.load import FleetCache, RunSettings, split_targets
-from tests.replay.conftest import make_workload
+from tests.support.workloads import make_workload
 
 _BS = 4
 

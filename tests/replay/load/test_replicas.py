@@ -22,8 +22,10 @@ from analysis import RequestRecord, RunManifest, read_run
 from analysis.schema import MetricSample
 from replay.cli import main
 from replay.servers.sim import SimServerProcess, TruthRecord, load_profile
-from tests.replay.ab.conftest import profile_variant
-from tests.replay.conftest import make_workload
+from tests.support.servers import profile_variant
+from tests.support.workloads import make_workload
+
+pytestmark = pytest.mark.sim
 
 _SCALE = 4.0
 

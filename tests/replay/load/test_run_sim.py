@@ -16,7 +16,7 @@ from analysis.schema import MetricSample
 from replay.errors import ConfigError, TargetError
 from replay.load import RunSettings, open_plan, run_load, run_load_sync
 from replay.servers.sim import SimConfig, SimServer, SimServerProcess, TruthRecord, load_profile
-from tests.replay.conftest import make_workload
+from tests.support.workloads import make_workload
 
 
 def _records(run: Path) -> list[RequestRecord]:
@@ -49,6 +49,7 @@ def _within(a: float, b: float, rel: float, slack: float = 0.0) -> bool:
     return abs(a - b) <= rel * abs(b) + slack
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("users", [1, 32])
 def test_timing_matches_truth_and_schedule(tmp_path: Path, users: int) -> None:
     """TTFT and TPOT (P50, P90) within 5% of the server's truth at a 20 ms step; every
@@ -108,6 +109,7 @@ def test_timing_matches_truth_and_schedule(tmp_path: Path, users: int) -> None:
         assert r.phase == want
 
 
+@pytest.mark.sim
 def test_think_time_honoured(tmp_path: Path) -> None:
     """Each request after the first of a lane waited its scaled think time after the previous
     response ended, as the client recorded it and as the server saw it (truth log on the
@@ -141,6 +143,7 @@ def test_think_time_honoured(tmp_path: Path) -> None:
         assert (t_next.arrival_ns - t0_ns) / 1e9 >= r.sent_s - 1e-6
 
 
+@pytest.mark.sim
 def test_expected_prefix_hits_equal_server_hits(tmp_path: Path) -> None:
     """The client's infinite-cache prediction equals what the (non-evicting) server hit,
     with recycled sessions sharing a system prompt and subagents."""
@@ -169,6 +172,7 @@ def test_expected_prefix_hits_equal_server_hits(tmp_path: Path) -> None:
     assert samples and samples[-1].values["vllm:prefix_cache_hits_total"] == hits
 
 
+@pytest.mark.sim
 def test_expected_hits_many_users_private_prefixes(tmp_path: Path) -> None:
     wl = make_workload(tmp_path / "wl.jsonl", sessions=4, turns=5, output=20, think_s=0.02,
                        shared_blocks=0)
@@ -197,6 +201,7 @@ FAULT_KIND = {
 }
 
 
+@pytest.mark.sim
 def test_each_fault_gives_its_status_and_the_run_goes_on(tmp_path: Path) -> None:
     wl = make_workload(tmp_path / "wl.jsonl", sessions=4, turns=4, output=20, think_s=0.0)
     faults = {"rate_limit_rate": 0.1, "error_rate": 0.1, "stream_error_rate": 0.1,
@@ -225,6 +230,7 @@ def test_each_fault_gives_its_status_and_the_run_goes_on(tmp_path: Path) -> None
     assert _manifest(run).complete
 
 
+@pytest.mark.sim
 def test_interrupt_is_orderly(tmp_path: Path) -> None:
     wl = make_workload(tmp_path / "wl.jsonl", output=200, think_s=0.0)
 
@@ -244,6 +250,7 @@ def test_interrupt_is_orderly(tmp_path: Path) -> None:
     assert all(r.error_kind == "cancelled_interrupt" for r in cancelled)
 
 
+@pytest.mark.sim
 def test_open_loop_follows_the_seeded_plan(tmp_path: Path) -> None:
     wl = make_workload(tmp_path / "wl.jsonl", turns=2, output=10, think_s=0.0)
     assert open_plan(8.0, 5, 2.0) == open_plan(8.0, 5, 2.0) != open_plan(8.0, 6, 2.0)
@@ -261,6 +268,7 @@ def test_open_loop_follows_the_seeded_plan(tmp_path: Path) -> None:
     assert len({r.user for r in recs}) == len(firsts)
 
 
+@pytest.mark.sim
 def test_timestamp_replay_sends_each_request_at_its_arrival(tmp_path: Path) -> None:
     wl = make_workload(tmp_path / "wl.jsonl", sessions=3, turns=2, output=10,
                        arrival="timestamps")
@@ -276,6 +284,7 @@ def test_timestamp_replay_sends_each_request_at_its_arrival(tmp_path: Path) -> N
     assert all(r.status == "ok" for r in recs)
 
 
+@pytest.mark.sim
 def test_chat_mode(tmp_path: Path, workload: Path) -> None:
     async def go() -> Path:
         async with SimServer(SimConfig(profile="small", time_scale=4.0)) as srv:
@@ -288,6 +297,7 @@ def test_chat_mode(tmp_path: Path, workload: Path) -> None:
     assert _manifest(tmp_path / "run").api == "chat"
 
 
+@pytest.mark.sim
 def test_credentials_never_stored(tmp_path: Path, workload: Path,
                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AR_TEST_KEY", "sekrit-123")
@@ -313,6 +323,7 @@ def test_missing_key_env_is_a_user_error(tmp_path: Path, workload: Path) -> None
                              tmp_path / "run"))
 
 
+@pytest.mark.sim
 def test_target_failures_fail_fast(tmp_path: Path, workload: Path) -> None:
     long_wl = make_workload(tmp_path / "long.jsonl", sessions=1, turns=2, new_blocks=300)
 

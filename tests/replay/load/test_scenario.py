@@ -21,7 +21,7 @@ from replay.cli import main
 from replay.errors import ConfigError
 from replay.load import SCENARIOS, entry_turn, judge_scenario, scenario_values
 from replay.servers.sim import SimServerProcess
-from tests.replay.conftest import chain_requests
+from tests.support.workloads import chain_requests
 from traces import Session, WorkloadHeader, write_workload
 
 BS = 16
@@ -44,7 +44,7 @@ def _weka_like(path: Path, *, sessions: int, turns: int, source: str = "weka",
 
 
 @pytest.fixture
-def listener() -> Iterator[tuple[str, socket.socket]]:
+def listener(uses_sim: None) -> Iterator[tuple[str, socket.socket]]:
     """A server socket that accepts nothing: any connection attempt stays pending."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -74,6 +74,7 @@ REFUSED_RUN = [
 ]
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize(("extra", "flag", "rule"), REFUSED_RUN)
 def test_run_refuses_each_contradicting_flag_before_any_connection(
     tmp_path: Path, listener: tuple[str, socket.socket], capsys: pytest.CaptureFixture[str],
@@ -99,6 +100,7 @@ REFUSED_WORKLOAD = [
 ]
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize(("header", "rule"), REFUSED_WORKLOAD)
 @pytest.mark.parametrize("command", ["run", "compare"])
 def test_workloads_that_break_the_rules_are_refused(
@@ -118,6 +120,7 @@ def test_workloads_that_break_the_rules_are_refused(
     assert _no_connection(sock)
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize(("extra", "flag"), [
     (["--duration", "60"], "--duration 60"),
     (["--duration", "900", "--rate", "0.5,1"], "--rate"),
@@ -153,7 +156,7 @@ def test_the_rules_fill_what_the_user_left_unset() -> None:
     out = scenario_values("agentx", False, values, header, "wl.jsonl")
     assert out["scenario"] == "agentx" and out["scenario_unsafe"] is False
     assert (out["seed"], out["think_time_cap_s"], out["think_scale"]) == (
-        AGENTX.seed, AGENTX.idle_gap_cap_s, 1.0)
+        AGENTX.seed, AGENTX.think_time_cap_s, 1.0)
     assert out["users"] == 4 and out["duration_s"] == 900.0
     same = scenario_values("agentx", False, {**values, "think_time_cap_s": 10.0, "seed": 42},
                            header, "wl.jsonl")
@@ -209,7 +212,7 @@ def test_entry_turns_stay_within_the_ratio_and_cover_it(turns: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def sim() -> Iterator[SimServerProcess]:
+def sim(uses_sim: None) -> Iterator[SimServerProcess]:
     with SimServerProcess("small", time_scale=4.0) as srv:
         yield srv
 
@@ -301,13 +304,14 @@ def test_the_cache_bust_differs_run_to_run(tmp_path: Path, sim: SimServerProcess
     assert int(first["cached_tokens"]) == (prompt - 1) // BS * BS > SHARED_BLOCKS * BS  # type: ignore[call-overload]
 
 
+@pytest.mark.sim
 def test_compare_carries_the_scenario_into_every_run_and_the_summary(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     """compare --scenario agentx --scenario-unsafe: every run follows the rules and
     is judged; summary.json and the report say the comparison did not satisfy them
     (its windows are 1 s), naming each run."""
-    from tests.replay.ab.conftest import sims
+    from tests.support.servers import sims
 
     wl = _weka_like(tmp_path / "wl.jsonl", sessions=2, turns=8)
     out = tmp_path / "cmp"

@@ -15,7 +15,9 @@ import pytest
 from analysis import RunManifest, measure, read_run, summarize
 from replay.cli import main
 from replay.servers.sim import SimServerProcess
-from tests.replay.conftest import make_workload
+from tests.support.workloads import make_workload
+
+pytestmark = pytest.mark.sim
 
 
 def _run(tmp_path: Path, url: str, name: str) -> tuple[int, RunManifest, float | None]:

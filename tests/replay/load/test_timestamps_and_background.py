@@ -19,7 +19,7 @@ from replay.cli import main
 from replay.errors import ConfigError
 from replay.load import RunSettings, connections_for, run_load
 from replay.servers.sim import SimConfig, SimServer, SimServerProcess
-from tests.replay.conftest import chain_requests, make_workload
+from tests.support.workloads import chain_requests, make_workload
 from traces import Session, Subagent, WorkloadHeader, write_workload
 
 _BS = 16
@@ -52,6 +52,7 @@ def _background_workload(path: Path) -> Path:
     return path
 
 
+@pytest.mark.sim
 def test_parent_waits_for_blocking_subagents_only(tmp_path: Path) -> None:
     """The parent's next request is due when the last blocking subagent ended (its
     records' ends), not when the background one ends (its last token comes later);
@@ -130,7 +131,7 @@ def _arrivals(path: Path) -> dict[tuple[str, int], float]:
 
 
 @pytest.fixture(scope="module")
-def sim() -> object:
+def sim(uses_sim: None) -> object:
     with SimServerProcess("small", time_scale=4.0) as srv:
         yield srv
 
@@ -255,6 +256,7 @@ def test_compare_refuses_bad_time_controls_before_any_connection(
     assert "cannot reach" not in err and not (out / "runs").exists()
 
 
+@pytest.mark.sim
 def test_compare_runs_at_the_time_scale(tmp_path: Path) -> None:
     """Every run of ``compare --time-scale 0.5`` replays the trace twice as fast (due
     times from the workload) and is labelled with that level; the stored settings

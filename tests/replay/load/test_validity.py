@@ -16,7 +16,7 @@ from analysis import RunManifest, measure, read_run, summarize
 from replay.cli import main
 from replay.load import RunSettings, run_load
 from replay.servers.sim import SimConfig, SimServer, SimServerProcess, TruthRecord
-from tests.replay.conftest import chain_requests, make_workload
+from tests.support.workloads import chain_requests, make_workload
 from traces import Session, WorkloadHeader, write_workload
 
 
@@ -36,7 +36,7 @@ def _manifest(run: Path) -> RunManifest:
 
 
 @pytest.fixture(scope="module")
-def sim() -> object:
+def sim(uses_sim: None) -> object:
     with SimServerProcess("small", time_scale=4.0) as srv:
         yield srv
 
@@ -89,6 +89,7 @@ def test_a_normal_run_is_covered_and_measures_its_client(
     assert m.validity is not None
 
 
+@pytest.mark.sim
 def test_drain_cuts_are_incomplete_records_counted(tmp_path: Path) -> None:
     """No drain and long outputs: the requests still streaming when the window ends are
     cut. Each is recorded once as ``incomplete`` (no error kind), every request the server

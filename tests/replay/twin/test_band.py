@@ -17,7 +17,8 @@ from replay.twin import (
     widened_tiers,
 )
 from tests.analysis.report.builders import make_sweep
-from tests.replay.twin.test_cli_plan import _plan, _twin, wl  # noqa: F401 - the fixture
+from tests.support.twin import plan_argv as _plan
+from tests.support.twin import twin_file as _twin
 
 
 def _holdouts(*errs: tuple[float, float]) -> dict[str, object]:

@@ -18,7 +18,7 @@ import pytest
 
 from replay.cli import main
 from replay.servers.sim import SimServerProcess, load_profile, read_step_log, step_log_path
-from tests.replay.ab.conftest import profile_variant
+from tests.support.servers import profile_variant
 from traces import generate, write_workload
 
 LEVELS = (1, 2, 4, 8)
@@ -47,7 +47,7 @@ def _sim_runs(root: Path, **changes: object) -> tuple[Path, Path, Path]:
 
 
 @pytest.fixture(scope="module")
-def sim_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+def sim_runs(uses_sim: None, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     return _sim_runs(tmp_path_factory.mktemp("calibrate"))
 
 
@@ -185,6 +185,7 @@ _NOISE = (0.8, 0.9, 1.0, 1.1, 1.2, 3.0)
 """Step factor quantiles at 0, 20 .. 100%: mean 1.2, a heavy top fifth."""
 
 
+@pytest.mark.sim
 def test_calibrate_recovers_heavy_tailed_steps_and_predicts_with_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -3,35 +3,14 @@ per-tier lines, labelled modelled (twin)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from replay.cli import main
-from replay.servers.sim import load_profile
-from tests.replay.conftest import make_workload
-
-
-@pytest.fixture
-def wl(tmp_path: Path) -> Path:
-    return make_workload(tmp_path / "wl.jsonl", sessions=6, turns=6, new_blocks=8,
-                         output=40, think_s=2.0, shared_blocks=2)
-
-
-def _twin(tmp_path: Path, **changes: object) -> Path:
-    data = json.loads(load_profile("small").model_dump_json())
-    data["calibration"] = {"method": "test", "runs": 3}  # unknown to profiles: ignored
-    data.update(changes)
-    path = tmp_path / "twin.json"
-    path.write_text(json.dumps(data))
-    return path
-
-
-def _plan(*extra: str) -> list[str]:
-    return ["plan", "--duration", "30", "--warmup", "5", "--drain", "5", "--jobs", "1",
-            *extra]
+from tests.support.twin import plan_argv as _plan
+from tests.support.twin import twin_file as _twin
 
 
 def test_plan_twin_prints_levels_and_tier_capacity(tmp_path: Path, wl: Path,

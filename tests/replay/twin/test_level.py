@@ -9,7 +9,7 @@ import pytest
 
 from replay.servers.sim import load_profile
 from replay.twin import load_workload, simulate_level
-from tests.replay.conftest import make_workload
+from tests.support.workloads import make_workload
 
 
 @pytest.fixture

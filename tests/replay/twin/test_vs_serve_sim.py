@@ -15,7 +15,9 @@ from analysis import measure, read_run, summarize
 from replay.load import RunSettings, run_load
 from replay.servers.sim import SimServerProcess, load_profile
 from replay.twin import load_workload, simulate_level
-from tests.replay.conftest import make_workload
+from tests.support.workloads import make_workload
+
+pytestmark = pytest.mark.sim
 
 USERS, WARMUP, DURATION, DRAIN = 8, 3.0, 24.0, 10.0
 

@@ -109,6 +109,7 @@ def _fingerprint_in_subprocess(seed: int) -> str:
     return out.stdout.strip()
 
 
+@pytest.mark.cli
 def test_same_seed_same_fingerprint_across_processes() -> None:
     a = _fingerprint_in_subprocess(5)
     b = _fingerprint_in_subprocess(5)

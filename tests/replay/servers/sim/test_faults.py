@@ -35,12 +35,14 @@ def test_parse_faults_errors_are_clear() -> None:
             parse_faults(bad)
 
 
+@pytest.mark.sim
 def test_rate_limit_is_429_with_retry_after() -> None:
     got, truth = _one("rate_limit_rate=1,retry_after_s=3")
     assert got.status == 429 and got.headers["Retry-After"] == "3"
     assert truth[0].fault == "rate_limit" and truth[0].http_status == 429
 
 
+@pytest.mark.sim
 def test_error_is_http_500_json() -> None:
     async def go():
         async with SimServer(SimConfig(faults=parse_faults("error_rate=1"))) as srv, \
@@ -51,6 +53,7 @@ def test_error_is_http_500_json() -> None:
     assert status == 500 and payload["error"]["code"] == 500
 
 
+@pytest.mark.sim
 def test_stream_error_is_an_event_under_200_then_done() -> None:
     got, truth = _one("stream_error_rate=1")
     assert got.status == 200 and got.done
@@ -61,6 +64,7 @@ def test_stream_error_is_an_event_under_200_then_done() -> None:
     assert truth[0].status == "stream_error" and truth[0].fault == "stream_error"
 
 
+@pytest.mark.sim
 def test_stall_pauses_mid_stream() -> None:
     got, truth = _one("stall_rate=1,stall_s=0.6")
     assert got.done and len(got.token_ids()) == MAX
@@ -71,6 +75,7 @@ def test_stall_pauses_mid_stream() -> None:
     assert truth[0].fault == "stall" and truth[0].status == "ok"
 
 
+@pytest.mark.sim
 def test_disconnect_drops_the_connection_mid_stream() -> None:
     got, truth = _one("disconnect_rate=1")
     assert got.status == 200 and not got.done
@@ -79,6 +84,7 @@ def test_disconnect_drops_the_connection_mid_stream() -> None:
     assert truth[0].status == "disconnected"
 
 
+@pytest.mark.sim
 def test_malformed_event_then_stream_continues() -> None:
     got, truth = _one("malformed_rate=1")
     assert got.done
@@ -94,6 +100,7 @@ def test_malformed_event_then_stream_continues() -> None:
     assert len(ids) == MAX
 
 
+@pytest.mark.sim
 def test_slow_accept_delays_the_response() -> None:
     t0 = time.monotonic()
     got, _truth = _one("slow_accept_s=0.4")
@@ -101,6 +108,7 @@ def test_slow_accept_delays_the_response() -> None:
     assert time.monotonic() - t0 >= 0.4
 
 
+@pytest.mark.sim
 def test_faults_are_deterministic_given_seed() -> None:
     def faulted(seed: int) -> list[str]:
         async def go():
@@ -119,6 +127,7 @@ def test_faults_are_deterministic_given_seed() -> None:
     assert a == b and 0 < len(a) < 24 and a != c
 
 
+@pytest.mark.sim
 def test_a_retry_under_the_same_id_draws_again() -> None:
     async def go():
         cfg = SimConfig(time_scale=50.0, seed=0, faults=parse_faults("rate_limit_rate=0.5"))

@@ -142,7 +142,7 @@ async def _collect(details: bool) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def sim() -> dict[str, Any]:
+def sim(uses_sim: None) -> dict[str, Any]:
     return run(_collect(details=False))
 
 
@@ -206,6 +206,7 @@ def test_request_ids_and_token_id_fields(sim) -> None:
     assert sim["comp"][1].get("X-Request-Id") is None  # vLLM does not echo it by default
 
 
+@pytest.mark.sim
 def test_prompt_tokens_details_adds_only_that_key() -> None:
     on = run(_collect(details=True))
     for key, name in (("comp", "completions_stream.txt"), ("chat", "chat_stream.txt")):

@@ -43,6 +43,7 @@ def _drive(config: SimConfig, users: int = 3,
     return _counters(text), list(srv.steps), srv
 
 
+@pytest.mark.sim
 def test_counters_equal_the_step_log_sums() -> None:
     counters, steps, srv = _drive(SimConfig(profile="small", time_scale=4.0))
     assert steps and counters[MODEL] > 0
@@ -51,6 +52,7 @@ def test_counters_equal_the_step_log_sums() -> None:
     assert sum(s.emitted_tokens for s in steps) == srv.engine.counters.generation_tokens
 
 
+@pytest.mark.sim
 def test_slowdown_makes_the_simulator_late_by_that_factor() -> None:
     counters, steps, srv = _drive(SimConfig(profile="small", time_scale=4.0, slowdown=1.5))
     assert counters[MODEL] == pytest.approx(sum(s.model_s for s in steps))
@@ -62,6 +64,7 @@ def test_slowdown_makes_the_simulator_late_by_that_factor() -> None:
     assert counters[ACTUAL] / counters[MODEL] >= 1.3
 
 
+@pytest.mark.sim
 def test_server_info_states_the_slowdown() -> None:
     async def go() -> dict[str, object]:
         async with SimServer(SimConfig(slowdown=2.0)) as srv, aiohttp.ClientSession() as s:
@@ -70,6 +73,7 @@ def test_server_info_states_the_slowdown() -> None:
     assert run(go())["slowdown"] == 2.0
 
 
+@pytest.mark.sim
 def test_serve_sim_writes_the_step_log_beside_the_truth_log(tmp_path: Path) -> None:
     truth = tmp_path / "truth.jsonl"
     with SimServerProcess("small", time_scale=4.0, slowdown=1.5, truth_path=str(truth)) as srv:

@@ -18,6 +18,7 @@ def _get(url: str) -> tuple[int, dict[str, str], bytes]:
         return r.status, dict(r.headers), r.read()
 
 
+@pytest.mark.sim
 def test_process_serves_and_always_stops(tmp_path) -> None:
     truth = tmp_path / "t.jsonl"
     with SimServerProcess("small", "auto", time_scale=50.0, truth_path=str(truth)) as srv:
@@ -38,6 +39,7 @@ def test_process_serves_and_always_stops(tmp_path) -> None:
     assert orjson.loads(line)["request_id"] == "p1"
 
 
+@pytest.mark.sim
 def test_process_reports_a_bad_profile() -> None:
     with pytest.raises(TargetError, match="unknown sim profile"):
         with SimServerProcess("no-such-profile"):

@@ -44,6 +44,7 @@ def test_decode_rate_is_a_lockstep_batch() -> None:
     assert point.per_request_tok_s * 8 == pytest.approx(point.decode_tok_s)
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("profile_name,backend", [
     (KIMI, "latency_specialized"), (KIMI, "auto"), (DSPARK, "latency_specialized"),
 ])

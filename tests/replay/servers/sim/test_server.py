@@ -16,6 +16,7 @@ def _sim(**kw) -> SimServer:
     return SimServer(SimConfig(**kw))
 
 
+@pytest.mark.sim
 def test_completion_stream_shape_and_usage() -> None:
     async def go():
         async with _sim() as srv, aiohttp.ClientSession() as s:
@@ -48,6 +49,7 @@ def test_completion_stream_shape_and_usage() -> None:
     assert rec.first_token_ns == rec.emit_ns[0] and rec.finish_ns >= rec.emit_ns[-1]
 
 
+@pytest.mark.sim
 def test_chat_stream_nonstream_and_usage_null() -> None:
     msgs = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi t40"}]
 
@@ -87,6 +89,7 @@ def test_generated_text_tokenizes_back_to_its_ids() -> None:
     assert tk.encode("t40 t999") == [40, 999]  # digits read as ids too
 
 
+@pytest.mark.sim
 def test_detokenize_is_the_inverse_of_tokenize() -> None:
     async def go():
         async with _sim() as srv, aiohttp.ClientSession() as s:
@@ -104,6 +107,7 @@ def test_detokenize_is_the_inverse_of_tokenize() -> None:
     assert bad[0] == 400 and "out of vocabulary" in bad[1]["error"]["message"]
 
 
+@pytest.mark.sim
 def test_errors_use_vllm_shapes() -> None:
     async def go():
         out = {}
@@ -139,6 +143,7 @@ def test_errors_use_vllm_shapes() -> None:
     assert err["error"]["message"] == "Token id 40000 is out of vocabulary"
 
 
+@pytest.mark.sim
 def test_info_endpoints_and_backends_differ_only_in_decode_backend() -> None:
     async def go(backend):
         async with _sim(backend=backend) as srv, aiohttp.ClientSession() as s:
@@ -165,6 +170,7 @@ def test_info_endpoints_and_backends_differ_only_in_decode_backend() -> None:
     assert a == b
 
 
+@pytest.mark.sim
 def test_metrics_counters_equal_truth_totals() -> None:
     shared = list(range(1000, 1100))
 
@@ -214,6 +220,7 @@ def test_metrics_counters_equal_truth_totals() -> None:
     assert sum(st.emitted_tokens for st in steps) == total("output_tokens")
 
 
+@pytest.mark.sim
 def test_prefix_cache_reported_in_usage_and_reset() -> None:
     prompt = list(range(3000, 3100))
 
@@ -230,6 +237,7 @@ def test_prefix_cache_reported_in_usage_and_reset() -> None:
     assert run(go()) == [0, 96, 0]
 
 
+@pytest.mark.sim
 def test_request_overhead_is_spent_before_the_engine() -> None:
     """``request_overhead_s`` (scaled like every modelled time) passes between arrival
     and the engine queue: the truth log shows it, and the first token comes after it."""
@@ -248,6 +256,7 @@ def test_request_overhead_is_spent_before_the_engine() -> None:
     assert rec.first_token_ns - rec.arrival_ns >= 2.0 / 20.0 * 1e9
 
 
+@pytest.mark.sim
 def test_truth_file_is_jsonl_flushed_per_request(tmp_path) -> None:
     path = tmp_path / "truth.jsonl"
 
@@ -265,6 +274,7 @@ def test_truth_file_is_jsonl_flushed_per_request(tmp_path) -> None:
     assert lines == mem
 
 
+@pytest.mark.sim
 def test_split_tokens_writes_one_token_per_event_and_instant_is_fast() -> None:
     async def go(split: bool):
         async with SimServer(SimConfig(profile="instant", split_tokens=split)) as srv, \
@@ -291,6 +301,7 @@ def test_sim_package_exports_are_sorted_and_complete() -> None:
     assert set(sim.__all__) == set(public)
 
 
+@pytest.mark.sim
 def test_nonstream_disconnect_and_stream_error_faults() -> None:
     from replay.servers.sim import parse_faults
 

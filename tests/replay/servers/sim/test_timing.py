@@ -18,6 +18,8 @@ import pytest
 from replay.servers.sim import Engine, SimConfig, SimServer, StepTruth, TruthRecord, load_profile
 from tests.replay.servers.sim._util import Stream, body, run, stream
 
+pytestmark = pytest.mark.sim
+
 _EARLY_NS = 2_000_000
 """Slack for clock rounding (the step loop itself never delivers before a deadline)."""
 

@@ -1,0 +1,46 @@
+"""Running ``agentreplay`` in-process, as the fuzz and refusal tests do."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import signal
+
+from replay.cli import main
+
+HANG_S = 30
+USER_EXITS = (0, 2, 3)  # 3: the results read were stamped invalid
+
+
+class Hung(BaseException):
+    """Raised by the alarm: the command neither finished nor refused."""
+
+
+def call(argv: list[str]) -> tuple[int, str]:
+    """``main(argv)`` in-process with output captured; argparse's exit becomes a code."""
+    out, err = io.StringIO(), io.StringIO()
+
+    def alarm(signum: int, frame: object) -> None:
+        raise Hung(f"still running after {HANG_S} s: {argv}")
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(HANG_S)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(argv)
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 2
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    return code, err.getvalue()
+
+
+def check_clean(code: int, err: str, argv: list[str]) -> None:
+    """Exit 0, 2 or 3; a refusal is argparse's usage or exactly one line of ours."""
+    assert code in USER_EXITS, (code, argv, err)
+    assert "Traceback" not in err, (argv, err)
+    if code == 2 and "usage:" not in err:
+        lines = [ln for ln in err.splitlines() if ln.startswith("agentreplay: error: ")]
+        assert len(lines) == 1, (argv, err)

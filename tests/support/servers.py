@@ -1,0 +1,58 @@
+"""Loopback servers for tests: an aiohttp app on a free port, simulated servers."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import orjson
+from aiohttp import web
+
+from replay.servers.sim import SimServerProcess, load_profile
+
+TIME_SCALE = 4.0
+
+
+@contextlib.contextmanager
+def sims(*specs: tuple[str, str]) -> Iterator[list[str]]:
+    """Start one simulated server per (profile, backend); yield their URLs; stop them."""
+    with contextlib.ExitStack() as stack:
+        urls = []
+        for profile, backend in specs:
+            srv = stack.enter_context(SimServerProcess(profile, backend,
+                                                       time_scale=TIME_SCALE))
+            urls.append(srv.url)
+        yield urls
+
+
+def profile_variant(tmp: Path, **changes: object) -> Path:
+    """The ``small`` profile with some figures changed, as a profile file."""
+    data = load_profile("small").model_dump(mode="json")
+    data.update(changes)
+    path = tmp / "small-variant.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def exit_for(out: Path) -> int:
+    """The exit code ``compare`` owes for the comparison in ``out``: 3 when its summary
+    is stamped invalid (a starved simulator on a busy machine can do that), else 0."""
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    return 3 if summary.get("validity", {}).get("verdict") == "invalid" else 0
+
+
+@asynccontextmanager
+async def serve_app(app: web.Application) -> AsyncIterator[str]:
+    """Serve ``app`` on a free loopback port; yields its base URL."""
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
