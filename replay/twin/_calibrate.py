@@ -35,6 +35,7 @@ from analysis.schema import level_of
 from replay.errors import ConfigError
 from replay.twin._fitted_profile import clock_scale, decode_backend, step_budget, twin_profile
 from replay.twin._holdout import holdout_interval, measured_level
+from replay.twin._level_facts import LevelFacts
 from replay.twin._misfit import misfit_warnings
 from replay.twin._predict import (
     LevelMetrics,
@@ -45,32 +46,6 @@ from replay.twin._predict import (
 )
 
 __all__ = ["Calibration", "Holdout", "LevelFacts", "calibrate"]
-
-
-@dataclass(frozen=True)
-class LevelFacts:
-    """One fitted (or held-out) level: what its runs showed and how the fit explains it."""
-
-    users: int
-    runs: list[str]
-    gaps: int
-    mean_batch: float
-    mean_running_scraped: float | None
-    mean_running_records: float | None
-    mean_gap_s: float
-    mean_pred_gap_s: float
-    mean_idle_ttft_s: float | None
-    mean_pred_idle_ttft_s: float | None
-    cache_hit_share: float | None
-    stall_factor: float | None = None
-    idle_ttfts: int = 0
-    """Requests of the level sent to an idle server (the idle TTFT means' sample)."""
-    """This level's mean single step over the fitted typical one (``level_stall_factor``);
-    the twin plays back the fitted levels' (``calibration.fit.step_noise_mean``)."""
-
-    @property
-    def gap_error(self) -> float:
-        return self.mean_pred_gap_s / self.mean_gap_s - 1 if self.mean_gap_s else 0.0
 
 
 @dataclass(frozen=True)

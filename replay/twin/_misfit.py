@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from analysis.fit import PrefillCheck, StepFit
 
 if TYPE_CHECKING:
-    from replay.twin._calibrate import LevelFacts
+    from replay.twin._level_facts import LevelFacts
 
 __all__ = ["misfit_warnings"]
 

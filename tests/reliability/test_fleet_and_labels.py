@@ -66,6 +66,7 @@ def test_distinct_servers_stay_a_fleet(a: str, b: str) -> None:
 
 @pytest.mark.parametrize("second", ["http://127.0.0.1:{p}/v1", "http://localhost:{p}",
                                     "http://127.0.0.1:{p}//"])
+@pytest.mark.sim
 def test_run_refuses_one_server_as_two_replicas(
         second: str, wl: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = free_port()
@@ -76,6 +77,7 @@ def test_run_refuses_one_server_as_two_replicas(
     assert not out.exists()
 
 
+@pytest.mark.sim
 def test_compare_arm_fleet_follows_the_same_rule(
         wl: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p, q = free_port(), free_port()
@@ -88,6 +90,7 @@ def test_compare_arm_fleet_follows_the_same_rule(
 _BAD = [".a", "..", "../x", "a/b", "a\\b", "x y", "-a", "a\x00b", "a" * 65, "é/x"]
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("label", _BAD)
 def test_compare_refuses_a_bad_label_before_any_load(
         label: str, wl: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -99,6 +102,7 @@ def test_compare_refuses_a_bad_label_before_any_load(
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("label", [".a", "../x"])
 def test_search_refuses_a_bad_label_before_any_load(
         label: str, wl: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -110,6 +114,7 @@ def test_search_refuses_a_bad_label_before_any_load(
     assert not (out / "runs").exists()
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("label", [".hidden", "a/b", "../up"])
 def test_run_refuses_a_bad_label(label: str, wl: Path, tmp_path: Path,
                                  capsys: pytest.CaptureFixture[str]) -> None:

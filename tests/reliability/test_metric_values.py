@@ -80,6 +80,7 @@ def _spoil(run: Path, dest: Path) -> Path:
     return dest
 
 
+@pytest.mark.sim
 def test_a_run_with_null_and_absurd_metrics_stays_reportable(
         a_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = _spoil(a_run, tmp_path / "spoiled")
@@ -104,6 +105,7 @@ def test_a_run_with_null_and_absurd_metrics_stays_reportable(
     assert "vllm:kv_cache_usage_perc" in (tmp_path / "r.html").read_text()
 
 
+@pytest.mark.sim
 def test_calibrate_reads_a_run_with_null_metrics(
         a_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = _spoil(a_run, tmp_path / "spoiled")

@@ -18,8 +18,8 @@ import pytest
 from replay.cli import main
 from replay.servers.sim import load_profile, server_info
 from tests.analysis.builders import make_run
-from tests.analysis.fit.test_fit import PROFILE, engine_records
 from tests.replay.conftest import make_workload
+from tests.support.fit import PROFILE, engine_records
 
 
 def _unwritable() -> Path:

@@ -41,6 +41,7 @@ def _group_gone(pgid: int, within_s: float = 10.0) -> bool:
     return False
 
 
+@pytest.mark.sim
 def test_plan_jobs_ends_cleanly_20_of_20(tmp_path: Path) -> None:
     wl = make_workload(tmp_path / "wl.jsonl", sessions=12, turns=6, new_blocks=8,
                        output=40, think_s=2.0, shared_blocks=2)

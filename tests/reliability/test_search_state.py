@@ -20,6 +20,8 @@ from replay.cli import main
 from replay.servers.sim import SimServerProcess
 from tests.replay.conftest import make_workload
 
+pytestmark = pytest.mark.sim
+
 _SECRET = "pw-planted-38s"
 
 

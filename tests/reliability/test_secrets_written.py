@@ -65,6 +65,7 @@ def _leaks(root: Path) -> list[tuple[str, str]]:
     return [(str(p), s) for p in files for s in _SECRETS if s.encode() in p.read_bytes()]
 
 
+@pytest.mark.sim
 def test_a_launched_comparison_writes_no_server_secret(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -85,6 +86,7 @@ def test_a_launched_comparison_writes_no_server_secret(
     assert all(s not in err for s in _SECRETS)
 
 
+@pytest.mark.sim
 def test_save_config_writes_no_server_secret_and_its_file_is_not_rerun_blind(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     saved = tmp_path / "exp.toml"

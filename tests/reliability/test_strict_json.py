@@ -19,9 +19,9 @@ import pytest
 from replay.cli import main
 from replay.servers.sim import SimServerProcess, load_profile, server_info
 from tests.analysis.builders import make_run
-from tests.analysis.fit.test_fit import PROFILE, engine_records
 from tests.reliability.conftest import cli
 from tests.replay.conftest import make_workload
+from tests.support.fit import PROFILE, engine_records
 
 
 def _refuse(name: str) -> Any:
@@ -72,6 +72,7 @@ def test_twin_of_an_absurd_running_count_is_strict_json(
     assert load_profile(str(twin)).model == PROFILE.model  # still a profile serve-sim loads
 
 
+@pytest.mark.sim
 @pytest.mark.slow
 def test_every_file_a_run_comparison_calibration_and_plan_write_is_strict(
     tmp_path: Path,

@@ -23,8 +23,8 @@ from replay.errors import ConfigError
 from replay.servers.sim import MAX_GPU_BLOCKS, load_profile, server_info
 from replay.twin import Deadlock, VirtualLoop
 from tests.analysis.builders import make_run
-from tests.analysis.fit.test_fit import PROFILE, engine_records
 from tests.replay.conftest import make_workload
+from tests.support.fit import PROFILE, engine_records
 
 
 @pytest.fixture

@@ -52,6 +52,7 @@ def test_a_sound_twin_plan_is_shown(run_dir: Path, capsys: pytest.CaptureFixture
     ({"users": 0}, "levels.1.users"),
     ({"p90_interactivity": "fast"}, "levels.1.p90_interactivity"),
 ])
+@pytest.mark.sim
 def test_a_damaged_twin_plan_is_skipped_in_one_line(
     run_dir: Path, level: dict[str, Any], field: str, capsys: pytest.CaptureFixture[str],
 ) -> None:

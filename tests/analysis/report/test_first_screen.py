@@ -64,6 +64,7 @@ def sweeps(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
             make_sweep(root / "after", arms={"auto": 0.006, "latency_specialized": 0.004}))
 
 
+@pytest.mark.browser
 def test_report_first_screen_holds_decision_and_pareto(sweeps: tuple[Path, Path],
                                                        tmp_path: Path) -> None:
     out = tmp_path / "r" / "report.html"
@@ -78,6 +79,7 @@ def test_report_first_screen_holds_decision_and_pareto(sweeps: tuple[Path, Path]
         assert s["plots"] == [False, False, True], s
 
 
+@pytest.mark.browser
 def test_history_first_screen_holds_decisions_and_pareto(sweeps: tuple[Path, Path],
                                                          tmp_path: Path) -> None:
     out = tmp_path / "h" / "history.html"

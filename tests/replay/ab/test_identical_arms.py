@@ -33,6 +33,7 @@ def test_same_backend_on_two_servers_is_identical_and_a_backend_change_is_not() 
     assert not one_arm.identical  # repeats of one arm are no A/A
 
 
+@pytest.mark.sim
 def test_both_arms_on_one_server_exit_2_then_allowed_as_a_noise_floor(
         tiny_workload: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "cmp"

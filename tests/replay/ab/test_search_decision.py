@@ -13,6 +13,8 @@ import pytest
 from replay.cli import main
 from tests.replay.ab.conftest import sims
 
+pytestmark = pytest.mark.sim
+
 
 def test_search_prints_the_report_s_decision(tiny_workload: Path, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,6 +18,7 @@ def _tiers(out: Path) -> list[str]:
     return [f"{t['floor_tok_s']:g}:{t['ttft_s']:g}" for t in summary["tiers"]]
 
 
+@pytest.mark.sim
 def test_experiment_slo_and_compare_slo_drive_the_report_and_report_dir(
         tiny_workload: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "cmp"

@@ -78,6 +78,7 @@ def test_calibrate_picks_one_arm_of_a_comparison(
     assert len(json.loads(twin.read_text())["calibration"]["runs"]) == 2
 
 
+@pytest.mark.sim
 def test_holdout_refuses_a_workload_that_is_not_the_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:

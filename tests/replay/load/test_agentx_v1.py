@@ -93,6 +93,7 @@ def _run(tmp: Path, scenario: str) -> tuple[list[RequestRecord], dict[str, Truth
     return recs, _truth(log), manifest
 
 
+@pytest.mark.sim
 @pytest.mark.integration  # simulators in subprocesses
 def test_v1_primes_each_lane_before_its_entry_turn(tmp_path: Path) -> None:
     recs, truth, manifest = _run(tmp_path, "agentx-v1")
@@ -115,6 +116,7 @@ def test_v1_primes_each_lane_before_its_entry_turn(tmp_path: Path) -> None:
         assert t.cached_tokens >= t.prompt_tokens - 3 * 16
 
 
+@pytest.mark.sim
 @pytest.mark.integration  # simulators in subprocesses
 def test_mvp_enters_cold(tmp_path: Path) -> None:
     """The same run under the MVP rules sends nothing before the entry turn, which finds

@@ -49,6 +49,7 @@ def _run(tmp: Path, name: str, url: str, *extra: str) -> Path:
     return out
 
 
+@pytest.mark.sim
 @pytest.mark.integration  # simulators in subprocesses
 def test_energy_matches_the_simulators_power_model(tmp_path: Path) -> None:
     profile = _profile(tmp_path)

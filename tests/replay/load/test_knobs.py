@@ -99,11 +99,14 @@ def test_scenario_defaults_are_the_knobs_defaults() -> None:
     fields = SharedSettings.model_fields
     assert scenario_defaults() == {"think_scale": fields["think_scale"].default,
                                    "think_time_cap_s": fields["think_time_cap_s"].default,
-                                   "seed": fields["seed"].default, "rate": None}
+                                   "seed": fields["seed"].default, "rate": None,
+                                   # a scenario with a warmup of its own fills that in too
+                                   "warmup_s": fields["warmup_s"].default}
 
 
 def test_not_resumed_is_read_off_the_knobs() -> None:
-    assert not_resumed(CompareOptions) == {"api_key_env", "allow_unfair", "max_failure_share"}
+    assert not_resumed(CompareOptions) == {"api_key_env", "allow_unfair", "allow_identical",
+                                           "max_failure_share", "gpu_metrics"}
 
 
 class _WithBurst(SharedSettings):
@@ -120,7 +123,7 @@ def test_a_new_knob_is_one_annotated_field() -> None:
     assert values["burst"] == 3.0 and values["duration_s"] == 5.0
     assert _WithBurst(**values).burst == 3.0
     assert experiment_types(_WithBurst)["burst"] == (int, float)
-    assert not_resumed(_WithBurst) == {"api_key_env", "burst"}
+    assert not_resumed(_WithBurst) == {"api_key_env", "gpu_metrics", "burst"}
     with pytest.raises(SystemExit):
         parser.parse_args(["--burst", "3"])  # --duration has no default: required
 

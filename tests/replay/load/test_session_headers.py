@@ -159,6 +159,7 @@ def _hit_share(truths: list[list[TruthRecord]]) -> float:
     return sum(t.cached_tokens for t in done) / sum(t.prompt_tokens for t in done)
 
 
+@pytest.mark.sim
 @pytest.mark.integration  # simulators in subprocesses
 def test_session_header_keeps_each_session_on_one_replica(tmp_path: Path) -> None:
     recs, truths, manifest, router = _run(tmp_path, "hdr")
@@ -182,6 +183,7 @@ def test_session_header_keeps_each_session_on_one_replica(tmp_path: Path) -> Non
     assert _hit_share(truths) > 0.4
 
 
+@pytest.mark.sim
 @pytest.mark.integration  # simulators in subprocesses
 def test_without_the_header_sessions_scatter_and_hits_drop(tmp_path: Path) -> None:
     _, with_truth, _, _ = _run(tmp_path, "hdr")

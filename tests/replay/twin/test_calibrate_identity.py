@@ -68,6 +68,7 @@ def test_runs_of_one_configuration_still_calibrate(tmp_path: Path) -> None:
     assert main(["calibrate", str(a), str(b), "-o", str(tmp_path / "twin.json")]) == 0
 
 
+@pytest.mark.sim
 def test_runs_against_a_fleet_are_refused(tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     wl = _workload(tmp_path)

@@ -20,6 +20,8 @@ from replay.twin._misfit import misfit_warnings
 from tests.replay.ab.conftest import profile_variant
 from traces import generate, write_workload
 
+pytestmark = pytest.mark.sim
+
 _TIMING = {"step_s_batch1": 0.004, "step_s_batch64": 0.02}
 
 

@@ -45,6 +45,7 @@ def _setup(root: Path) -> tuple[Path, Path]:
     return wl, profile
 
 
+@pytest.mark.sim
 def test_plan_replicas_gives_the_tier_answer_two_serve_sims_measure(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -16,6 +16,8 @@ from replay.client import parse_prometheus
 from replay.servers.sim import SimServerProcess, TruthRecord, read_step_log, step_log_path
 from traces import generate, write_workload
 
+pytestmark = pytest.mark.sim
+
 _NAMES = ("request_queue_time_seconds", "request_prefill_time_seconds",
           "request_decode_time_seconds", "time_per_output_token_seconds",
           "request_time_per_output_token_seconds", "iteration_tokens_total")

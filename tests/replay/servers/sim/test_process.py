@@ -53,6 +53,7 @@ def test_process_reports_a_bad_profile() -> None:
     (["--time-scale", "0"], "--speedup"),  # the former name, still read
     (["--profile", "/nonexistent/p.json"], "cannot read profile"),
 ])
+@pytest.mark.sim
 def test_cli_user_errors_exit_2(argv, words, capsys) -> None:
     assert main(["serve-sim", *argv]) == 2
     assert words in capsys.readouterr().err
