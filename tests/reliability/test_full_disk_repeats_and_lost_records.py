@@ -47,7 +47,8 @@ def test_a_run_that_lost_its_records_is_redone_on_resume(tmp_path: Path) -> None
     wl = make_workload(tmp_path / "wl.jsonl", sessions=1, turns=2, output=4, think_s=0.0)
     out = tmp_path / "cmp"
     with SimServerProcess("small", time_scale=4.0) as srv:
-        argv = ["compare", "--arm", f"a={srv.url}", "--arm", f"b={srv.url}", "--workload",
+        argv = ["compare", "--arm", f"a={srv.url}", "--arm", f"b={srv.url}", "--allow-identical",
+                "--workload",
                 str(wl), "--duration", "0.5", "--drain", "2", "--out", str(out), "--plain"]
         first = cli(*argv, timeout=120)
         assert first.returncode in (0, 3), first.stderr

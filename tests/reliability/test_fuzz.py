@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from replay.cli import main
 from replay.servers.sim import SimServerProcess, free_port
 from tests.reliability.corrupt import corrupt
+from tests.support.commands import ERROR_LINE
 from tests.support.fuzz import examples
 from tests.support.workloads import make_workload
 
@@ -38,7 +39,7 @@ def _clean(code: int, err: str, argv: list[str]) -> None:
     assert code in (0, 2, 3), (code, argv, err)  # 3: a run stamped invalid
     assert "Traceback" not in err, (argv, err)
     if code == 2 and "usage:" not in err:  # our own user errors: one message (notes aside)
-        errors = [ln for ln in err.splitlines() if ln.startswith("agentreplay: error: ")]
+        errors = [ln for ln in err.splitlines() if ERROR_LINE.match(ln)]
         assert len(errors) == 1, (argv, err)
 
 

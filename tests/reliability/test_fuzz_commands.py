@@ -121,7 +121,8 @@ def _bases(tmp: Path, wl: Path, taken: int) -> dict[str, list[str]]:
     return {
         "run": ["--target", dead, "--workload", str(wl), "--duration", "0.2",
                 "--out", str(tmp / "run"), "--quiet"],
-        "compare": ["--arm", f"a={dead}", "--arm", f"b={dead}", "--workload", str(wl),
+        "compare": ["--arm", f"a={dead}", "--arm", f"b={dead}", "--allow-identical",
+                    "--workload", str(wl),
                     "--duration", "0.2", "--out", str(tmp / "cmp"), "--quiet"],
         "demo": ["--out", str(tmp / "a_file.txt"), "--quick", "--quiet"],
         "serve-sim": ["--port", str(taken), "--host", "127.0.0.1"],

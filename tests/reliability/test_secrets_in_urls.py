@@ -27,7 +27,8 @@ def test_compare_writes_no_url_credentials(tmp_path: Path) -> None:
     out = tmp_path / "cmp"
     with SimServerProcess("small", time_scale=4.0) as srv:
         url = srv.url.replace("http://", f"http://bob:{_SECRET}@") + f"/?token={_SECRET}"
-        res = cli("compare", "--arm", f"a={url}", "--arm", f"b={url}", "--workload", str(wl),
+        res = cli("compare", "--arm", f"a={url}", "--arm", f"b={url}", "--allow-identical",
+                  "--workload", str(wl),
                   "--duration", "0.5", "--drain", "2", "--out", str(out), "--quiet",
                   timeout=120)
     assert res.returncode in (0, 3), res.stderr  # 3: stamped invalid (a starved sim)

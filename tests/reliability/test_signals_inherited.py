@@ -53,6 +53,7 @@ def test_sigterm_stops_compare_when_sigint_was_ignored(tmp_path: Path) -> None:
     out = tmp_path / "cmp"
     with SimServerProcess("small", time_scale=4.0) as srv:
         proc = _ignoring_sigint("compare", "--arm", f"a={srv.url}", "--arm", f"b={srv.url}",
+                                "--allow-identical",
                                 "--workload", str(wl), "--duration", "120", "--out", str(out),
                                 "--quiet")
         try:

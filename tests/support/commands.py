@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import signal
 
 from replay.cli import main
 
 HANG_S = 30
 USER_EXITS = (0, 2, 3)  # 3: the results read were stamped invalid
+ERROR_LINE = re.compile(r"^agentreplay(?: [a-z][a-z-]*)*: error: ")
+"""One refusal line: ``agentreplay: error: ...`` from a command, ``agentreplay run:
+error: ...`` from its flag parser (which names the command)."""
 
 
 class Hung(BaseException):
@@ -42,5 +46,5 @@ def check_clean(code: int, err: str, argv: list[str]) -> None:
     assert code in USER_EXITS, (code, argv, err)
     assert "Traceback" not in err, (argv, err)
     if code == 2 and "usage:" not in err:
-        lines = [ln for ln in err.splitlines() if ln.startswith("agentreplay: error: ")]
+        lines = [ln for ln in err.splitlines() if ERROR_LINE.match(ln)]
         assert len(lines) == 1, (argv, err)

@@ -77,7 +77,9 @@ def _positive(name: str, value: float) -> None:
         raise TraceError(f"must be a positive number, got {value}", field=name)
 
 
-def _check_common(sessions: int, block_size: int, max_context: int) -> None:
+def _check_common(sessions: int, block_size: int, max_context: int, seed: int = 0) -> None:
+    if not 0 <= seed < 2**63:  # numpy seeds are non-negative; one line, not its traceback
+        raise TraceError(f"must be a whole number from 0 to 2^63-1, got {seed}", field="seed")
     if sessions < 0:
         raise TraceError("must be >= 0", field="sessions")
     if sessions > _MAX_SESSIONS:  # a typo such as 2**80 would write until the disk is full
@@ -177,7 +179,7 @@ def _trace(given: GenerateParams) -> ImportedTrace:
     output_scale, agent_types = given.output_scale, given.agent_types
     input_tokens, output_tokens = given.input_tokens, given.output_tokens
     requests_per_session = given.requests_per_session
-    _check_common(sessions, block_size, max_context)
+    _check_common(sessions, block_size, max_context, seed)
     if profile == DECODE:
         return decode_sessions(sessions=sessions, max_context=max_context,
                                block_size=block_size, input_tokens=input_tokens,

@@ -30,3 +30,12 @@ def test_both_draw_the_same_sessions() -> None:
 def test_an_unknown_parameter_is_refused() -> None:
     with pytest.raises(TypeError, match="sesions"):
         generate("coding-agent", sesions=3)  # type: ignore[call-arg]
+
+
+def test_a_negative_seed_is_one_error_naming_the_seed() -> None:
+    """Found by the command fuzzer: numpy refused a negative seed with its traceback."""
+    from traces import TraceError, generate_trace
+
+    with pytest.raises(TraceError) as err:
+        generate_trace("coding-agent", sessions=2, seed=-1)
+    assert err.value.field == "seed"
