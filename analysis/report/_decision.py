@@ -170,8 +170,9 @@ _NO_TELEMETRY = "missing (no --gpu-metrics)"
 def _energy_cells(r: Any) -> dict[str, str]:
     """Agents per kW, tokens per joule and joules per token at the passing level; a
     level without GPU telemetry says missing, never 0."""
-    if r.power_w is None:  # said even without a passing level: the run had no telemetry
-        return {"per_kw": _NO_TELEMETRY, "tok_per_j": _NO_TELEMETRY, "j_per_tok": _NO_TELEMETRY}
+    if r.power_w is None:
+        miss = _NO_TELEMETRY if r.bracket.passed is not None else ""
+        return {"per_kw": miss, "tok_per_j": miss, "j_per_tok": miss}
     return {"per_kw": _sig(r.users_per_kw), "tok_per_j": _sig(r.output_tok_per_j),
             "j_per_tok": _sig(r.j_per_output_tok)}
 

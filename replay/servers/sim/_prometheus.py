@@ -86,8 +86,6 @@ class PhaseHistograms:
 
     def families(self, itl: Histogram) -> list[tuple[str, str, Histogram]]:
         return [
-            ("time_per_output_token_seconds", "Histogram of time per output token in "
-             "seconds.DEPRECATED: Use vllm:inter_token_latency_seconds instead.", itl),
             ("request_time_per_output_token_seconds",
              "Histogram of time_per_output_token_seconds per request.", self.request_tpot),
             ("request_queue_time_seconds",

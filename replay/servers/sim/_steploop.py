@@ -121,7 +121,10 @@ class StepLoop:
         for req in result.scheduled:
             live = live_map.get(req)
             if live is not None and live.scheduled_ns is None:
-                live.scheduled_ns = start_ns
+                # a step planned while the loop woke may start before a request that
+                # joined it was stamped queued: never scheduled before queued (the truth
+                # log's rule, so the queue-time histogram never goes negative)
+                live.scheduled_ns = max(start_ns, live.queued_ns)
         for req, tokens in result.emissions:
             live = live_map.get(req)
             if live is None:

@@ -41,8 +41,10 @@ def _profile(tmp: Path) -> Path:
 def _run(tmp: Path, name: str, url: str, *extra: str) -> Path:
     wl = make_workload(tmp / "wl.jsonl", sessions=4, turns=6, output=30, think_s=0.3)
     out = tmp / name
+    # 20 s: enough requests that the level is met or failed, not indeterminate (the
+    # energy cells stand at the passing level)
     code = main(["run", "--workload", str(wl), "--target", url, "--users", "2",
-                 "--duration", "3", "--warmup", "1", "--drain", "10", "--out", str(out),
+                 "--duration", "20", "--warmup", "1", "--drain", "10", "--out", str(out),
                  "--quiet", "--metrics-interval", "0.25", *extra])
     assert code in (0, 3)  # 3: a starved simulator on a busy machine (stamped invalid)
     assert main(["report", str(out)]) == 0
