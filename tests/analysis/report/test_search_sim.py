@@ -40,7 +40,10 @@ def test_compare_search_against_the_simulated_backends(tmp_path: Path,
                    "--quiet"])
     assert rc in (0, 3)  # 3: a probe was stamped invalid (a starved machine), said so
     printed = capsys.readouterr().out
-    assert printed.count("[SIMULATED] ") == 2 and "report:" in printed
+    # labelled simulated: the search's answer, the decision the report opens with (its
+    # first line) and the validity
+    assert printed.count("[SIMULATED] ") == 3 and "report:" in printed
+    assert "[SIMULATED] Capacity at " in printed
     data = orjson.loads((out / "search.json").read_bytes())
     tier = parse_tier("120:15")
     assert {r["arm"] for r in data["results"]} == {"auto", "latency_specialized"}
