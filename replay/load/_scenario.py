@@ -103,7 +103,7 @@ AGENTX = ScenarioRules(
     closed_loop=True,
 )
 
-AGENTX_V1 = ScenarioRules(
+AGENTX_V1 = AGENTX.model_copy(update=dict(
     # Each rule as found with the search tool (docs and code corpora), 2026-12-04:
     # - 3,600 s, seed 42, entry 0.25-0.75, failure threshold 0.10, 10 warmup requests
     #   per lane, idle gaps capped at 300 s, server token counts: the argv that
@@ -134,20 +134,14 @@ AGENTX_V1 = ScenarioRules(
               "--failed-request-threshold 0.10 --trajectory-start-min-ratio 0.25 "
               "--trajectory-start-max-ratio 0.75 --trace-idle-gap-cap-seconds 300 "
               "--use-server-token-count), each level on a fresh server",
-    workload_sources=("weka",),
-    api=None,
+    # the MVP preset's workload, entry range, seed and loop, with the 1.0.x flags
     min_duration_s=3600.0,
-    entry_ratio=(0.25, 0.75),
     think_time_cap_s=300.0,
-    think_scale=1.0,
-    seed=42,
     max_failure_share=0.10,
-    cache_bust=True,
-    closed_loop=True,
     warmup_requests=10,
     default_warmup_s=600.0,
     fresh_server=True,
-)
+))
 
 SCENARIOS: dict[str, ScenarioRules] = {"agentx-mvp": AGENTX, "agentx-v1": AGENTX_V1,
                                        "agentx": AGENTX}
