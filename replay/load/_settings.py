@@ -133,6 +133,11 @@ _SESSION_HEADER_HELP = (
     "keep a session, and the subagents it spawns, on one replica")
 
 
+def _one_or_many(value: object) -> list[object]:
+    """A repeatable flag's value as a list (one string from code or a config, or many)."""
+    return [value] if isinstance(value, str) else list(value)  # type: ignore[call-overload]
+
+
 class SharedSettings(BaseModel):
     """The knobs ``run`` and ``compare`` share, each declared once with its flag.
 
@@ -222,7 +227,7 @@ class SharedSettings(BaseModel):
     def _gpu_urls(cls, value: object) -> object:
         if value is None:
             return None
-        entries = [value] if isinstance(value, str) else list(value)  # type: ignore[call-overload]
+        entries = _one_or_many(value)
         for entry in entries:
             checked_url(split_arm(str(entry))[1])
         return tuple(str(e) for e in entries)
@@ -238,7 +243,7 @@ class SharedSettings(BaseModel):
     def _header_names(cls, value: object) -> object:
         if value is None:
             return None
-        names = [value] if isinstance(value, str) else list(value)  # type: ignore[call-overload]
+        names = _one_or_many(value)
         for name in names:
             if not isinstance(name, str) or not _TOKEN.fullmatch(name):
                 raise ValueError(f"{name!r} is not an HTTP header name (letters, digits, "
