@@ -4,6 +4,7 @@ capacity.
 
 from analysis.judge._analyse import (
     analyse_run,
+    with_caveats,
 )
 from analysis.judge._bracket import (
     Bracket,
@@ -90,4 +91,5 @@ __all__ = [
     "ratio_interval_text",
     "replica_diffs",
     "verdict_sentence",
+    "with_caveats",
 ]

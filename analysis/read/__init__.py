@@ -4,9 +4,11 @@ from analysis.read._read import (
     MetricSeries,
     RunData,
     find_run_dirs,
+    metric_series,
     read_manifest,
     read_run,
     read_runs,
+    run_data,
 )
 from analysis.read._window import (
     counter_delta,
@@ -18,8 +20,10 @@ __all__ = [
     "RunData",
     "counter_delta",
     "find_run_dirs",
+    "metric_series",
     "read_manifest",
     "read_run",
     "read_runs",
+    "run_data",
     "steady_window",
 ]

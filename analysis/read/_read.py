@@ -14,8 +14,8 @@ from __future__ import annotations
 import mmap
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -31,9 +31,11 @@ __all__ = [
     "RequestColumns",
     "RunData",
     "find_run_dirs",
+    "metric_series",
     "read_manifest",
     "read_run",
     "read_runs",
+    "run_data",
 ]
 
 MANIFEST = "run.json"
@@ -80,6 +82,22 @@ class RunData:
     gpu: MetricSeries | None = None
     """The DCGM exporters' samples (``gpu_metrics.jsonl``; ``replica`` says which
     exporter); None when the run scraped none."""
+
+    def with_manifest(self, manifest: RunManifest) -> RunData:
+        """The same records and scrapes under ``manifest`` (a run's closing one, when
+        its records were read before it was written): whether it finished is its own."""
+        cuts = [r for r in self.reasons if r != _NOT_FINISHED]
+        reasons = _reasons(manifest, cuts)
+        return replace(self, manifest=manifest, incomplete=bool(reasons), reasons=reasons)
+
+
+_NOT_FINISHED = "run.json says the run did not finish (complete is false)"
+
+
+def _reasons(manifest: RunManifest, cuts: Iterable[str | None]) -> list[str]:
+    """Why a run is incomplete: its manifest says so, or a file's tail was cut."""
+    head = [] if manifest.complete else [_NOT_FINISHED]
+    return head + [c for c in cuts if c]
 
 
 def _iter_json_lines(path: Path) -> Iterator[tuple[int, object | None, bool]]:
@@ -171,6 +189,11 @@ def _read_metrics(path: Path) -> tuple[MetricSeries, str | None]:
             samples.append(MetricSample.model_validate(value))
         except ValidationError as exc:
             raise ResultError.from_validation(exc, file=str(path), line=lineno) from None
+    return metric_series(samples), truncated
+
+
+def metric_series(samples: Sequence[MetricSample]) -> MetricSeries:
+    """Scrapes as columns: times in order, one array per name (NaN where missing)."""
     names = sorted({k.removeprefix("vllm:") for s in samples for k in s.values})
     t = np.array([s.t_s for s in samples], dtype=np.float64)
     values: dict[str, np.ndarray] = {}
@@ -184,7 +207,7 @@ def _read_metrics(path: Path) -> tuple[MetricSeries, str | None]:
     replica = rep[order] if rep.size and rep.max() > 0 else None
     dropped = Counter(name for s in samples for name in s.dropped)
     return MetricSeries(t[order], {k: v[order] for k, v in values.items()},
-                        replica, dict(sorted(dropped.items()))), truncated
+                        replica, dict(sorted(dropped.items())))
 
 
 def read_manifest(path: Path) -> RunManifest:
@@ -213,15 +236,7 @@ def read_run(path: str | os.PathLike[str]) -> RunData:
     metrics, mcut = _read_metrics(root / SERVER_METRICS)
     gpu_path = root / GPU_METRICS
     gpu, gcut = _read_metrics(gpu_path) if gpu_path.exists() else (None, None)
-    reasons: list[str] = []
-    if not manifest.complete:
-        reasons.append("run.json says the run did not finish (complete is false)")
-    if cut:
-        reasons.append(cut)
-    if mcut:
-        reasons.append(mcut)
-    if gcut:
-        reasons.append(gcut)
+    reasons = _reasons(manifest, (cut, mcut, gcut))
     return RunData(
         path=str(root), manifest=manifest, requests=requests, metrics=metrics,
         incomplete=bool(reasons), reasons=reasons, gpu=gpu,
@@ -258,3 +273,25 @@ def find_run_dirs(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
 def read_runs(paths: Iterable[str | os.PathLike[str]]) -> list[RunData]:
     """Read every run named by or found below ``paths``."""
     return [read_run(d) for d in find_run_dirs(paths)]
+
+
+def run_data(manifest: RunManifest, requests: bytes, metrics: Sequence[MetricSample],
+             path: str = "") -> RunData:
+    """A run held in memory, as :func:`read_run` would read it from files holding these
+    bytes (``requests``: the JSON lines of ``requests.jsonl``) and scrapes: the twin
+    hands its records to the analysis this way instead of through a directory."""
+    lines = requests.count(b"\n") + (bool(requests) and not requests.endswith(b"\n"))
+    cols = None
+    if lines:
+        view = memoryview(requests)
+        try:
+            cols = arrow_columns(arrow_table(view), lines)
+        finally:
+            view.release()
+    else:
+        cols = empty_columns()
+    if cols is None:
+        cols = strict_columns(requests, path or "requests")
+    reasons = _reasons(manifest, ())
+    return RunData(path=path, manifest=manifest, requests=cols, metrics=metric_series(metrics),
+                   incomplete=bool(reasons), reasons=reasons)

@@ -4,14 +4,15 @@
 run's clock marks, the think-time rule); :class:`LaneState` is what the lanes
 change as the run goes (counters, tasks, stop flags); :class:`LaneContext` holds
 both with the collaborators the lanes call (HTTP session, prompt builder, prefix
-cache model, record sink, transport).
+cache model, record sink, and the :class:`~replay.load._transport.Transport` that
+sends each request).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +20,8 @@ import aiohttp
 import numpy as np
 
 from analysis import RecordDict
-from replay.client import BodySpec, PrefixCacheModel, StreamOutcome, Timeouts, stream_request
+from replay.client import BodySpec, PrefixCacheModel, Timeouts, stream_request
+from replay.load._transport import Transport
 from traces import Request
 
 __all__ = ["LaneContext", "LaneSettings", "LaneState", "PromptBuilder"]
@@ -121,7 +123,9 @@ class LaneContext:
     on_plan: Callable[..., None] | None = None
     """``--ray``: told ``(ctx, id, chain, turn, req, prompt, due_ns, think_s)`` of each due
     request before it is sent, so the driver knows what a lost worker had (``_remote``)."""
-    transport: Callable[..., Awaitable[StreamOutcome]] = stream_request  # replay.twin: in process
+    transport: Transport = stream_request
+    """What sends each request (``replay.load._transport``); set when the run's lanes
+    are made (``make_context``), never swapped."""
     state: LaneState = field(default_factory=LaneState)
 
     def hold_scope(self, scope: object) -> None:

@@ -2,7 +2,8 @@
 
 It shares the driver's HTTP session (sized by :func:`connections_for`) and
 hands each record straight to the sink, so a crash loses at most the requests
-in flight.
+in flight. Its lanes send through the run's transport (HTTP, or the twin's
+engines on simulated time).
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ import asyncio
 
 import aiohttp
 
+from replay.client import PrefixCacheModel, stream_request
 from replay.load._context import LaneContext, PromptBuilder
 from replay.load._executor import ExecOutcome, Job
 from replay.load._phases import drive_lanes, make_context
+from replay.load._transport import Transport
 
 __all__ = ["InProcessExecutor"]
 
@@ -24,10 +27,14 @@ class InProcessExecutor:
     lead_ns = 0
 
     def __init__(self, job: Job, session: aiohttp.ClientSession,
-                 builder: PromptBuilder | None = None) -> None:
+                 builder: PromptBuilder | None = None, *, transport: Transport = stream_request,
+                 cache: PrefixCacheModel | None = None, probe_loop: bool = True) -> None:
         self.job = job
         self.session = session
         self.builder = builder
+        self.transport = transport
+        self.cache = cache
+        self.probe_loop = probe_loop
         self.ctx: LaneContext | None = None
         self.stop_event = asyncio.Event()
         self.task: asyncio.Task[ExecOutcome] | None = None
@@ -38,12 +45,14 @@ class InProcessExecutor:
     def start(self, t0_ns: int, t0_wall_ns: int) -> None:
         job = self.job
         self.ctx = make_context(job.settings, job.target, self.session, t0_ns,
-                                job.sink.record, build=self.builder)
+                                job.sink.record, build=self.builder, transport=self.transport,
+                                cache=self.cache)
         self.task = asyncio.create_task(self._drive(self.ctx))
 
     async def _drive(self, ctx: LaneContext) -> ExecOutcome:
         job = self.job
-        lanes = await drive_lanes(ctx, job.settings, job.arrival, job.sessions, self.stop_event)
+        lanes = await drive_lanes(ctx, job.settings, job.arrival, job.sessions, self.stop_event,
+                                  probe_loop=self.probe_loop)
         crash = lanes.crash
         return ExecOutcome(interrupted=lanes.interrupted, error=crash,
                            crash=None if crash is None else repr(crash), loops=[lanes.health],

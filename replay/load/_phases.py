@@ -25,7 +25,7 @@ import aiohttp
 import numpy as np
 
 from analysis import RecordDict
-from replay.client import BodySpec, ChatCodec, PrefixCacheModel, Timeouts
+from replay.client import BodySpec, ChatCodec, PrefixCacheModel, Timeouts, stream_request
 from replay.load._context import LaneContext, LaneSettings, PromptBuilder
 from replay.load._health import LoopHealth, LoopProbe
 from replay.load._lanes import (
@@ -36,6 +36,7 @@ from replay.load._lanes import (
 from replay.load._routing import FleetCache
 from replay.load._scenario import lane_options
 from replay.load._settings import RunSettings
+from replay.load._transport import Transport
 from traces import Request, Session
 
 __all__ = [
@@ -132,15 +133,19 @@ def default_builder(block_size: int, vocab_size: int) -> PromptBuilder:
 def make_context(
     settings: RunSettings, target: Target, session: aiohttp.ClientSession, t0_ns: int,
     on_record: Callable[[RecordDict], None], *, worker: int = 0,
-    build: PromptBuilder | None = None,
+    build: PromptBuilder | None = None, transport: Transport = stream_request,
+    cache: PrefixCacheModel | None = None,
 ) -> LaneContext:
-    """The lanes' shared state for one process (the whole run, or one worker's share)."""
+    """The lanes' shared state for one process (the whole run, or one worker's share):
+    ``transport`` sends each request, ``cache`` is the client's prefix model (None: one
+    per replica of the target)."""
     warmup_end_ns = t0_ns + int(settings.warmup_s * _NS)
     window_end_ns = warmup_end_ns + int(settings.duration_s * _NS)
     path = "/v1/chat/completions" if settings.api == "chat" else "/v1/completions"
     roots = target.roots or (target.root,)
-    cache = PrefixCacheModel(target.server_block_size) if len(roots) == 1 else \
-        FleetCache(target.server_block_size, len(roots), settings.routing)
+    if cache is None:
+        cache = PrefixCacheModel(target.server_block_size) if len(roots) == 1 else \
+            FleetCache(target.server_block_size, len(roots), settings.routing)
     fixed = LaneSettings(
         urls=tuple(f"{root}{path}" for root in roots), headers=target.headers,
         spec=BodySpec(model=target.model, api=settings.api, carry_output=settings.carry_output,
@@ -157,7 +162,7 @@ def make_context(
         **lane_options(settings.scenario, target.run_tag),
     )
     return LaneContext(
-        fixed=fixed, session=session, cache=cache, on_record=on_record,
+        fixed=fixed, session=session, cache=cache, on_record=on_record, transport=transport,
         build=build or default_builder(target.block_size, target.vocab_size),
     )
 

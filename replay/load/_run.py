@@ -1,14 +1,19 @@
 """One run, start to end: probe, manifest, executor, ``/metrics``, live view, close.
 
 :func:`run_load` is the library entry point (the CLI, compare and demo call it).
-It reads the workload, probes the target and checks the workload fits, picks an
-executor (in-process, ``--workers`` processes or ``--ray`` actors: one
-:class:`~replay.load._executor.Executor` interface), sets the run's origin once
-the executor is ready, writes ``run.json`` with ``complete=false``, and while the
+It prepares the workload (:func:`~replay.load._prepare.prepare_run`), probes the
+target and checks the workload fits, then hands over to :func:`drive_run`, the core
+every run shares, the twin's levels included: it picks an executor (in-process,
+``--workers`` processes or ``--ray`` actors: one
+:class:`~replay.load._executor.Executor` interface), sets the run's origin once the
+executor is ready, writes ``run.json`` with ``complete=false``, and while the
 executor's lanes go through warmup, window and bounded drain
-(:mod:`replay.load._phases`) it polls ``/metrics`` and shows the live view. At
-the end the manifest is rewritten complete, or marked interrupted when ``stop``
-was set, and a lane's crash is re-raised.
+(:mod:`replay.load._phases`) it runs the pollers and the live view. The close
+(:mod:`replay.load._close`) reads the records once and analyses them once; a lane's
+crash is re-raised. The lanes reach the server only through a
+:class:`~replay.load._transport.Transport` (HTTP by default); the clock is the
+running event loop's, so a caller that runs the core on a simulated loop
+(``replay.twin``) gets a run on simulated time.
 """
 
 from __future__ import annotations
@@ -16,63 +21,73 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-import platform
-import socket
 import sys
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
 import aiohttp
 
-from analysis import (
-    ResultError,
-    RunManifest,
-    Validity,
-    ValidityReason,
-    assess_run,
-    public_url,
-    read_run,
-)
-from analysis.schema import ClockInfo, Coverage, HostInfo, LoadKind, ServerWatch, WorkloadRef
-from replay._version import __version__
+from analysis import RunManifest
+from analysis.schema import ClockInfo
 from replay.client import (
     MetricsPoller,
-    ServerFacts,
+    PrefixCacheModel,
     fetch_chat_codec,
     gpu_metrics_url,
     make_session,
     parse_dcgm,
     public_target,
+    stream_request,
 )
-from replay.errors import ConfigError, Stopped, TargetError
+from replay.errors import ConfigError, Stopped
+from replay.load._close import Analysis, ClosedRun, ServerWatchHook, judge, seal
 from replay.load._context import PromptBuilder
-from replay.load._drain import resolve_drain
 from replay.load._executor import ExecOutcome, Executor, Job, raise_crash
 from replay.load._fleet import FleetMetrics, describe_fleet, fleet_roots, probe_fleet
-from replay.load._health import client_health
 from replay.load._inprocess import InProcessExecutor
 from replay.load._live import LiveStats, LiveView
-from replay.load._phases import Arrival, Target, connections_for, first_too_long
-from replay.load._scenario import ALIAS_NOTE as SCENARIO_ALIAS_NOTE
-from replay.load._scenario import ALIASES as SCENARIO_ALIASES
+from replay.load._manifest import check_fits, new_manifest
+from replay.load._phases import Target, connections_for
+from replay.load._prepare import Prepared, Workload, prepare_run
 from replay.load._settings import RunSettings
-from replay.load._stamps import judge_run_scenario
-from replay.load._timeline import check_time_controls, empty_window_note, retimed
+from replay.load._store import RecordStore
+from replay.load._transport import Transport
 from replay.load._workers import ProcessExecutor, event_loop_factory
-from replay.load._writer import RunWriter, close_manifest, iso_utc
-from traces import Session, WorkloadHeader, iter_sessions, read_header
+from replay.load._writer import RunWriter, iso_utc
 
-__all__ = ["ServerWatchHook", "load_kind", "run_load", "run_load_sync"]
+__all__ = ["Lanes", "Poller", "drive_run", "run_closed", "run_load", "run_load_sync"]
 
 Live = Literal["rich", "plain", "quiet"]
 _NS = 1_000_000_000
 _DRIVER_CONNECTIONS = 8
 """The driver's own connections when workers carry the load (probe, ``/metrics``)."""
 T = TypeVar("T")
+
+
+class Poller(Protocol):
+    """Samples the server during the run (``/metrics``, a GPU exporter, the twin's
+    engine counters): ``run`` until cancelled, then one last ``scrape``."""
+
+    async def run(self) -> None: ...
+
+    async def scrape(self) -> object: ...
+
+
+@dataclass(frozen=True)
+class Lanes:
+    """How the lanes of an in-process run reach what serves them."""
+
+    transport: Transport = stream_request
+    cache: PrefixCacheModel | None = None
+    """The client's prefix model (None: one per replica, built for the run)."""
+    builder: PromptBuilder | None = None
+    probe_loop: bool = True
+    """Probe the event loop's lag (off on simulated time: there is none to see)."""
 
 
 async def run_load(
@@ -85,8 +100,29 @@ async def run_load(
     builder: PromptBuilder | None = None,
     watch: ServerWatchHook | None = None,
     before_load: Callable[[], None] | None = None,
+    transport: Transport = stream_request,
 ) -> Path:
-    """Run one load test and return its run directory (see the module docstring).
+    """Run one load test and return its run directory (:func:`run_closed`'s ``dir``)."""
+    closed = await run_closed(settings, workload_path, out_dir, live=live, stop=stop,
+                              builder=builder, watch=watch, before_load=before_load,
+                              transport=transport)
+    return closed.dir
+
+
+async def run_closed(
+    settings: RunSettings,
+    workload: Workload | str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    live: Live = "quiet",
+    stop: asyncio.Event | None = None,
+    builder: PromptBuilder | None = None,
+    watch: ServerWatchHook | None = None,
+    before_load: Callable[[], None] | None = None,
+    transport: Transport = stream_request,
+) -> ClosedRun:
+    """Run one load test against ``settings.target``; its directory, closing manifest
+    and the close's one analysis (see the module docstring).
 
     ``before_load`` is called once the server answered and the workload fits, just
     before the first request: warnings given there come before the load, yet a run
@@ -94,21 +130,12 @@ async def run_load(
 
     ``watch`` (e.g. ``replay.servers.launch.ServerWatcher`` of a launched server) is read
     when the run closes: a server that died is stamped in ``server_watch``.
+
+    ``transport`` sends each request (``replay.client.stream_request``; worker
+    processes and Ray actors always use that one).
     """
-    path = str(workload_path)
-    out = Path(out_dir)
-    header = read_header(path)
-    sessions = list(iter_sessions(path))
-    if not sessions:
-        raise ConfigError(f"{path}: the workload holds no session")
-    arrival: Arrival = "open" if settings.rate is not None else header.arrival
-    if settings.split and arrival != "closed":
-        raise ConfigError(f"{path}: --workers/--ray split closed-loop users; this "
-                          f"workload's arrival mode is {arrival!r}")
-    check_time_controls(settings, header.arrival, path, rated=settings.rate is not None)
-    sessions = retimed(settings, sessions, path)
-    settings, drain_note = resolve_drain(settings, sessions)
-    caveats = _time_caveats(settings, sessions, arrival)
+    prepared = prepare_run(settings, workload)
+    settings, sessions, arrival = prepared.settings, prepared.sessions, prepared.arrival
     roots, basic = fleet_roots(settings)
     root = roots[0]
     headers = _auth_headers(settings)
@@ -121,9 +148,10 @@ async def run_load(
     async with make_session(connections, connect_s=settings.connect_timeout_s) as session:
         fleet = await _unless_stopped(probe_fleet(session, settings, headers), stop)
         facts = fleet[0]
-        _check_fits(sessions, path, facts, public_target(settings.target))
-        if drain_note is not None:  # said once the server answered (a refusal is one line)
-            print(drain_note, file=sys.stderr, flush=True)
+        shown = public_target(settings.target)
+        check_fits(sessions, prepared.path, facts, shown)
+        if prepared.drain_note is not None:  # said once the server answered
+            print(prepared.drain_note, file=sys.stderr, flush=True)
         if before_load is not None:
             before_load()
         run_id = uuid.uuid4().hex[:12]
@@ -131,23 +159,55 @@ async def run_load(
             session, root, headers, facts.model, facts.vocab_size), stop) \
             if settings.api == "chat" else None  # exact chat prompts (replay.client._chat)
         target = Target(root=root, headers=headers, model=facts.model,
-                        vocab_size=facts.vocab_size, block_size=header.block_size,
+                        vocab_size=facts.vocab_size, block_size=prepared.header.block_size,
                         server_block_size=facts.block_size, run_tag=run_id[:8], chat=chat,
                         roots=roots if len(roots) > 1 else ())
-        manifest = _manifest(settings, run_id, facts, header, path, len(sessions), arrival)
+        manifest = new_manifest(settings, run_id, facts, prepared.header, prepared.path,
+                                len(sessions), arrival, target=shown)
         describe_fleet(manifest, settings.fleet, fleet, settings.routing)
+        out = Path(out_dir)
         writer = RunWriter(out)
-        stats = LiveStats(settings.warmup_s + settings.duration_s, drain_s=settings.drain)
-        job = Job(settings=settings, workload=path, sessions=sessions, arrival=arrival,
-                  target=target, sink=_Sink(writer, stats))
-        executor = _executor(job, session, builder)
-        try:
-            manifest.warnings.extend(c.message for c in caveats)
-            await _run(executor, settings, manifest, writer, stats, session, target, live,
-                       stop or asyncio.Event(), watch, caveats)
-        finally:
-            writer.close()
-    return out
+
+        def pollers(stats: LiveStats, t0_ns: int) -> list[Poller]:
+            found: list[Poller] = []
+            if settings.metrics_interval_s is not None:
+                found.append(FleetMetrics(session, target.roots or (target.root,),
+                                          settings.metrics_interval_s, writer.write_metrics,
+                                          stats.on_metrics, t0_ns, target.headers))
+            found.extend(_gpu_pollers(session, settings, writer, t0_ns))
+            return found
+
+        return await drive_run(prepared, manifest, writer, target, session, out=out,
+                               lanes=Lanes(transport=transport, builder=builder),
+                               pollers=pollers, live=live, stop=stop, watch=watch)
+
+
+async def drive_run(
+    prepared: Prepared, manifest: RunManifest, store: RecordStore, target: Target,
+    session: aiohttp.ClientSession, *, out: Path, lanes: Lanes = Lanes(),
+    pollers: Callable[[LiveStats, int], Sequence[Poller]] | None = None,
+    live: Live = "quiet", stop: asyncio.Event | None = None,
+    watch: ServerWatchHook | None = None, analysis: Analysis | None = None,
+) -> ClosedRun:
+    """The core of every run once its target is known: executor, origin, manifest,
+    pollers (made at the origin: ``pollers(stats, t0_ns)``), live view, and the one close
+    (read once, analysed once with ``analysis``'s options)."""
+    settings = prepared.settings
+    stats = LiveStats(settings.warmup_s + settings.duration_s, drain_s=settings.drain)
+    job = Job(settings=settings, workload=prepared.path, sessions=prepared.sessions,
+              arrival=prepared.arrival, target=target, sink=_Sink(store, stats))
+    executor = _executor(job, session, lanes)
+    try:
+        manifest.warnings.extend(c.message for c in prepared.caveats)
+        return await _run(executor, settings, manifest, store, stats, live,
+                          stop or asyncio.Event(), watch, prepared, pollers or _no_pollers,
+                          analysis or Analysis(), out)
+    finally:
+        store.close()
+
+
+def _no_pollers(stats: LiveStats, t0_ns: int) -> list[Poller]:
+    return []
 
 
 async def _unless_stopped(work: Coroutine[Any, Any, T], stop: asyncio.Event | None) -> T:
@@ -169,22 +229,25 @@ async def _unless_stopped(work: Coroutine[Any, Any, T], stop: asyncio.Event | No
     return task.result()
 
 
-def _executor(job: Job, session: aiohttp.ClientSession,
-              builder: PromptBuilder | None) -> Executor:
+def _executor(job: Job, session: aiohttp.ClientSession, lanes: Lanes) -> Executor:
     settings = job.settings
+    if settings.split and lanes.transport is not stream_request:
+        raise ValueError("worker processes and Ray actors send over HTTP only")
     if settings.ray is not None:
         from replay.load._ray import RayExecutor
 
         return RayExecutor(job)
     if settings.workers > 1:
         return ProcessExecutor(job)
-    return InProcessExecutor(job, session, builder)
+    return InProcessExecutor(job, session, lanes.builder, transport=lanes.transport,
+                             cache=lanes.cache, probe_loop=lanes.probe_loop)
 
 
 async def _run(executor: Executor, settings: RunSettings, manifest: RunManifest,
-               writer: RunWriter, stats: LiveStats, session: aiohttp.ClientSession,
-               target: Target, live: Live, stop: asyncio.Event,
-               watch: ServerWatchHook | None, caveats: Sequence[ValidityReason] = ()) -> None:
+               store: RecordStore, stats: LiveStats, live: Live, stop: asyncio.Event,
+               watch: ServerWatchHook | None, prepared: Prepared,
+               pollers: Callable[[LiveStats, int], Sequence[Poller]], how: Analysis,
+               out: Path) -> ClosedRun:
     """Prepare, set the origin, start, watch, close and stamp the manifest (one way
     for all executors)."""
     await executor.prepare()
@@ -193,21 +256,14 @@ async def _run(executor: Executor, settings: RunSettings, manifest: RunManifest,
     started = iso_utc(datetime.fromtimestamp(t0_wall_ns / _NS, UTC))
     manifest.clock = ClockInfo(t0_wall=started, t0_monotonic_ns=t0_ns)
     manifest.started_at = started
-    writer.write_manifest(manifest)
+    store.write_manifest(manifest)
     stats.t0 = t0_ns / _NS
     stats.busy = lambda: executor.load()[0]
     stats.lanes = lambda: executor.load()[1]
     executor.start(t0_ns, t0_wall_ns)
     manifest.warnings.extend(executor.notes())
-    helpers: list[asyncio.Task[Any]] = []
-    poller = None
-    if settings.metrics_interval_s is not None:
-        poller = FleetMetrics(session, target.roots or (target.root,),
-                              settings.metrics_interval_s, writer.write_metrics,
-                              stats.on_metrics, t0_ns, target.headers)
-        helpers.append(asyncio.create_task(poller.run()))
-    gpus = _gpu_pollers(session, settings, writer, t0_ns)
-    helpers += [asyncio.create_task(g.run()) for g in gpus]
+    watched = list(pollers(stats, t0_ns))
+    helpers: list[asyncio.Task[Any]] = [asyncio.create_task(p.run()) for p in watched]
     helpers.append(asyncio.create_task(LiveView(stats, live).run()))
     helpers.append(asyncio.create_task(_follow_phases(stats, settings, t0_ns)))
     outcome = ExecOutcome(interrupted=True)
@@ -217,69 +273,17 @@ async def _run(executor: Executor, settings: RunSettings, manifest: RunManifest,
         for task in helpers:
             task.cancel()
         await asyncio.gather(*helpers, return_exceptions=True)
-        if poller is not None:
-            await poller.scrape()
-        for g in gpus:
-            await g.scrape()
-        writer.close()
-        _facts(manifest, outcome, writer.dir, watch)
-        close_manifest(manifest, warmup_s=settings.warmup_s, duration_s=settings.duration_s,
-                       interrupted=outcome.interrupted, crash=outcome.crash)
-        writer.write_manifest(manifest)
+        for p in watched:
+            await p.scrape()
+        read = seal(store, manifest, outcome, settings, watch)
     raise_crash(outcome)
-    manifest.validity = _assess(writer.dir, caveats)
-    judge_run_scenario(manifest, writer.dir)
-    writer.write_manifest(manifest)
-
-
-class ServerWatchHook(Protocol):
-    """What a run reads of a server watch (``replay.servers.launch.ServerWatcher`` fits)."""
-
-    died: bool
-    detail: str | None
-
-
-def _window_lags(run_dir: Path) -> list[float]:
-    """``sent_s - due_s`` of the requests sent in the window, read back from the records
-    (kept in memory during the run, they grew with every request of a long soak)."""
-    try:
-        r = read_run(run_dir).requests
-    except ResultError:
-        return []
-    lags: list[float] = (r.sent_s - r.due_s)[r.phase == "measure"].tolist()
-    return lags
-
-
-def _facts(manifest: RunManifest, outcome: ExecOutcome, writer_dir: Path,
-           watch: ServerWatchHook | None) -> None:
-    """The facts validity is judged on: client health, window coverage, server watch."""
-    manifest.warnings.extend(outcome.warnings)
-    manifest.worker_info = outcome.workers
-    manifest.client_health = client_health(outcome.loops, _window_lags(writer_dir))
-    manifest.coverage = Coverage(lanes=outcome.lanes,
-                                 lanes_done_before_window_end=outcome.done_early)
-    if watch is not None:
-        manifest.server_watch = ServerWatch(server_died=bool(watch.died), detail=watch.detail)
-
-
-def _assess(run_dir: Path, caveats: Sequence[ValidityReason] = ()) -> Validity:
-    """``analysis.assess_run`` on the run as written, plus what the replay knew before
-    it started (``caveats``); an unreadable run is invalid."""
-    try:
-        found = assess_run(read_run(run_dir))
-        if not caveats:
-            return found
-        verdict = "caveats" if found.verdict == "valid" else found.verdict
-        return Validity(verdict=verdict, reasons=[*found.reasons, *caveats])
-    except ResultError as exc:
-        return Validity(verdict="invalid", reasons=[ValidityReason(
-            code="run_unreadable", severity="invalid", message=str(exc))])
+    return judge(store, manifest, read, prepared.caveats, how, out)
 
 
 class _Sink:
-    """Records to the run directory and the live view."""
+    """Records to the run's store and the live view."""
 
-    def __init__(self, writer: RunWriter, stats: LiveStats) -> None:
+    def __init__(self, writer: RecordStore, stats: LiveStats) -> None:
         self.writer = writer
         self.stats = stats
 
@@ -313,37 +317,6 @@ async def _follow_phases(stats: LiveStats, settings: RunSettings, t0_ns: int) ->
     stats.phase = STOPPING
 
 
-def _manifest(settings: RunSettings, run_id: str, facts: ServerFacts, header: WorkloadHeader,
-              path: str, sessions: int, arrival: Arrival) -> RunManifest:
-    """The manifest as written at the start (its clock is set at the origin)."""
-    now = iso_utc(datetime.now(UTC))
-    manifest = RunManifest(
-        run_id=run_id, label=settings.label, target=public_target(settings.target),
-        model=facts.model, api=settings.api, server_info=facts.server_info,
-        server_models=facts.models, gpu_count=facts.gpu_count, simulated=facts.simulated,
-        workload=WorkloadRef(path=path, fingerprint=header.fingerprint, source=header.source,
-                             seed=header.seed, sessions=sessions,
-                             block_size=header.block_size),
-        load=settings.load_settings(arrival),
-        clock=ClockInfo(t0_wall=now, t0_monotonic_ns=time.monotonic_ns()),
-        started_at=now, tool_version=__version__,
-        host=HostInfo(hostname=socket.gethostname(), platform=platform.platform(),
-                      python=sys.version.split()[0], cpu_count=os.cpu_count()),
-        vocab_size=facts.vocab_size, server_block_size=facts.block_size,
-    )
-    manifest.load_kind = load_kind(settings, arrival)
-    manifest.scenario = settings.scenario
-    manifest.session_headers = list(settings.session_headers)
-    manifest.gpu_metrics = [public_url(u) for u in settings.gpu_urls(settings.label)]
-    if settings.scenario in SCENARIO_ALIASES:
-        manifest.warnings.append(SCENARIO_ALIAS_NOTE)
-    if settings.split:
-        manifest.workers = settings.workers
-    if facts.max_model_len is None:
-        manifest.warnings.append("server did not report max_model_len; prompts unchecked")
-    return manifest
-
-
 def _gpu_pollers(session: aiohttp.ClientSession, settings: RunSettings, writer: RunWriter,
                  t0_ns: int) -> list[MetricsPoller]:
     """A poller per ``--gpu-metrics`` exporter of this run, on the ``/metrics`` interval
@@ -357,44 +330,6 @@ def _gpu_pollers(session: aiohttp.ClientSession, settings: RunSettings, writer: 
 
 def _gpu_sink(writer: RunWriter, k: int, t_s: float, values: dict[str, float]) -> None:
     writer.write_gpu(t_s, values, k)
-
-
-def load_kind(settings: RunSettings, arrival: Arrival) -> LoadKind:
-    """What sets a run's load: users (closed loop), a session rate (``--rate``), or the
-    workload's own times (timestamp replay, or open-loop sessions at their arrivals)."""
-    if settings.rate is not None:
-        return "rate"
-    return "users" if arrival == "closed" else "timestamps"
-
-
-def _time_caveats(settings: RunSettings, sessions: Sequence[Session],
-                  arrival: Arrival) -> list[ValidityReason]:
-    """A window that would see no arrival of a timestamp workload, said on stderr
-    before the run starts (and kept as a caveat of its validity)."""
-    if arrival == "closed" or settings.rate is not None:
-        return []
-    note = empty_window_note(settings, sessions, settings.warmup_s, settings.duration_s)
-    if note is None:
-        return []
-    print(f"warning: {note.message}", file=sys.stderr, flush=True)
-    return [note]
-
-
-def _check_fits(sessions: Sequence[Session], path: str, facts: ServerFacts, shown: str) -> None:
-    limit = facts.max_model_len
-    if limit is None:
-        return
-    found = first_too_long(sessions, limit)
-    if found is not None:
-        sess, turn, req = found
-        need = req.prompt_tokens + req.output_tokens
-        raise TargetError(
-            f"{path}: session {sess.id!r} request {turn} needs {need} tokens "
-            f"({req.prompt_tokens} prompt + {req.output_tokens} output) but {shown} "
-            f"serves {facts.model!r} with max_model_len {limit}; make one that fits "
-            f"with `agentreplay traces generate --max-context {limit}` (or `traces "
-            f"import --max-context {limit}` for a real trace): token sizes are "
-            "scaled, the sessions' shape kept")
 
 
 def _auth_headers(settings: RunSettings) -> dict[str, str]:

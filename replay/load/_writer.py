@@ -23,7 +23,7 @@ from pathlib import Path
 
 import orjson
 
-from analysis import RunManifest, split_metric_values
+from analysis import RunData, RunManifest, read_run, split_metric_values
 from analysis.schema import RunWindow
 from replay.errors import ConfigError
 
@@ -217,6 +217,10 @@ class RunWriter:
         self._metrics.close()
         if self._gpu is not None:
             self._gpu.close()
+
+    def read(self) -> RunData:
+        """The run as written (once closed): its records read back once, at the close."""
+        return read_run(self.dir)
 
 
 def _mark_failed(manifest: RunManifest, failure: RunWriteError) -> None:

@@ -8,8 +8,8 @@ and returns early only when a request finishes. Per step it does one array store
 (the step's end time); a request's token times are read in bulk when it ends,
 as ``step_end[req.step_ids]``. No per-token or per-step asyncio event exists.
 
-:meth:`TwinEngines.send` has ``replay.client.stream_request``'s signature, so the
-unchanged lanes (``LaneContext.transport``) stream into it: it parses the body the
+:meth:`TwinEngines.send` is a ``replay.load.Transport`` (``replay.client.stream_request``'s
+signature), so the unchanged lanes stream into it: it parses the body the
 lane built, queues the prompt on a replica, waits for the request to finish and
 fills the ``StreamOutcome`` as the HTTP client would have (chunk per engine
 emission, ``usage`` with cached tokens, output ids when asked).
@@ -26,6 +26,7 @@ import asyncio
 import time
 from typing import Any, Literal
 
+import aiohttp
 import numpy as np
 import orjson
 
@@ -267,11 +268,11 @@ class TwinEngines:
         parsed: list[int] = orjson.loads(body)["prompt"]
         return parsed, block_hashes(parsed, bs)
 
-    # -- the transport (``replay.client.stream_request``'s signature) ----------------
-    async def send(self, session: Any, url: str, body: bytes, headers: dict[str, str],
-                   timeouts: Timeouts, out: StreamOutcome, *, max_line_bytes: int = 0,
-                   keep_output_ids: bool = True, max_tokens: int | None = None,
-                   ) -> StreamOutcome:
+    # -- the transport (``replay.load.Transport``) --------------------------------------
+    async def send(self, session: aiohttp.ClientSession, url: str, body: bytes,
+                   headers: dict[str, str], timeouts: Timeouts, out: StreamOutcome, *,
+                   max_line_bytes: int = 0, keep_output_ids: bool = True,
+                   max_tokens: int | None = None) -> StreamOutcome:
         """Serve one request on a replica and fill ``out`` when it ends (or is cancelled)."""
         prompt, hashes = self._prompt(body)
         rid = headers.get("X-Request-Id", f"twin-{self.requests}")

@@ -1,81 +1,62 @@
-"""One load level on the twin: the real lanes against in-process engines, on simulated time.
+"""One load level on the twin: a real run's code on simulated time, in-process engines.
 
-:func:`simulate_level` builds the run's ``LaneContext`` exactly as a real run does
-(``replay.load.make_context``, the same prompt builder, client prefix model and
-think-time rules), swaps its transport for :meth:`TwinEngines.send` and drives it
-with ``replay.load.drive_lanes`` on a :class:`VirtualLoop`. The records go to an
-ordinary run directory (``run.json`` + ``requests.jsonl``, marked simulated), which
-``analysis`` reads back: the summary is the normal ``RunSummary``, so the normal
-metrics, tiers and ``meets_tier`` apply unchanged.
+:func:`simulate_level` runs a level through ``replay.load.drive_run``, the core every
+run shares: the same workload preparation, fit check, manifest, lanes (prompt
+builder, client prefix model, think-time rules) and close. Only three things
+differ, each through a seam of that core: the transport is :meth:`TwinEngines.send`
+(``replay.load.Transport``), the pollers sample the engines' counters instead of
+``/metrics``, and the event loop is a :class:`VirtualLoop`, so every clock the run
+reads is simulated. The records stay in memory (``replay.load.MemoryStore``) unless
+``out_dir`` keeps an ordinary run directory, and the close analyses them once
+(``analysis.judge.analyse_run``): the summary is the normal ``RunSummary``, so the
+normal metrics, tiers and ``meets_tier`` apply unchanged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import platform
-import socket
-import sys
-import tempfile
 import time
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
 
 from analysis import (
     DEFAULT_MAX_FAILURE_SHARE,
     DEFAULT_TIERS,
-    RecordDict,
-    RunManifest,
     RunSummary,
     SloTier,
-    measure,
-    read_run,
-    summarize,
 )
-from analysis.schema import ClockInfo, Coverage, HostInfo, WorkloadRef
-from replay._version import __version__
+from analysis.judge import Rules
+from replay.client import ServerFacts, make_session
 from replay.load import (
+    Analysis,
+    ClosedRun,
+    Lanes,
+    MemoryStore,
+    Poller,
+    RecordStore,
     RunSettings,
     RunWriter,
     Target,
-    check_time_controls,
-    close_manifest,
-    drive_lanes,
-    first_too_long,
-    iso_utc,
-    make_context,
-    retimed,
+    Workload,
+    check_fits,
+    drive_run,
+    load_workload,
+    new_manifest,
+    prepare_run,
 )
 from replay.servers.sim import Backend, SimProfile, server_info
 from replay.twin._clock import VirtualLoop, virtual_time
 from replay.twin._engines import PromptTap, Routing, TwinEngines
-from traces import Session, WorkloadHeader, iter_sessions, read_header
 
 __all__ = ["LevelResult", "Workload", "load_workload", "simulate_level"]
 
 _NS = 1_000_000_000
 _ORIGIN_NS = 1_000 * _NS
 """Simulated monotonic time at the run's origin (any positive value would do)."""
-
-
-@dataclass(frozen=True)
-class Workload:
-    """A workload read once and replayed at every level."""
-
-    path: str
-    header: WorkloadHeader
-    sessions: tuple[Session, ...]
-
-
-def load_workload(path: str | os.PathLike[str]) -> Workload:
-    """Read a workload file (closed-loop sessions) for :func:`simulate_level`."""
-    p = str(path)
-    header = read_header(p)
-    return Workload(path=p, header=header, sessions=tuple(iter_sessions(p)))
+TARGET = "twin://in-process"
+"""The target a twin's run names (its engines run in this process)."""
 
 
 @dataclass(frozen=True)
@@ -106,8 +87,9 @@ def simulate_level(
     seconds against ``replicas`` twin engines; summarise as ``analysis`` does.
 
     ``out_dir`` keeps the run directory (``agentreplay report`` reads it); otherwise
-    it is written to a temporary directory and removed. The client's first-token and
-    total timeouts apply as in a real run (``--ttft-timeout``, ``--total-timeout``).
+    the records stay in memory and are handed to the analysis from there. The client's
+    first-token and total timeouts apply as in a real run (``--ttft-timeout``,
+    ``--total-timeout``).
     ``engine_seed`` seeds the engines' step noise apart from the load (default: ``seed``):
     a hidden truth and its twin replay one workload with one seed, but a real server's
     stalls do not follow the twin's draws."""
@@ -122,120 +104,76 @@ def simulate_level(
 
         raise ConfigError(f"{workload.path}: the twin replays closed-loop workloads; this "
                           f"one's arrival mode is {workload.header.arrival!r}")
-    check_time_controls(settings, workload.header.arrival, workload.path, rated=False)
-    _check_fits(workload, profile)
-    sessions = retimed(settings, list(workload.sessions), workload.path)
+    prepared = prepare_run(settings, workload)
+    facts = _facts(profile, backend, replicas)
+    check_fits(prepared.sessions, workload.path, facts, f"the twin's profile {profile.name!r}")
     engines = TwinEngines(profile, backend=backend, replicas=replicas, routing=routing,
                           seed=seed if engine_seed is None else engine_seed)
-    records: list[RecordDict] = []
     wall0, cpu0 = time.perf_counter(), time.process_time()
     loop = VirtualLoop(engines.advance, start_ns=_ORIGIN_NS)
-    run_tag = uuid.uuid4().hex[:8]
-    target = Target(root="twin://in-process", headers={}, model=profile.model,
-                    vocab_size=profile.vocab_size, block_size=workload.header.block_size,
-                    server_block_size=profile.block_size, run_tag=run_tag)
+    store: RecordStore = MemoryStore(TARGET) if out_dir is None else RunWriter(Path(out_dir))
+    how = Analysis(seed=seed, tiers=tiers, bootstrap=bootstrap,
+                   rules=Rules(max_failure_share=max_failure_share))
 
-    metrics: list[tuple[float, dict[str, float]]] = []
+    async def main() -> ClosedRun:
+        run_id = uuid.uuid4().hex[:12]
+        target = Target(root=TARGET, headers={}, model=profile.model,
+                        vocab_size=profile.vocab_size, block_size=workload.header.block_size,
+                        server_block_size=profile.block_size, run_tag=run_id[:8])
+        manifest = new_manifest(prepared.settings, run_id, facts, workload.header,
+                                workload.path, len(prepared.sessions), "closed", target=TARGET)
+        manifest.warnings.append("modelled (twin): simulated time, in-process engines "
+                                 f"(profile {profile.name}, {replicas} replica(s))")
+        engines.tap = PromptTap(target.server_block_size)
+        lanes = Lanes(transport=engines.send, cache=engines.tap, probe_loop=False)
 
-    async def sample() -> None:
-        """``/metrics`` as the poller would scrape it, at the window's edges and middle
-        (counters are read by interpolation: samples at the edges make it exact)."""
-        for t_s in (0.0, warmup, warmup + duration / 2, warmup + duration):
-            await asyncio.sleep(max(0.0, (_ORIGIN_NS + t_s * _NS - loop.now_ns) / _NS))
-            metrics.append((t_s, engines.metrics()))
+        def pollers(_stats: object, t0_ns: int) -> list[Poller]:
+            return [_Counters(engines, store, t0_ns, (0.0, warmup, warmup + duration / 2,
+                                                      warmup + duration))]
 
-    async def main() -> Any:
-        ctx = make_context(settings, target, cast(Any, None), _ORIGIN_NS, records.append)
-        ctx.transport = engines.send
-        ctx.cache = engines.tap = PromptTap(target.server_block_size)
-        sampler = asyncio.ensure_future(sample())
-        try:
-            return await drive_lanes(ctx, settings, "closed", sessions, asyncio.Event(),
-                                     probe_loop=False)
-        finally:
-            sampler.cancel()
-            metrics.append(((loop.now_ns - _ORIGIN_NS) / _NS, engines.metrics()))
+        async with make_session(0) as session:  # the transport's argument; never used
+            return await drive_run(prepared, manifest, store, target, session,
+                                   out=Path(out_dir) if out_dir is not None else Path(TARGET),
+                                   lanes=lanes, pollers=pollers, analysis=how)
 
     try:
         with virtual_time(loop):
-            outcome = loop.run_until_complete(main())
+            closed = loop.run_until_complete(main())
     finally:
         loop.close()
     sim_s = (loop.now_ns - _ORIGIN_NS) / _NS
-    if outcome.crash is not None:
-        raise outcome.crash
-    manifest = _manifest(settings, profile, backend, replicas, workload, len(sessions),
-                         run_tag)
-    manifest.coverage = Coverage(lanes=outcome.lanes,
-                                 lanes_done_before_window_end=outcome.done_early)
-    close_manifest(manifest, warmup_s=warmup, duration_s=duration, interrupted=False,
-                   crash=None)
-    if out_dir is not None:
-        summary, kept = _summarise(Path(out_dir), manifest, records, metrics, tiers,
-                                   max_failure_share, bootstrap, seed), Path(out_dir)
-    else:
-        with tempfile.TemporaryDirectory(prefix="agentreplay-twin-") as tmp:
-            summary = _summarise(Path(tmp) / "run", manifest, records, metrics, tiers,
-                                 max_failure_share, bootstrap, seed)
-        kept = None
+    assert closed.summary is not None, "records kept in memory are always readable"
     steps = sum(r.steps for r in engines.replicas)
-    return LevelResult(summary=summary, run_dir=kept, records=len(records), sim_s=sim_s,
+    return LevelResult(summary=closed.summary, run_dir=None if out_dir is None else closed.dir,
+                       records=closed.records, sim_s=sim_s,
                        wall_s=time.perf_counter() - wall0, cpu_s=time.process_time() - cpu0,
                        steps=steps)
 
 
-def _check_fits(workload: Workload, profile: SimProfile) -> None:
-    """Every request fits the profile's context, as a real run checks against the server."""
-    from replay.errors import ConfigError
+class _Counters:
+    """The engines' counters as the ``/metrics`` poller would scrape them, at the
+    window's edges and middle (counters are read by interpolation: samples at the
+    edges make it exact), and once more when the run ends."""
 
-    limit = profile.max_model_len
-    found = first_too_long(workload.sessions, limit)
-    if found is not None:
-        sess, turn, req = found
-        need = req.prompt_tokens + req.output_tokens
-        raise ConfigError(
-            f"{workload.path}: session {sess.id!r} request {turn} needs {need} tokens "
-            f"but the twin's profile {profile.name!r} has max_model_len {limit}; "
-            f"make one that fits with `agentreplay traces generate --max-context "
-            f"{limit}` (or `traces import --max-context {limit}`)")
+    def __init__(self, engines: TwinEngines, store: RecordStore, t0_ns: int,
+                 at_s: tuple[float, ...]) -> None:
+        self.engines, self.store, self.t0_ns, self.at_s = engines, store, t0_ns, at_s
 
+    async def run(self) -> None:
+        for t_s in self.at_s:
+            await asyncio.sleep(max(0.0, (self.t0_ns + t_s * _NS - time.monotonic_ns()) / _NS))
+            self.store.write_metrics(t_s, self.engines.metrics())
 
-def _summarise(run_dir: Path, manifest: RunManifest, records: Sequence[RecordDict],
-               metrics: Sequence[tuple[float, dict[str, float]]], tiers: tuple[SloTier, ...],
-               max_failure_share: float, bootstrap: bool, seed: int) -> RunSummary:
-    writer = RunWriter(run_dir)
-    try:
-        writer.write_manifest(manifest)
-        for rec in records:
-            writer.write_record(rec)
-        for t_s, values in metrics:
-            writer.write_metrics(t_s, values)
-    finally:
-        writer.close()
-    return summarize(measure(read_run(run_dir)), seed=seed, tiers=tiers, bootstrap=bootstrap,
-                     max_failure_share=max_failure_share)
+    async def scrape(self) -> None:
+        self.store.write_metrics((time.monotonic_ns() - self.t0_ns) / _NS,
+                                 self.engines.metrics())
 
 
-def _manifest(settings: RunSettings, profile: SimProfile, backend: Backend, replicas: int,
-              workload: Workload, sessions: int, run_tag: str) -> RunManifest:
-    header = workload.header
-    now = iso_utc(datetime.now(UTC))
+def _facts(profile: SimProfile, backend: Backend, replicas: int) -> ServerFacts:
+    """What a probe of the twin's engines would find (their profile's)."""
     info = server_info(profile, backend, 1.0)
     info["twin"] = {"replicas": replicas}
-    manifest = RunManifest(
-        run_id=run_tag, label=settings.label, target="twin://in-process",
-        model=profile.model, api="completions", server_info=info,
-        gpu_count=profile.gpu_count * replicas, simulated=True,
-        workload=WorkloadRef(path=workload.path, fingerprint=header.fingerprint,
-                             source=header.source, seed=header.seed, sessions=sessions,
-                             block_size=header.block_size),
-        load=settings.load_settings("closed"),
-        clock=ClockInfo(t0_wall=now, t0_monotonic_ns=_ORIGIN_NS),
-        started_at=now, tool_version=__version__,
-        host=HostInfo(hostname=socket.gethostname(), platform=platform.platform(),
-                      python=sys.version.split()[0], cpu_count=os.cpu_count()),
-        vocab_size=profile.vocab_size, server_block_size=profile.block_size,
-    )
-    manifest.warnings.append("modelled (twin): simulated time, in-process engines "
-                             f"(profile {profile.name}, {replicas} replica(s))")
-    return manifest
+    return ServerFacts(model=profile.model, models={}, max_model_len=profile.max_model_len,
+                       server_info=info, vocab_size=profile.vocab_size,
+                       block_size=profile.block_size, gpu_count=profile.gpu_count * replicas,
+                       simulated=True)
