@@ -34,7 +34,8 @@ def _metrics(summary: Any) -> tuple[dict[str, float | None], dict[str, Any]]:
 
 def real_check(number: int, seed: int, users: int, root: Path, duration_s: float) -> dict[str, Any]:
     """One profile's level in real time against serve-sim and on simulated time."""
-    from analysis import measure, read_run, summarize
+    from analysis import read_run
+    from analysis.judge import analyse_run
     from replay.cli import main
     from replay.servers.sim import SimProfile, SimServerProcess
     from replay.twin import load_workload, simulate_level
@@ -50,7 +51,7 @@ def real_check(number: int, seed: int, users: int, root: Path, duration_s: float
         code = main(["run", "--target", srv.url, "--workload", str(wl), "--users", str(users),
                      "--warmup", str(WARMUP_S), "--duration", str(duration_s), "--drain",
                      str(DRAIN_S), "--out", str(run), "--quiet", "--seed", "0"])
-    real, real_ci = _metrics(summarize(measure(read_run(run)), tiers=()))
+    real, real_ci = _metrics(analyse_run(read_run(run), tiers=(), assess=False))
     sim = simulate_level(SimProfile.model_validate(case.profile), load_workload(wl), users,
                          duration_s, WARMUP_S, drain_s=DRAIN_S, seed=0, backend="auto",
                          tiers=())

@@ -43,6 +43,22 @@ from analysis.judge._rules import (
     DEFAULT_RULES,
     Rules,
 )
+from analysis.judge._scenario import (
+    ALIAS_NOTE as SCENARIO_ALIAS_NOTE,
+)
+from analysis.judge._scenario import (
+    ALIASES as SCENARIO_ALIASES,
+)
+from analysis.judge._scenario import (
+    SCENARIOS,
+    ScenarioRules,
+    ScenarioVerdict,
+    judge_run_scenario,
+    judge_scenario,
+    setting_notes,
+    stamp_scenario,
+    workload_notes,
+)
 from analysis.judge._validity import (
     assess_comparison,
     assess_run,
@@ -58,20 +74,25 @@ from analysis.judge._verdict import (
 
 __all__ = [
     "ALLOWED_FIELDS",
+    "DEFAULT_RULES",
+    "HEADLINE",
+    "NO_EVIDENCE_SPAN",
+    "SCENARIOS",
+    "SCENARIO_ALIASES",
+    "SCENARIO_ALIAS_NOTE",
     "Bracket",
     "CapacityRow",
     "Comparison",
     "ConfigDiff",
-    "DEFAULT_RULES",
     "Drift",
     "FairnessVerdict",
-    "HEADLINE",
     "Level",
-    "NO_EVIDENCE_SPAN",
     "Ratio",
     "RatioBracket",
     "RepeatValue",
     "Rules",
+    "ScenarioRules",
+    "ScenarioVerdict",
     "analyse_run",
     "assess_comparison",
     "assess_run",
@@ -83,6 +104,8 @@ __all__ = [
     "flatten_config",
     "gpu_count_of",
     "judge_fairness",
+    "judge_run_scenario",
+    "judge_scenario",
     "meets_tier",
     "merge_validity",
     "mismatch_share",
@@ -90,6 +113,9 @@ __all__ = [
     "ratio_bracket",
     "ratio_interval_text",
     "replica_diffs",
+    "setting_notes",
+    "stamp_scenario",
     "verdict_sentence",
     "with_caveats",
+    "workload_notes",
 ]

@@ -6,10 +6,9 @@ import argparse
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from pathlib import Path
 
     from analysis import RunManifest
-    from replay.load import RunSettings
+    from replay.load import ClosedRun, RunSettings
 
 __all__ = ["register"]
 
@@ -85,16 +84,13 @@ def _advise(workload: str, config: RunSettings) -> None:
                      think_time_cap_s=config.think_time_cap_s)
 
 
-def _summary(out: Path) -> list[str]:
-    """The run's closing summary and report hint; none when the results cannot be
-    read (a failed write: the error was already said)."""
-    from analysis import ResultError
+def _summary(closed: ClosedRun) -> list[str]:
+    """The run's closing summary and report hint, from the close's one read and
+    analysis; none when the results could not be read (a failed write: the error was
+    already said)."""
     from replay.cli._run_summary import run_summary_lines
 
-    try:
-        return run_summary_lines(out)
-    except (ResultError, OSError):
-        return []
+    return run_summary_lines(closed)
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -103,7 +99,6 @@ def _main(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
-    from analysis.read import read_manifest
     from replay.cli import EXIT_INTERRUPTED, EXIT_TERMINATED, print_validity
     from replay.errors import Stopped
     from replay.knobs import knob_values
@@ -112,7 +107,7 @@ def _main(args: argparse.Namespace) -> int:
         SharedSettings,
         claim_run_dir,
         event_loop_factory,
-        run_load,
+        run_closed,
         validated,
     )
 
@@ -154,25 +149,26 @@ def _main(args: argparse.Namespace) -> int:
             except (NotImplementedError, RuntimeError):  # pragma: no cover - non-Unix
                 pass
         try:
-            out = await run_load(config, args.workload, args.out, live=live, stop=stop,
-                                 before_load=lambda: _advise(args.workload, config))
+            closed = await run_closed(config, args.workload, args.out, live=live, stop=stop,
+                                      before_load=lambda: _advise(args.workload, config))
         except Stopped as exc:  # during the preflight: nothing sent, no run to keep
             print(f"agentreplay: {exc}", file=sys.stderr)
             return EXIT_INTERRUPTED if caught[:1] == [signal.SIGINT] else EXIT_TERMINATED
         finally:
             for sig in handled:
                 loop.remove_signal_handler(sig)
+        out = closed.dir
         note = " (interrupted)" if caught else ""
         print(f"agentreplay: run written to {out}{note}", file=sys.stderr)
         if caught:
             print(f"agentreplay: every finished request is kept; `agentreplay report {out}` "
                   "reports them. A run does not resume: rerun with --force (replaces it) or "
                   "another --out", file=sys.stderr)
-        summary = _summary(out)
+        summary = _summary(closed)
         if caught:
             print("\n".join(summary))
             return EXIT_INTERRUPTED if caught[0] == signal.SIGINT else EXIT_TERMINATED
-        manifest = read_manifest(out)
+        manifest = closed.manifest
         _print_scenario(manifest)
         print("\n".join(summary[:1]), flush=True)
         code = print_validity(manifest.validity, "run", simulated=manifest.simulated)

@@ -1,5 +1,7 @@
 """The few lines ``agentreplay run`` ends with: what the window measured, so a
-user sees the result without opening the report, and the command that writes it."""
+user sees the result without opening the report, and the command that writes it.
+They come from the run's close (``replay.load.ClosedRun``: its one read and analysis
+of the records), not from reading the run directory again."""
 
 from __future__ import annotations
 
@@ -8,20 +10,33 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from analysis import RunData
+    from analysis import RunData, RunSummary
+    from replay.load import ClosedRun
 
 __all__ = ["acceptance_line", "run_summary_lines"]
 
 _OUTCOMES = ("error", "timeout", "incomplete", "cancelled", "lost")
 
 
-def run_summary_lines(out: Path) -> list[str]:
+def run_summary_lines(closed: ClosedRun | Path) -> list[str]:
     """Requests by outcome in the window, P90 interactivity and P90 TTFT (no
-    bootstrap: a quick look; the report has the intervals), then the report hint."""
-    from analysis import measure, read_run, summarize
+    bootstrap: a quick look; the report has the intervals), then the report hint.
 
-    run = read_run(out)
-    s = summarize(measure(run), bootstrap=False)
+    ``closed`` is the run's close (its read and analysis, passed on), or a run
+    directory written before, read and analysed here; none when the close could
+    not read the records."""
+    if isinstance(closed, Path):
+        from analysis import read_run
+        from analysis.judge import analyse_run
+
+        run = read_run(closed)
+        return _lines(closed, run, analyse_run(run, bootstrap=False, assess=False))
+    if closed.run is None or closed.summary is None:
+        return []
+    return _lines(closed.dir, closed.run, closed.summary)
+
+
+def _lines(out: Path, run: RunData, s: RunSummary) -> list[str]:
     c = s.counts
     outcomes = [f"{c.ok} ok"] + [f"{getattr(c, name)} {name}" for name in _OUTCOMES
                                  if getattr(c, name)]

@@ -65,9 +65,10 @@ def _metrics_of(summary: Any) -> tuple[dict[str, float | None],
 
 def measured_level(run_dir: str | os.PathLike[str], seed: int = 0) -> MeasuredLevel:
     """A run's headline metrics with their bootstrap intervals."""
-    from analysis import measure, read_run, summarize
+    from analysis import read_run
+    from analysis.judge import analyse_run
 
-    s = summarize(measure(read_run(run_dir)), bootstrap=True, tiers=(), seed=seed)
+    s = analyse_run(read_run(run_dir), bootstrap=True, tiers=(), seed=seed, assess=False)
     values, ci = _metrics_of(s)
     return MeasuredLevel(values, ci, int(s.counts.in_window))
 

@@ -65,9 +65,10 @@ class LoadShape:
 def measured_metrics(run_dir: str | os.PathLike[str]) -> LevelMetrics:
     """P90 interactivity, P90 TTFT from the schedule and output throughput of a run (no
     bootstrap)."""
-    from analysis import measure, read_run, summarize
+    from analysis import read_run
+    from analysis.judge import analyse_run
 
-    s = summarize(measure(read_run(run_dir)), bootstrap=False, tiers=())
+    s = analyse_run(read_run(run_dir), bootstrap=False, tiers=(), assess=False)
     return LevelMetrics(s.interactivity.p90, s.ttft_due.p90, s.output_tok_s)
 
 
