@@ -148,7 +148,7 @@ HEADLINE: tuple[_Metric, ...] = (
             _quantile_reps("session_latency", 90.0)),
 )
 """The metrics every comparison ratios, in the order summary.json lists them; their
-wording is the catalogue's (``analysis.schema.METRICS``)."""
+wording is the catalogue's (``analysis.metrics.METRICS``)."""
 
 
 class Comparison(_Model):

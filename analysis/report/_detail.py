@@ -24,9 +24,11 @@ def _cell(s: RunSummary, key: str) -> tuple[str, str]:
     """(value, interval) text of a summary field given as ``metric.stat`` or ``field``."""
     head, _, stat = key.partition(".")
     if stat:
-        d = getattr(s, head)
+        d = getattr(s, head, None)
+        if d is None:  # a summary written before the metric was declared
+            return "n/a", ""
         return dist_text(d, stat, head), fmt_ci(d.ci(stat), d.unit, head)
-    return fmt_num(getattr(s, head), 1), ""
+    return fmt_num(getattr(s, head, None), 1), ""
 
 
 def _count(attr: str) -> Callable[[RunSummary], str]:

@@ -1,5 +1,5 @@
 """Number formatting for reports: one unit per quantity, n/a for missing values, and
-metric labels in those units (the wording is the catalogue's, ``analysis.schema.METRICS``).
+metric labels in those units (the wording is the catalogue's, ``analysis.metrics.METRICS``).
 
 A quantity keeps its unit everywhere in a report (tables and charts alike), the
 one its declaration names (``Metric.display``): E2E and session latency in
