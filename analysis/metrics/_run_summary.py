@@ -17,7 +17,12 @@ from pydantic import Field, model_validator
 from analysis.metrics._declare import PERCENTILES, Metric, Window, per_request
 from analysis.metrics._energy import Energy
 from analysis.metrics._parts import Goodput, PrefixReuse, RequestCounts, Speculation, _Model
-from analysis.metrics._samplers import interactivity_per_user, itl, session_latency
+from analysis.metrics._samplers import (
+    interactivity_per_user,
+    itl,
+    session_latency,
+    uncached_prompt,
+)
 from analysis.metrics._samples import Samples
 from analysis.metrics._stats import Distribution
 from analysis.schema import RESULT_FORMAT_VERSION, LoadLevel, Validity
@@ -63,6 +68,15 @@ def _ran_since_due(w: Window) -> np.ndarray:
 
 def _schedule_lag(w: Window) -> np.ndarray:
     out: np.ndarray = w.requests.sent_s - w.requests.due_s
+    return out
+
+
+def _prefill_rate(w: Window) -> np.ndarray:
+    """Uncached prompt tokens over TTFT; NaN for a fully cached prompt (nothing to rate)."""
+    r = w.requests
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = uncached_prompt(r, np.arange(len(r))) / w.lat.ttft
+    out: np.ndarray = np.where(rate > 0, rate, np.nan)
     return out
 
 
@@ -113,6 +127,12 @@ class RunSummary(_Model):
         sample=per_request(lambda w: w.lat.ttft_due, _ok, also=_cut_with_first,
                            bound=_ran_since_due, bound_of=_cut_without_first),
         shown=_P3, row=40, display="ms")]
+    prefill_rate: Annotated[Distribution | None, Metric(
+        "prefill rate per request", "tok/s", True,
+        "uncached prompt tokens / TTFT, per ok request with uncached prompt tokens (the "
+        "wait before its prefill included): the prompt-processing pace one request sees; "
+        "P90 is the rate 90% of requests meet or beat",
+        sample=per_request(_prefill_rate, _ok), shown=_P3, row=45)] = None
     e2e: Annotated[Distribution, Metric(
         "E2E latency", "s", False, "last token received minus request sent",
         sample=per_request(lambda w: w.lat.e2e, _ok, bound=_ran_since_sent, bound_of=_cut),
