@@ -34,12 +34,14 @@ from analysis.judge._validity import (
 from analysis.judge._verdict import verdict_sentence
 from analysis.metrics import (
     BOOTSTRAP_REPS,
+    Metric,
     RunSummary,
     Samples,
     bootstrap_quantiles,
     bootstrap_sums,
     clusters_of,
     measure,
+    metric,
     metric_rng,
     pool,
     small_sample_widening,
@@ -49,13 +51,11 @@ from analysis.read import RunData
 from analysis.schema import (
     DEFAULT_TIERS,
     RESULT_FORMAT_VERSION,
-    MetricInfo,
     ResultError,
     RunManifest,
     SloTier,
     Validity,
     level_of,
-    metric,
 )
 
 __all__ = ["Comparison", "HEADLINE", "Level", "Ratio", "compare_runs"]
@@ -78,7 +78,7 @@ class _Metric:
         metric(self.key)  # a key missing from the catalogue fails at import, not in a report
 
     @property
-    def info(self) -> MetricInfo:
+    def info(self) -> Metric:
         return metric(self.key)
 
     @property
@@ -148,7 +148,7 @@ HEADLINE: tuple[_Metric, ...] = (
             _quantile_reps("session_latency", 90.0)),
 )
 """The metrics every comparison ratios, in the order summary.json lists them; their
-wording is the catalogue's (``analysis.schema.METRICS``)."""
+wording is the catalogue's (``analysis.metrics.METRICS``)."""
 
 
 class Comparison(_Model):

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from analysis.judge._capacity import CapacityRow
 from analysis.judge._fairness import FairnessVerdict
 from analysis.judge._level import Level, Ratio
-from analysis.schema import Validity, metric
+from analysis.metrics import metric
+from analysis.schema import Validity
 
 __all__ = ["NO_EVIDENCE_SPAN", "noise_floor_text", "ratio_interval_text", "verdict_sentence"]
 

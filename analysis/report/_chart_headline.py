@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from analysis.judge import CapacityRow
-from analysis.metrics import RunSummary
+from analysis.metrics import RunSummary, direction_text, metric
 from analysis.report._chart_base import (
     axis_label,
     color,
@@ -31,7 +31,7 @@ from analysis.report._chart_base import (
     safe,
 )
 from analysis.report._format import display_label, time_unit
-from analysis.schema import LoadLevel, SloTier, direction_text, metric
+from analysis.schema import LoadLevel, SloTier
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -17,11 +17,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from analysis.metrics import RunSummary
+from analysis.metrics import RunSummary, metric
 from analysis.report._chart_base import color, figure, legend_outside, render, safe, short_label
 from analysis.report._chart_headline import Series
 from analysis.report._format import display_label
-from analysis.schema import SloTier, metric
+from analysis.schema import SloTier
 
 __all__ = ["pareto_chart", "pareto_points"]
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from analysis.metrics import column_latencies
+from analysis.metrics import column_latencies, metric
 from analysis.read import RunData, steady_window
 from analysis.report._chart_base import (
     ArmLevels,
@@ -28,7 +28,7 @@ from analysis.report._chart_base import (
     safe,
 )
 from analysis.report._format import display_label, display_unit, time_unit
-from analysis.schema import RequestColumns, metric
+from analysis.schema import RequestColumns
 
 __all__ = [
     "ArmLevels",

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from analysis.judge import Comparison, Level, Ratio, ratio_interval_text
-from analysis.metrics import RunSummary
+from analysis.metrics import RunSummary, direction_text, metric
 from analysis.read import RunData
 from analysis.report._format import (
     display_unit,
@@ -23,7 +23,6 @@ from analysis.report._format import (
     fmt_share,
     per_gpu_text,
 )
-from analysis.schema import direction_text, metric
 
 __all__ = [
     "SUMMARY_METRICS",

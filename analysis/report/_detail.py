@@ -13,36 +13,22 @@ import numpy as np
 import orjson
 
 from analysis.judge import Level, Ratio, flatten_config
-from analysis.metrics import RunSummary
+from analysis.metrics import RunSummary, metric, report_rows
 from analysis.read import RunData
 from analysis.report._decision import dist_text, failure_share, ratio_cell
 from analysis.report._format import fmt_ci, fmt_num, fmt_share, fmt_time, row_label
-from analysis.schema import metric
 
 __all__ = ["failures", "flat_config", "level_rows", "workload_stats"]
-
-_DIST_ROWS: tuple[tuple[str, Sequence[str]], ...] = (
-    ("interactivity", ("p50", "p90", "p99")),
-    ("interactivity_user", ("p50", "p90")),
-    ("ttft", ("p50", "p90", "p99")),
-    ("ttft_due", ("p50", "p90", "p99")),
-    ("tpot", ("p50", "p90", "p99")),
-    ("itl", ("p50", "p90", "p99")),
-    ("e2e", ("p50", "p90", "p99")),
-    ("session_latency", ("p50", "p90")),
-    ("schedule_lag", ("p50", "p99")),
-)
-"""Distributions of the table and the percentiles shown; labels are the catalogue's."""
-_RATES = ("decode_tok_s", "decode_tok_s_per_gpu", "output_tok_s", "prefill_tok_s")
-
 
 def _cell(s: RunSummary, key: str) -> tuple[str, str]:
     """(value, interval) text of a summary field given as ``metric.stat`` or ``field``."""
     head, _, stat = key.partition(".")
     if stat:
-        d = getattr(s, head)
+        d = getattr(s, head, None)
+        if d is None:  # a summary written before the metric was declared
+            return "n/a", ""
         return dist_text(d, stat, head), fmt_ci(d.ci(stat), d.unit, head)
-    return fmt_num(getattr(s, head), 1), ""
+    return fmt_num(getattr(s, head, None), 1), ""
 
 
 def _count(attr: str) -> Callable[[RunSummary], str]:
@@ -98,8 +84,7 @@ def level_rows(level: Level, arms: list[str], others: list[str]) -> list[dict[st
         rows.append({"label": label, "cells": values,
                      "ratios": [ratio_cell(ratios.get(o, {}).get(key)) for o in others]})
 
-    keys = [f"{head}.{stat}" for head, stats in _DIST_ROWS for stat in stats]
-    for key in (*keys, *_RATES):
+    for key in report_rows():  # each declared metric the table lists, in its order
         add(key, row_label(key), [_cell(level.arms[a], key) for a in present])
     first = level.arms[present[0]]
     for i, g in enumerate(first.goodput):

@@ -1,17 +1,18 @@
 """Number formatting for reports: one unit per quantity, n/a for missing values, and
-metric labels in those units (the wording is the catalogue's, ``analysis.schema.METRICS``).
+metric labels in those units (the wording is the catalogue's, ``analysis.metrics.METRICS``).
 
-A quantity keeps its unit everywhere in a report (tables and charts alike):
-E2E and session latency in seconds (they run to minutes), TTFT, TPOT, ITL and
-schedule lag in milliseconds (mostly sub-second), so that two cells of one
-quantity never need a unit conversion to be compared.
+A quantity keeps its unit everywhere in a report (tables and charts alike), the
+one its declaration names (``Metric.display``): E2E and session latency in
+seconds (they run to minutes), TTFT, TPOT, ITL and schedule lag in milliseconds
+(mostly sub-second), so that two cells of one quantity never need a unit
+conversion to be compared.
 """
 
 from __future__ import annotations
 
 import math
 
-from analysis.schema import axis_label, metric
+from analysis.metrics import DECLARED, axis_label, metric
 
 __all__ = [
     "per_gpu_text",
@@ -19,15 +20,11 @@ __all__ = [
     "fmt_time", "row_label", "time_unit",
 ]
 
+_FROM_SECONDS = {"ms": 1000.0, "s": 1.0}
+
 TIME_UNITS: dict[str, tuple[str, float]] = {
-    "ttft": ("ms", 1000.0),
-    "ttft_due": ("ms", 1000.0),
-    "e2e": ("s", 1.0),
-    "session_latency": ("s", 1.0),
+    **{m.key: (m.display, _FROM_SECONDS[m.display]) for m in DECLARED if m.display},
     "window": ("s", 1.0),
-    "tpot": ("ms", 1000.0),
-    "itl": ("ms", 1000.0),
-    "schedule_lag": ("ms", 1000.0),
 }
 """Quantity -> (unit, multiplier from seconds)."""
 

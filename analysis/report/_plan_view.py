@@ -15,8 +15,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from analysis.metrics import axis_label
 from analysis.report._chart_base import ArmLevels, color, figure, legend_outside, render, safe
-from analysis.schema import axis_label
 
 __all__ = ["TWIN_PLAN_FILE", "twin_chart", "twin_section"]
 

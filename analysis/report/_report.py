@@ -17,6 +17,7 @@ from typing import Any
 import jinja2
 
 from analysis.judge import HEADLINE, Comparison, FairnessVerdict
+from analysis.metrics import QUANTITIES, metric
 from analysis.read import RunData
 from analysis.report._chart_base import ArmLevels
 from analysis.report._chart_headline import Series, headline_chart
@@ -34,7 +35,7 @@ from analysis.report._detail import failures, flat_config, level_rows, workload_
 from analysis.report._format import fmt_num, fmt_share, fmt_time
 from analysis.report._method import method_rules
 from analysis.report._plan_view import twin_chart
-from analysis.schema import QUANTITIES, level_of, metric
+from analysis.schema import level_of
 
 __all__ = ["METRIC_DEFINITIONS", "render_report"]
 

@@ -1,5 +1,6 @@
 """The result schema: what replay writes and analysis reads (records, manifests, columns,
-levels, SLO tiers, error kinds), and the catalogue of the metrics reported from them.
+levels, SLO tiers, error kinds); the metrics reported from them are declared in
+``analysis.metrics``.
 """
 
 from analysis.schema._columns import (
@@ -38,15 +39,6 @@ from analysis.schema._manifest_parts import (
     WorkerInfo,
 )
 from analysis.schema._metric_values import MAX_METRIC_VALUE, split_metric_values
-from analysis.schema._metrics import (
-    METRICS,
-    PERCENTILES,
-    QUANTITIES,
-    MetricInfo,
-    axis_label,
-    direction_text,
-    metric,
-)
 from analysis.schema._schema import (
     RESULT_FORMAT_VERSION,
     STATUSES,
@@ -103,14 +95,10 @@ __all__ = [
     "LoadLevel",
     "LoadSettings",
     "MAX_METRIC_VALUE",
-    "METRICS",
-    "MetricInfo",
     "MetricSample",
     "NONNEGATIVE",
     "NUM",
-    "PERCENTILES",
     "Phase",
-    "QUANTITIES",
     "REDACTED",
     "REQUIRED",
     "RESULT_FORMAT_VERSION",
@@ -132,13 +120,10 @@ __all__ = [
     "Verdict",
     "WorkerInfo",
     "WorkloadRef",
-    "axis_label",
-    "direction_text",
     "duplicate_replica",
     "is_error_kind",
     "is_secret_name",
     "level_of",
-    "metric",
     "parse_tier",
     "public_url",
     "replica_key",

@@ -13,11 +13,7 @@ import pytest
 
 from analysis import Comparison, RunData, compare_runs, read_runs, render_report
 from analysis.judge import HEADLINE
-from analysis.report import METRIC_DEFINITIONS
-from analysis.report._decision import SUMMARY_METRICS, summary_view
-from analysis.report._detail import level_rows
-from analysis.report._format import display_label, display_unit, row_label
-from analysis.schema import (
+from analysis.metrics import (
     METRICS,
     PERCENTILES,
     QUANTITIES,
@@ -25,6 +21,10 @@ from analysis.schema import (
     direction_text,
     metric,
 )
+from analysis.report import METRIC_DEFINITIONS
+from analysis.report._decision import SUMMARY_METRICS, summary_view
+from analysis.report._detail import level_rows
+from analysis.report._format import display_label, display_unit, row_label
 from tests.analysis.report.builders import make_sweep
 
 _DISTRIBUTIONS = ("ttft", "ttft_due", "e2e", "tpot", "itl", "interactivity",
@@ -173,11 +173,11 @@ def test_headline_chart_axes_come_from_the_catalogue(
 
 @pytest.mark.cli
 def test_catalogue_module_is_light() -> None:
-    """The catalogue sits in the schema wing: importing it pulls in no report machinery."""
+    """The catalogue sits with the metrics: importing it pulls in no report machinery."""
     import subprocess
     import sys
 
-    code = ("import sys, analysis.schema; "
+    code = ("import sys, analysis.metrics; "
             "print(any(m in sys.modules for m in ('jinja2', 'matplotlib', 'analysis.report')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parents[2])
