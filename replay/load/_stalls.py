@@ -140,6 +140,11 @@ class StallWatch:
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
 
+    @property
+    def stalled(self) -> bool:
+        """A stall is in progress and its frames were taken."""
+        return self._open is not None
+
     def beat(self) -> None:
         """The loop is alive now (called on the loop: closes a stall in progress)."""
         now = time.monotonic_ns()
