@@ -195,10 +195,18 @@ def _stall_why(h: ClientHealth) -> str:
     text = f" ({kinds})"
     if h.loop_stalls:
         top = h.loop_stalls[0]
-        where = f" at {' <- '.join(top.frames[:3])}" if top.frames and \
-            top.kind != "starved" else ""
+        where = f" at {_where(top.frames)}" if top.frames and top.kind != "starved" else ""
         text += f"; the longest ({top.lag_s * 1e3:.0f} ms) {_STALL_WHY[top.kind]}{where}"
     return text
+
+
+def _where(frames: Sequence[str]) -> str:
+    """The innermost frame, and the client's own innermost frame (``replay/``) below it
+    when the stall sat in a library (a lock, a socket): the line a user can act on."""
+    ours = next((f for f in frames if f.startswith("replay/")), None)
+    if ours is None or ours == frames[0]:
+        return frames[0]
+    return f"{frames[0]} in {ours}"
 
 
 def _server_model(s: RunSummary, found: _Found, rules: Rules) -> None:

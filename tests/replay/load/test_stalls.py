@@ -165,8 +165,13 @@ def test_the_caveat_says_what_the_loop_was_doing() -> None:
     text = _stall_why(busy)
     assert text.startswith(" (2 busy, 1 starved)")
     assert "600 ms" in text and "running the client's own code" in text
-    assert "_live.py:80 on_record <- replay/load/_run.py:288 record" in text
-    assert "asyncio/x.py" not in text  # top three frames only
+    assert text.endswith("at replay/load/_live.py:80 on_record")
+    lib = ClientHealth(loop_lag_max_s=0.6, loop_stall_kinds={"blocked": 1},
+                       loop_stalls=[LoopStall(at_s=3.0, lag_s=0.6, kind="blocked", frames=[
+                           "threading.py:320 wait", "replay/load/_writer.py:117 append",
+                           "replay/load/_run.py:287 record"])])
+    assert _stall_why(lib).endswith(
+        "in a blocking call at threading.py:320 wait in replay/load/_writer.py:117 append")
     starved = ClientHealth(loop_lag_max_s=0.6, loop_stall_kinds={"starved": 4},
                            loop_stalls=[LoopStall(at_s=3.0, lag_s=0.6, kind="starved",
                                                   frames=["selectors.py:1 select"])])
