@@ -21,6 +21,7 @@ import os
 import sys
 import tempfile
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,7 @@ def make_workload(path: Path) -> Path:
 
 def run_levels(url: str, workload: Path, runs: Path, duration_s: float = 30,
                levels: tuple[int, ...] = LEVELS, suffix: str = "",
-               health: list[tuple[bool, str]] | None = None) -> list[Path]:
+               health: list[tuple[str, str]] | None = None) -> list[Path]:
     """One cold-cache run per level (every level starts cold, as the twin's sim does);
     each run's validity and client health (with the load average then) go to
     ``health``."""
@@ -70,8 +71,8 @@ def run_levels(url: str, workload: Path, runs: Path, duration_s: float = 30,
             raise SystemExit(f"run at {users} users failed (exit {code})")
         dirs.append(out)
         if health is not None:
-            ok, line = health_line(out)
-            health.append((ok, f"{line}; load average {os.getloadavg()[0]:.1f}"))
+            verdict, line = health_line(out)
+            health.append((verdict, f"{line}; load average {os.getloadavg()[0]:.1f}"))
     return dirs
 
 
@@ -131,21 +132,25 @@ def pinning(args: argparse.Namespace) -> tuple[tuple[int, ...] | None, tuple[int
     return server, client
 
 
-def health_line(run: Path) -> tuple[bool, str]:
-    """Whether a run was stamped valid, and its client-health figures in one line."""
+def health_line(run: Path) -> tuple[str, str]:
+    """A run's verdict, and the verdict (with the codes of its reasons)
+    and client-health figures in one line."""
     m = json.loads((run / "run.json").read_text())
     h, v = m.get("client_health") or {}, m["validity"]
     kinds = h.get("loop_stall_kinds") or {}
     stalls = ", ".join(f"{n} {k}" for k, n in kinds.items()) or "none"
     top = (h.get("loop_stalls") or [{}])[0]
-    where = " <- ".join(top.get("frames", [])[:2])
+    where = "" if top.get("kind") == "starved" else " <- ".join(top.get("frames", [])[:2])
     sched = h.get("schedule_lag_p99_s")
-    line = (f"{run.name}: {v['verdict']}; loop lag max {1e3 * (h.get('loop_lag_max_s') or 0):.0f}"
-            f" ms, schedule lag P99 {'n/a' if sched is None else f'{1e3 * sched:.0f} ms'}, "
+    codes = ",".join(r["code"] for r in v["reasons"])
+    lag_max = 1e3 * (h.get("loop_lag_max_s") or 0)
+    line = (f"{run.name}: {v['verdict']}{f' ({codes})' if codes else ''}; loop lag max "
+            f"{lag_max:.0f} ms, schedule lag P99 "
+            f"{'n/a' if sched is None else f'{1e3 * sched:.0f} ms'}, "
             f"client CPU {100 * (h.get('cpu_share') or 0):.1f}%; stalls >100 ms: {stalls}"
             + (f"; longest {1e3 * top['lag_s']:.0f} ms {top['kind']}"
                f"{' at ' + where if where else ''}" if top else ""))
-    return v["verdict"] == "valid", line
+    return str(v["verdict"]), line
 
 
 def main() -> None:
@@ -172,7 +177,7 @@ def main() -> None:
         server_cpus, client_cpus = pinning(args)
     except ConfigError as exc:
         raise SystemExit(f"calibrate_real: {exc}") from None
-    health: list[tuple[bool, str]] = []
+    health: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory() as tmp, _server(args.url, server_cpus) as url:
         if client_cpus is not None:
             from replay.servers.launch import pin_client
@@ -197,9 +202,10 @@ def main() -> None:
     print(f"pinned: server {_cpus(server_cpus)}, client {_cpus(client_cpus)}")
     for _, line in health:
         print(line)
-    valid = sum(ok for ok, _ in health)
-    print(f"{valid} of {len(health)} runs stamped valid"
-          + ("" if valid == len(health) else ": the errors below rest on invalid runs"))
+    verdicts = Counter(verdict for verdict, _ in health)
+    print(f"of {len(health)} runs: {verdicts['valid']} valid, {verdicts['caveats']} with "
+          f"caveats, {verdicts['invalid']} invalid"
+          + (": the errors below rest on invalid runs" if verdicts["invalid"] else ""))
     (hold,) = cal["holdouts"]
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
           f"({args.duration:g} s per level, {args.repeats} run(s) each)")
