@@ -21,12 +21,15 @@ import os
 import sys
 import tempfile
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from replay.errors import ConfigError  # noqa: E402
 
 LEVELS = (1, 2, 4, 8)
 TARGET = 0.15
@@ -50,8 +53,11 @@ def make_workload(path: Path) -> Path:
 
 
 def run_levels(url: str, workload: Path, runs: Path, duration_s: float = 30,
-               levels: tuple[int, ...] = LEVELS, suffix: str = "") -> list[Path]:
-    """One cold-cache run per level (every level starts cold, as the twin's sim does)."""
+               levels: tuple[int, ...] = LEVELS, suffix: str = "",
+               health: list[tuple[str, str]] | None = None) -> list[Path]:
+    """One cold-cache run per level (every level starts cold, as the twin's sim does);
+    each run's validity and client health (with the load average then) go to
+    ``health``."""
     from replay.cli import main
 
     dirs = []
@@ -64,6 +70,9 @@ def run_levels(url: str, workload: Path, runs: Path, duration_s: float = 30,
         if code not in (0, 3):
             raise SystemExit(f"run at {users} users failed (exit {code})")
         dirs.append(out)
+        if health is not None:
+            verdict, line = health_line(out)
+            health.append((verdict, f"{line}; load average {os.getloadavg()[0]:.1f}"))
     return dirs
 
 
@@ -80,11 +89,11 @@ def calibrate(dirs: list[Path], workload: Path, twin: Path) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _server(url: str | None) -> Iterator[str]:
+def _server(url: str | None, pin_server: tuple[int, ...] | None) -> Iterator[str]:
     if url:
         yield url.rstrip("/")
         return
-    from replay.servers.launch._launcher import launch_arm, plan_arms, resolve_vllm_launcher
+    from replay.servers.launch import launch_arm, plan_arms, resolve_vllm_launcher
     from tests.support.vllm import (
         CPU_ARGS,
         CPU_ENV,
@@ -95,21 +104,53 @@ def _server(url: str | None) -> Iterator[str]:
         vllm_python,
     )
 
-    # the engine's compute threads on the last core, this client on the others: left
-    # to float, vLLM's CPU threads and the client starve each other and the runs are
-    # stamped invalid for the client's own late sends
-    cores = sorted(os.sched_getaffinity(0))
-    env = dict(CPU_ENV)
-    if len(cores) > 1:
-        env["VLLM_CPU_OMP_THREADS_BIND"] = str(cores[-1])
     (spec,) = plan_arms(str(DEFAULT_MODEL), ["auto"],
                         launcher=resolve_vllm_launcher(str(vllm_python())), port=free_port(),
-                        served_model_name=SERVED_NAME, extra_args=CPU_ARGS, env=env)
+                        served_model_name=SERVED_NAME, extra_args=CPU_ARGS, env=dict(CPU_ENV),
+                        cpus=pin_server)
     log = Path(tempfile.mkdtemp()) / "server.log"
     with launch_arm(spec, log, startup_timeout=STARTUP_TIMEOUT_S) as arm:
-        if len(cores) > 1:
-            os.sched_setaffinity(0, cores[:-1])
         yield arm.url
+
+
+def pinning(args: argparse.Namespace) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+    """The server's and the client's CPUs: as given, else (a launched server on a machine
+    of 2+ cores) the last core for the server and the others for the client. Left to
+    float, vLLM's API server, engine core and OpenMP worker take the client's core and
+    its idle event loop waits for a CPU (stalls the watchdog names ``starved``)."""
+    from replay.servers.launch import parse_cpus
+
+    server = parse_cpus(args.pin_server, "--pin-server") if args.pin_server else None
+    client = parse_cpus(args.pin_client, "--pin-client") if args.pin_client else None
+    cores = sorted(os.sched_getaffinity(0))
+    if args.no_pin or args.url or len(cores) < 2:
+        return server, client
+    if server is None and client is None:
+        return (cores[-1],), tuple(cores[:-1])
+    if server is not None and client is None:
+        client = tuple(c for c in cores if c not in server) or None
+    return server, client
+
+
+def health_line(run: Path) -> tuple[str, str]:
+    """A run's verdict, and the verdict (with the codes of its reasons)
+    and client-health figures in one line."""
+    m = json.loads((run / "run.json").read_text())
+    h, v = m.get("client_health") or {}, m["validity"]
+    kinds = h.get("loop_stall_kinds") or {}
+    stalls = ", ".join(f"{n} {k}" for k, n in kinds.items()) or "none"
+    top = (h.get("loop_stalls") or [{}])[0]
+    where = "" if top.get("kind") == "starved" else " <- ".join(top.get("frames", [])[:2])
+    sched = h.get("schedule_lag_p99_s")
+    codes = ",".join(r["code"] for r in v["reasons"])
+    lag_max = 1e3 * (h.get("loop_lag_max_s") or 0)
+    line = (f"{run.name}: {v['verdict']}{f' ({codes})' if codes else ''}; loop lag max "
+            f"{lag_max:.0f} ms, schedule lag P99 "
+            f"{'n/a' if sched is None else f'{1e3 * sched:.0f} ms'}, "
+            f"client CPU {100 * (h.get('cpu_share') or 0):.1f}%; stalls >100 ms: {stalls}"
+            + (f"; longest {1e3 * top['lag_s']:.0f} ms {top['kind']}"
+               f"{' at ' + where if where else ''}" if top else ""))
+    return str(v["verdict"]), line
 
 
 def main() -> None:
@@ -124,8 +165,24 @@ def main() -> None:
                    "(1 2 4 8 8 4 2 1 ...) so the machine's drift is spread over the levels; "
                    "calibrate fits on all of them and measures the held-out level as the "
                    "mean of its runs (default 1)")
+    p.add_argument("--pin-server", metavar="CPUS",
+                   help="confine the launched server (every process and thread) to these "
+                   "CPUs, e.g. 1 or 2-3 (default: the last core when the machine has 2+)")
+    p.add_argument("--pin-client", metavar="CPUS",
+                   help="confine this client to these CPUs (default: the cores the server "
+                   "was not given)")
+    p.add_argument("--no-pin", action="store_true", help="let the server and client float")
     args = p.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, _server(args.url) as url:
+    try:
+        server_cpus, client_cpus = pinning(args)
+    except ConfigError as exc:
+        raise SystemExit(f"calibrate_real: {exc}") from None
+    health: list[tuple[str, str]] = []
+    with tempfile.TemporaryDirectory() as tmp, _server(args.url, server_cpus) as url:
+        if client_cpus is not None:
+            from replay.servers.launch import pin_client
+
+            pin_client(client_cpus)
         root = Path(args.keep or tmp)
         root.mkdir(parents=True, exist_ok=True)
         wl = make_workload(root / "wl.jsonl")
@@ -133,15 +190,23 @@ def main() -> None:
         for k in range(args.repeats):
             order = LEVELS if k % 2 == 0 else LEVELS[::-1]
             dirs += run_levels(url, wl, root / "runs", args.duration, order,
-                               f"-r{k}" if args.repeats > 1 else "")
+                               f"-r{k}" if args.repeats > 1 else "", health)
         cal = calibrate(dirs, wl, root / "twin.json")
         # the held-out level once more: how far the measurement itself repeats is the
         # floor under any prediction error
-        (again,) = run_levels(url, wl, root / "runs", args.duration, LEVELS[-1:], "-repeat")
-    (hold,) = cal["holdouts"]
-    from replay.twin import measured_metrics
+        (again,) = run_levels(url, wl, root / "runs", args.duration, LEVELS[-1:], "-repeat",
+                              health)
+        from replay.twin import measured_metrics
 
-    repeat = measured_metrics(again).as_dict()
+        repeat = measured_metrics(again).as_dict()
+    print(f"pinned: server {_cpus(server_cpus)}, client {_cpus(client_cpus)}")
+    for _, line in health:
+        print(line)
+    verdicts = Counter(verdict for verdict, _ in health)
+    print(f"of {len(health)} runs: {verdicts['valid']} valid, {verdicts['caveats']} with "
+          f"caveats, {verdicts['invalid']} invalid"
+          + (": the errors below rest on invalid runs" if verdicts["invalid"] else ""))
+    (hold,) = cal["holdouts"]
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
           f"({args.duration:g} s per level, {args.repeats} run(s) each)")
     for key, err in hold["relative_error"].items():
@@ -152,6 +217,10 @@ def main() -> None:
         print(f"held out {LEVELS[-1]} users, {key}: predicted {hold['predicted'][key]}, "
               f"measured {first}, error {shown}{mark}; the same level rerun: {second} "
               f"({rerun})")
+
+
+def _cpus(cpus: tuple[int, ...] | None) -> str:
+    return "not pinned" if cpus is None else "CPU " + ",".join(map(str, cpus))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import numpy as np
 from analysis.judge._rules import DEFAULT_RULES, Rules
 from analysis.metrics import RunSummary
 from analysis.read import RunData, steady_window
-from analysis.schema import ErrorKind, Severity, Validity, ValidityReason, Verdict
+from analysis.schema import ClientHealth, ErrorKind, Severity, Validity, ValidityReason, Verdict
 
 __all__ = ["LENGTH_SENSITIVE", "assess_comparison", "assess_run", "length_evidence",
            "merge_validity", "mismatch_share"]
@@ -174,7 +174,39 @@ def _client(run: RunData, s: RunSummary, found: _Found, rules: Rules) -> None:
     if h.loop_lag_max_s is not None and h.loop_lag_max_s > rules.loop_lag_max_caveat_s:
         sev = "invalid" if h.loop_lag_max_s > rules.loop_lag_max_invalid_s else "caveat"
         found.add("client_loop_stall", sev, f"the client's event loop stalled for "
-                  f"{h.loop_lag_max_s * 1e3:.0f} ms during the window")
+                  f"{h.loop_lag_max_s * 1e3:.0f} ms during the window{_stall_why(h)}")
+
+
+_STALL_WHY = {
+    "busy": "running the client's own code",
+    "gc": "in a garbage collection",
+    "starved": "runnable but waiting for a CPU another process held (pin the server "
+               "and the client to separate cores)",
+    "blocked": "in a blocking call",
+}
+
+
+def _stall_why(h: ClientHealth) -> str:
+    """What the loop was doing in its stalls (``replay.load``'s watchdog), if seen."""
+    if not h.loop_stall_kinds:
+        return ""
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(h.loop_stall_kinds.items(),
+                                                     key=lambda kv: -kv[1]))
+    text = f" ({kinds})"
+    if h.loop_stalls:
+        top = h.loop_stalls[0]
+        where = f" at {_where(top.frames)}" if top.frames and top.kind != "starved" else ""
+        text += f"; the longest ({top.lag_s * 1e3:.0f} ms) {_STALL_WHY[top.kind]}{where}"
+    return text
+
+
+def _where(frames: Sequence[str]) -> str:
+    """The innermost frame, and the client's own innermost frame (``replay/``) below it
+    when the stall sat in a library (a lock, a socket): the line a user can act on."""
+    ours = next((f for f in frames if f.startswith("replay/")), None)
+    if ours is None or ours == frames[0]:
+        return frames[0]
+    return f"{frames[0]} in {ours}"
 
 
 def _server_model(s: RunSummary, found: _Found, rules: Rules) -> None:

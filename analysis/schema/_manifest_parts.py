@@ -7,15 +7,31 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ClientHealth", "Coverage", "Replica", "ServerWatch", "Severity", "Validity",
-           "ValidityReason", "Verdict", "WorkerInfo"]
+__all__ = ["ClientHealth", "Coverage", "LoopStall", "Replica", "ServerWatch", "Severity",
+           "StallKind", "Validity", "ValidityReason", "Verdict", "WorkerInfo"]
 
 Verdict = Literal["valid", "caveats", "invalid"]
 Severity = Literal["caveat", "invalid"]
+StallKind = Literal["busy", "gc", "starved", "blocked"]
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class LoopStall(_Model):
+    """One event-loop stall and what the loop was doing (``replay.load``'s watchdog)."""
+
+    at_s: float
+    """When the loop last ran before the stall, seconds from the run's t0."""
+    lag_s: float
+    """How much later than its period the loop woke."""
+    kind: StallKind
+    """busy: the loop thread ran the client's code (``frames``) most of the time; gc:
+    busy in a garbage collection; starved: runnable but waiting for a CPU (another
+    process took it); blocked: off the CPU in a blocking call (``frames``)."""
+    frames: list[str] = Field(default_factory=list)
+    """Innermost first, ``file:line function``."""
 
 
 class ClientHealth(_Model):
@@ -27,6 +43,10 @@ class ClientHealth(_Model):
     cpu_share: float | None = None
     """Client CPU seconds / wall seconds (1.0 = one full core; max over workers)."""
     schedule_lag_p99_s: float | None = None
+    loop_stalls: list[LoopStall] = Field(default_factory=list)
+    """The longest stalls of the window (a few), with what the loop was doing."""
+    loop_stall_kinds: dict[str, int] = Field(default_factory=dict)
+    """Every stall of the window, counted by kind."""
 
 
 class Coverage(_Model):

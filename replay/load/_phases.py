@@ -177,7 +177,7 @@ async def drive_lanes(
     as interrupted) before the cancellation propagates. ``probe_loop=False`` skips the
     event-loop lag probe (simulated time, ``replay.twin``: there is no lag to see).
     """
-    probe = LoopProbe(ctx.fixed.warmup_end_ns, ctx.fixed.window_end_ns)
+    probe = LoopProbe(ctx.fixed.warmup_end_ns, ctx.fixed.window_end_ns, t0_ns=ctx.fixed.t0_ns)
     prober = asyncio.create_task(probe.run() if probe_loop else asyncio.sleep(0))
     gc.freeze()  # the workload, modules and settings: no collection walks them again
     _start(ctx, settings, arrival, sessions, users)

@@ -52,7 +52,8 @@ def main() -> None:
                 "served_model_name": args.served_model_name or args.model,
             },
         },
-        "vllm_env": {"VLLM_SERVER_DEV_MODE": os.environ.get("VLLM_SERVER_DEV_MODE")},
+        "vllm_env": {"VLLM_SERVER_DEV_MODE": os.environ.get("VLLM_SERVER_DEV_MODE"),
+                     "VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND")},
         "system_env": {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")},
     }
     time.sleep(args.fake_startup_s)

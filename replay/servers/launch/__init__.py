@@ -22,6 +22,7 @@ from replay.servers.launch._launcher import (
     resolve_vllm_launcher,
 )
 from replay.servers.launch._model_files import ModelFiles, read_model_files, vllm_version
+from replay.servers.launch._pin import cpu_list, parse_cpus, pin_client, pin_group
 from replay.servers.launch._prelaunch import LaunchFacts, check_workload_fits, launch_facts
 from replay.servers.launch._secrets import redact_args, scrub_file, secret_values
 from replay.servers.launch._settings import MAX_GPUS_PER_ARM, LaunchSettings
@@ -46,6 +47,7 @@ __all__ = [
     "build_env",
     "check_server_info",
     "check_workload_fits",
+    "cpu_list",
     "fetch_server_info",
     "format_command",
     "group_members",
@@ -53,6 +55,9 @@ __all__ = [
     "launch_arms",
     "launch_facts",
     "log_tail",
+    "parse_cpus",
+    "pin_client",
+    "pin_group",
     "plan_arms",
     "port_is_free",
     "read_model_files",

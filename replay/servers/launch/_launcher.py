@@ -142,7 +142,8 @@ def _launch(
         if not port_is_free(spec.host, spec.port):
             raise TargetError(f"arm {spec.label}: port {spec.port} on {spec.host} is in use")
     procs = [
-        ServerProcess(build_command(spec), build_env(spec, base_env), path, spec.label)
+        ServerProcess(build_command(spec), build_env(spec, base_env), path, spec.label,
+                      spec.cpus)
         for spec, path in zip(specs, log_paths, strict=True)
     ]
     try:
@@ -151,6 +152,7 @@ def _launch(
         arms = []
         for spec, proc in zip(specs, procs, strict=True):
             took = proc.wait_healthy(spec.url, startup_timeout)
+            proc.repin()
             info = fetch_server_info(spec.url)
             check_server_info(info, spec)
             assert proc.pid is not None

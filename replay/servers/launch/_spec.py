@@ -20,6 +20,7 @@ from pathlib import Path
 
 from analysis import REDACTED, is_secret_name
 from replay.errors import ConfigError
+from replay.servers.launch._pin import OMP_BIND, cpu_list
 from replay.servers.launch._secrets import redact_args
 
 __all__ = [
@@ -60,6 +61,8 @@ class VllmArmSpec:
     extra_args: tuple[str, ...] = ()
     gpus: tuple[int, ...] | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    cpus: tuple[int, ...] | None = None
+    """CPUs the server is confined to (``replay.servers.launch._pin``); None: all."""
 
     @property
     def url(self) -> str:
@@ -203,6 +206,8 @@ def build_env(spec: VllmArmSpec, base: Mapping[str, str] | None = None) -> dict[
     env["VLLM_SERVER_DEV_MODE"] = "1"
     if spec.gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in spec.gpus)
+    if spec.cpus is not None and OMP_BIND not in spec.env:
+        env[OMP_BIND] = cpu_list(spec.cpus)  # a CPU server's OpenMP threads inside the set
     return env
 
 
@@ -213,8 +218,12 @@ def format_command(spec: VllmArmSpec) -> str:
     settings["VLLM_SERVER_DEV_MODE"] = "1"
     if spec.gpus is not None:
         settings["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in spec.gpus)
+    pin = ""
+    if spec.cpus is not None:
+        settings.setdefault(OMP_BIND, cpu_list(spec.cpus))
+        pin = f"taskset -c {cpu_list(spec.cpus)} "
     prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(settings.items()))
-    return f"{prefix} {shlex.join(redact_args(build_command(spec)))}"
+    return f"{prefix} {pin}{shlex.join(redact_args(build_command(spec)))}"
 
 
 def plan_arms(
@@ -229,6 +238,7 @@ def plan_arms(
     host: str = "127.0.0.1",
     extra_args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    cpus: tuple[int, ...] | None = None,
 ) -> list[VllmArmSpec]:
     """One spec per backend, identical except for what the mode forces apart.
 
@@ -276,6 +286,7 @@ def plan_arms(
                 extra_args=tuple(extra_args),
                 gpus=gpus,
                 env=dict(env or {}),
+                cpus=cpus,
             )
         )
     return specs

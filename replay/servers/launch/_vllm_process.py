@@ -20,6 +20,7 @@ from pathlib import Path
 
 from analysis import REDACTED
 from replay.errors import TargetError
+from replay.servers.launch._pin import cpu_list, pin_group
 from replay.servers.launch._secrets import redact_args, scrub_file, secret_values
 
 __all__ = ["ServerProcess", "group_members", "log_tail", "port_is_free"]
@@ -89,8 +90,11 @@ class ServerProcess:
     """A server subprocess that is always stopped by ``stop()``, whatever happened."""
 
     def __init__(
-        self, argv: Sequence[str], env: Mapping[str, str], log_path: Path, label: str
+        self, argv: Sequence[str], env: Mapping[str, str], log_path: Path, label: str,
+        cpus: tuple[int, ...] | None = None,
     ) -> None:
+        self.cpus = cpus
+        """CPUs the server is confined to (None: wherever the OS puts it)."""
         self.argv = list(argv)
         self.env = dict(env)
         self.log_path = log_path
@@ -120,6 +124,19 @@ class ServerProcess:
                 )
             except OSError as exc:
                 raise TargetError(f"arm {self.label}: cannot start {self.argv[0]}: {exc}") from None
+        if self.cpus is not None:  # before it starts a thread or child: they inherit it
+            try:
+                os.sched_setaffinity(self._proc.pid, self.cpus)
+            except OSError as exc:
+                raise TargetError(f"arm {self.label}: cannot pin it to CPUs "
+                                  f"{cpu_list(self.cpus)}: {exc.strerror or exc}") from None
+
+    def repin(self) -> int:
+        """Pin any of the group's threads found outside its CPUs again (a process that
+        set its own affinity meanwhile); how many were moved."""
+        if self.cpus is None or self._proc is None:
+            return 0
+        return pin_group(group_members(self._proc.pid), self.cpus)
 
     def _died(self, what: str) -> TargetError:
         return TargetError(
