@@ -71,28 +71,44 @@ class PredictionInterval:
     the seeds' degrees of freedom (the spread is estimated from a few seeds)."""
     growth: float = GROWTH
     what_if_doublings: float = WHAT_IF_DOUBLINGS
+    replica_doublings: float = 0.0
+    """Each doubling of the replica count counts as this many doublings of the load
+    (0 in twin files from before it)."""
     notes: list[str] = field(default_factory=list)
+    fit_spread: dict[str, float] = field(default_factory=dict)
+    """The fit's own uncertainty (log sd) per metric at the checked level: the refits'
+    spread beyond the sampling spread (``replay.twin._refit``), part of ``spread``."""
+    refits: int = 0
+    """Bootstrap refits the spread was measured with (0: a twin from before them)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def half_width(self, metric: str, users: float, what_if: bool = False) -> float:
-        """The interval's half-width in log units for ``metric`` at ``users`` (per replica)."""
-        doublings = math.log2(max(1.0, users / self.checked_users))
+    def doublings(self, users: float, what_if: bool = False, replicas: int = 1) -> float:
+        """How far ``users`` per replica (on ``replicas`` engines, a what-if or not) lies
+        from the checked level, in doublings of the load."""
+        d = math.log2(max(1.0, users / self.checked_users))
         if what_if:
-            doublings += self.what_if_doublings
-        g = 1.0 + self.growth * doublings
+            d += self.what_if_doublings
+        if replicas > 1:
+            d += self.replica_doublings * math.log2(replicas)
+        return d
+
+    def half_width(self, metric: str, users: float, what_if: bool = False,
+                   replicas: int = 1) -> float:
+        """The interval's half-width in log units for ``metric`` at ``users`` per replica."""
+        g = 1.0 + self.growth * self.doublings(users, what_if, replicas)
         return (self.miss.get(metric, 0.0) + self.z * self.spread.get(metric, MIN_SPREAD)) * g
 
-    def bounds(self, metric: str, value: float, users: float,
-               what_if: bool = False) -> tuple[float, float]:
+    def bounds(self, metric: str, value: float, users: float, what_if: bool = False,
+               replicas: int = 1) -> tuple[float, float]:
         """(low, high) around a predicted ``value``."""
-        w = self.half_width(metric, users, what_if)
+        w = self.half_width(metric, users, what_if, replicas)
         return value * math.exp(-w), value * math.exp(w)
 
     def holds(self, metric: str, predicted: float, truth: float, users: float,
-              what_if: bool = False) -> bool:
-        lo, hi = self.bounds(metric, predicted, users, what_if)
+              what_if: bool = False, replicas: int = 1) -> bool:
+        lo, hi = self.bounds(metric, predicted, users, what_if, replicas)
         return lo <= truth <= hi
 
     @property
