@@ -21,7 +21,6 @@ from analysis.fit import (
 from tests.analysis.builders import make_run
 from tests.support.fit import PROFILE, engine_records
 
-
 _NOISE = (0.8, 0.9, 1.0, 1.1, 1.3, 2.5)
 
 
