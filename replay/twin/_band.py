@@ -124,9 +124,10 @@ def widened_meets(summary: RunSummary, tier: SloTier, interval: PredictionInterv
     """Whether a twin level meets ``tier`` with its prediction interval at ``users``
     (per replica, on ``replicas`` engines): ``strict`` asks the interval's pessimistic
     end to meet it (P90 interactivity at its low bound, P90 TTFT from schedule at its
-    high one), otherwise the optimistic end. A tier is met when P90 interactivity >= floor and P90 TTFT
-    from schedule <= ceiling (``analysis.metrics``), the failure share within its
-    maximum (the level's own verdict: an interval does not widen failures)."""
+    high one), otherwise the optimistic end. A tier is met when P90 interactivity >=
+    floor and P90 TTFT from schedule <= ceiling (``analysis.metrics``), the failure
+    share within its maximum (the level's own verdict: an interval does not widen
+    failures)."""
     from analysis.judge import meets_tier
 
     # an indeterminate level (None: too few requests to tell) is met at the optimistic
