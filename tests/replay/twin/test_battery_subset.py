@@ -98,3 +98,23 @@ def test_a_prefill_rate_4x_off_is_caught(fitted: Any) -> None:
     assert t and p is not None
     print(f"prefill x4: held-out P90 TTFT truth {t:.4g} twin {p:.4g} ({p / t - 1:+.1%})")
     assert abs(p / t - 1) > TOL["p90_ttft_s"] or not interval.holds("p90_ttft_s", p, t, HELD)
+
+
+@pytest.mark.sim
+def test_a_mis_fitted_twin_leaves_the_interval(fitted: Any) -> None:
+    """The interval has teeth: the same twin with every step 25% slower predicts the
+    held-out level, and its P90 interactivity and output throughput fall outside the
+    interval the true fit stored (a few percent wide where the fit is sure)."""
+    hidden, doc, wl, interval, truth = fitted
+    slow = copy.deepcopy(doc)
+    for timing in slow["backends"].values():
+        timing["step_s_batch1"] *= 1.25
+        timing["step_s_batch64"] *= 1.25
+    pred = _values(SimProfile.model_validate(slow), wl, HELD)
+    for m in ("p90_interactivity", "output_tok_s"):
+        t, p = truth[HELD][m], pred[m]
+        assert t and p is not None
+        lo, hi = interval.bounds(m, p, HELD)
+        print(f"steps x1.25: {m} truth {t:.4g} twin {p:.4g} ({p / t - 1:+.1%}), "
+              f"interval [{lo:.4g}, {hi:.4g}]")
+        assert not interval.holds(m, p, t, HELD)
