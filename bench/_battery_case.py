@@ -7,7 +7,10 @@ three of those levels and holds out the fourth (its prediction interval is measu
 there); then the twin and the hidden profile are run under the same conditions (the
 held-out level, 2x and 4x beyond it, think times x2 and x0.5, another workload, 2
 and 4 replicas) and compared. Capacity per SLO tier is read off the same ladder of
-levels on both, the twin's with its interval.
+levels on both, the twin's with its interval, and the replicas K agents need are
+checked against N hidden engines (``bench/_battery_agents.py``). The held-out
+question's coverage is judged against a second measurement of that level: the one
+the interval's miss was measured on holds it by construction.
 """
 
 from __future__ import annotations
