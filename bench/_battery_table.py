@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from _battery_agents import MAX_REPLICAS
 from _battery_case import METRICS, Outcome
 
 KINDS = ("held-out", "2x", "4x", "what-if", "replicas")
@@ -36,6 +37,24 @@ def error_stats(outcomes: Sequence[Outcome], kinds: Sequence[str],
             "coverage": float(np.mean(cov)) if cov else None}
 
 
+def coverage(outcomes: Sequence[Outcome], kinds: Sequence[str]) -> float | None:
+    """The share of (row, metric) cases of ``kinds`` whose truth the interval held."""
+    cov = [r[f"{m}_covered"] for r in _rows(outcomes, kinds) for m in METRICS
+           if r[f"{m}_covered"] is not None]
+    return float(np.mean(cov)) if cov else None
+
+
+def agents_stats(outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    """``--agents K``: the share of (case, tier) answers the twin got right, the share
+    whose measured count lay in the interval's range, and the misses."""
+    recs = [(o.number, a) for o in outcomes if not o.error for a in o.agents]
+    ranged = [a["in_range"] for _, a in recs if "in_range" in a]
+    return {"n": len(recs),
+            "right": float(np.mean([a["right"] for _, a in recs])) if recs else None,
+            "in_range": float(np.mean(ranged)) if ranged else None,
+            "misses": [(n, a) for n, a in recs if not a["right"]]}
+
+
 def tier_stats(outcomes: Sequence[Outcome]) -> dict[str, float | int | None]:
     tiers = [t for o in outcomes if not o.error for t in o.tiers]
     info = [t for t in tiers if t["informative"]]
@@ -59,16 +78,19 @@ def targets(outcomes: Sequence[Outcome]) -> dict[str, Any]:
                 v = st[stat]
                 out[f"{group} {m} {stat}"] = {"value": v, "target": lim * k,
                                               "met": v is not None and v <= lim * k}
-    for m in METRICS:
-        st = error_stats(outcomes, ("held-out", "2x", "4x", "what-if", "replicas"), m)
-        v = st["coverage"]
-        out[f"coverage {m}"] = {"value": v, "target": list(COVERAGE),
-                                "met": v is not None and COVERAGE[0] <= v <= COVERAGE[1]}
+    for kind in KINDS:
+        v = coverage(outcomes, (kind,))
+        out[f"coverage {kind}"] = {"value": v, "target": list(COVERAGE),
+                                   "met": v is not None and COVERAGE[0] <= v <= COVERAGE[1]}
     t = tier_stats(outcomes)
     out["capacity inside the interval"] = {"value": t["covered"], "target": 0.9,
                                            "met": t["covered"] is not None
                                            and t["covered"] >= 0.9}
     return out
+
+
+def _count(n: int | None) -> str:
+    return f"more than {MAX_REPLICAS} or never" if n is None else str(n)
 
 
 def _pct(v: float | int | None) -> str:
@@ -96,6 +118,18 @@ def print_report(outcomes: Sequence[Outcome], real: Sequence[dict[str, Any]]) ->
           f"inside the ladder; twin's capacity level exact {_pct(t['exact'])} "
           f"({_pct(t['exact_informative'])} of those); truth inside the twin's interval "
           f"{_pct(t['covered'])} ({_pct(t['covered_informative'])} of those)")
+    for kind in KINDS:
+        print(f"interval coverage {kind:<9} (all metrics): {_pct(coverage(ok, (kind,)))}")
+    ag = agents_stats(ok)
+    if ag["n"]:
+        k = ok[0].agents[0]["agents"] if ok[0].agents else "K"
+        print(f"--agents {k}: replicas per tier, twin (plan's rule) vs measured on N hidden "
+              f"engines: {ag['n']} answers, twin right {_pct(ag['right'])}, measured count "
+              f"inside the interval's range {_pct(ag['in_range'])}")
+        for n, a in ag["misses"]:
+            print(f"  case {n} tier {a['tier']}: twin {_count(a['twin'])}"
+                  f"{' (at most)' if a['twin_at_most'] else ''}, measured "
+                  f"{_count(a['truth'])}, interval range {a.get('range')}")
     fits = [o for o in ok if o.fit]
     if fits:
         ratio = np.array([o.fit["prefill_tokens_per_s"] / o.truth_profile["prefill_tokens_per_s"]

@@ -12,7 +12,9 @@ time, calibrates a twin on 1, 2 and 4 users holding out 8, and compares the twin
 the truth (``bench/_battery_case.py``). ``--real N`` also measures N profiles' held-out
 level in real time against ``serve-sim --profile FILE`` over HTTP and prints both
 (``bench/_battery_real.py``). Prints the median and p90 of |error| per metric and
-kind of question, the interval coverage and the capacity per tier, and the wall time.
+kind of question, the interval coverage per question, the capacity per tier, the
+``--agents K`` replica counts against N hidden engines measured
+(``bench/_battery_agents.py``), and the wall time.
 Deterministic for a seed (simulated time; the real-time check aside).
 """
 

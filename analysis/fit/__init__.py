@@ -14,6 +14,7 @@ from analysis.fit._phases import (
     prefill_check,
     prefill_pinned,
 )
+from analysis.fit._resample import WINDOWS, resample
 from analysis.fit._samples import (
     StepSamples,
     TtftSamples,
@@ -28,12 +29,14 @@ __all__ = [
     "StepFit",
     "StepSamples",
     "TtftSamples",
+    "WINDOWS",
     "fit_steps",
     "level_stall_factor",
     "overhead_given_rate",
     "predict_gap",
     "prefill_check",
     "prefill_pinned",
+    "resample",
     "running_at",
     "step_samples",
     "ttft_samples",

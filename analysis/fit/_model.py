@@ -26,7 +26,7 @@ interactivity) and the spread (the slow tail of per-request interactivity).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -228,7 +228,7 @@ def fit_steps(steps: StepSamples, ttfts: TtftSamples | None = None) -> StepFit:
     fit = StepFit(float(decode[0]), float(decode[1]), float(ctx_ref), 0.0, 0.0,
                   len(s), len(t) if t is not None else 0, cost, ())
     fit = replace(fit, noise=_noise(fit, s))
-    empty = TtftSamples(*(np.zeros(0) for _ in range(6)))
+    empty = TtftSamples(*(np.zeros(0) for _ in fields(TtftSamples)))
     inv_rate, overhead, cost_p = _fit_prefill(decode, _subset(s, ~plain),
                                               t if t is not None else empty, fit.noise)
     rate = 1.0 / inv_rate if inv_rate > 0 else 0.0

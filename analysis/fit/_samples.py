@@ -41,6 +41,8 @@ class StepSamples:
     """The gap ends a hold-up or starts a catch-up (it, or the request's next gap, is
     under a fifth of the typical gap): tokens made during the hold-up were read late,
     all at once (a client's or a server frontend's stall, not the engine's steps)."""
+    t_s: np.ndarray
+    """When the gap ended (the run's clock): the window a resampling block holds it in."""
 
     def __len__(self) -> int:
         return len(self.gap_s)
@@ -65,6 +67,8 @@ class TtftSamples:
     chunks: np.ndarray
     """Engine steps its prefill took on an idle server (the uncached prompt over the
     step token budget, chunked prefill; 1 where the budget is unknown)."""
+    t_s: np.ndarray
+    """When the request was sent (the run's clock)."""
 
     def __len__(self) -> int:
         return len(self.ttft_s)
@@ -232,6 +236,7 @@ def step_samples(cols: RequestColumns, *, group: int = 0, tolerance_s: float | N
         gap_s=gaps, steps=steps, batch=tl.batch(at).astype(np.float64),
         ctx_tokens=tl.ctx(at), prefill_tokens=prefill,
         group=np.full(len(gaps), group, dtype=np.int64), buffered=_buffered(gaps, owner),
+        t_s=np.asarray(t_next, dtype=np.float64),
     )
 
 
@@ -266,6 +271,7 @@ def ttft_samples(cols: RequestColumns, *, group: int = 0,
         ttft_s=cols.first_token_s[has] - sent, uncached_tokens=unc,
         batch_at_send=tl.batch(sent).astype(np.float64), alone=others <= 0,
         group=np.full(int(has.sum()), group, dtype=np.int64), chunks=chunks,
+        t_s=np.asarray(sent, dtype=np.float64),
     )
 
 

@@ -119,13 +119,15 @@ def interval_text(strict: Bracket, loose: Bracket, unit: str = "users") -> str:
 
 
 def widened_meets(summary: RunSummary, tier: SloTier, interval: PredictionInterval,
-                  users: float, *, strict: bool, what_if: bool = False) -> bool:
+                  users: float, *, strict: bool, what_if: bool = False,
+                  replicas: int = 1) -> bool:
     """Whether a twin level meets ``tier`` with its prediction interval at ``users``
-    (per replica): ``strict`` asks the interval's pessimistic end to meet it (P90
-    interactivity at its low bound, P90 TTFT from schedule at its high one), otherwise
-    the optimistic end. A tier is met when P90 interactivity >= floor and P90 TTFT
-    from schedule <= ceiling (``analysis.metrics``), the failure share within its
-    maximum (the level's own verdict: an interval does not widen failures)."""
+    (per replica, on ``replicas`` engines): ``strict`` asks the interval's pessimistic
+    end to meet it (P90 interactivity at its low bound, P90 TTFT from schedule at its
+    high one), otherwise the optimistic end. A tier is met when P90 interactivity >=
+    floor and P90 TTFT from schedule <= ceiling (``analysis.metrics``), the failure
+    share within its maximum (the level's own verdict: an interval does not widen
+    failures)."""
     from analysis.judge import meets_tier
 
     # an indeterminate level (None: too few requests to tell) is met at the optimistic
@@ -135,8 +137,8 @@ def widened_meets(summary: RunSummary, tier: SloTier, interval: PredictionInterv
     inter, ttft = summary.interactivity.p90, summary.ttft_due.p90
     if inter is None or ttft is None:
         return met
-    wi = interval.half_width("p90_interactivity", users, what_if)
-    wt = interval.half_width("p90_ttft_s", users, what_if)
+    wi = interval.half_width("p90_interactivity", users, what_if, replicas)
+    wt = interval.half_width("p90_ttft_s", users, what_if, replicas)
     sign = -1.0 if strict else 1.0
     by_p90 = inter * math.exp(sign * wi) >= tier.floor_tok_s and \
         ttft * math.exp(-sign * wt) <= tier.ttft_s

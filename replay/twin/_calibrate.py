@@ -44,6 +44,7 @@ from replay.twin._predict import (
     measured_metrics,
     predict_level,
 )
+from replay.twin._refit import refit_profiles
 
 __all__ = ["Calibration", "Holdout", "LevelFacts", "calibrate"]
 
@@ -247,8 +248,8 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
         raise ConfigError(f"cannot fit: {exc}; run longer or at more users") from None
     first = runs[0].manifest
     scale = clock_scale(first)
-    fit, source = _prefill_from_histograms(
-        fit, t_fit, [(r, t) for r, t in per_run if int(level_of(r.manifest).value) in fitted])
+    fitted_runs = [(r, t) for r, t in per_run if int(level_of(r.manifest).value) in fitted]
+    fit, source = _prefill_from_histograms(fit, t_fit, fitted_runs)
     profile, assumed = twin_profile(fit, first, scale)
     levels = [_facts(u, by_level[u], fit, s_all, t_all) for u in sorted(by_level)]
     cal = Calibration(profile, fit, levels)
@@ -264,11 +265,15 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
         cal.holdouts.append(Holdout(u, run.path, pred.scaled(scale), mean_metrics(list(each)),
                                     each))
         if u == max(holdout):
+            refits = refit_profiles(
+                s_fit, t_fit, lambda s, t: _prefill_from_histograms(
+                    fit_steps(s, t), t, fitted_runs)[0],
+                lambda f: twin_profile(f, first, scale)[0], seed=load.seed)
             interval = holdout_interval(
                 profile, _workload_of(run, workload), u, load.duration_s * scale,
                 _shape(run, scale), backend, [measured_level(r.path) for r in by_level[u]],
                 max(by_level), _longest_request(runs), scale,
-                run.manifest.workload.fingerprint)
+                run.manifest.workload.fingerprint, refits=refits, main=pred.as_dict())
     profile["calibration"] = _block(cal, fitted, holdout, assumed, scale, backend)
     if interval is not None:
         profile["calibration"]["interval"] = interval.as_dict()

@@ -11,8 +11,9 @@ measured interval. Too small a level is named in a note.
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +32,11 @@ __all__ = ["MIN_REQUESTS", "MeasuredLevel", "holdout_interval", "measured_level"
 MIN_REQUESTS = 50
 """Fewer requests than this in a held-out window: its P90s rest on under 5 requests
 beyond them, too few to check a twin against."""
-TWIN_SEEDS = (0, 1, 2, 3, 4)
+TWIN_SEEDS = (0, 1, 2, 3)
+"""Engine seeds of the fitted twin at the held-out level (the first: the prediction
+``calibrate`` prints, reused)."""
+_REFIT_SEED = 100
+"""The refits' engine seeds start here (apart from ``TWIN_SEEDS``)."""
 _NAMES = {"p90_interactivity": "P90 interactivity", "p90_ttft_s": "P90 TTFT from schedule",
           "output_tok_s": "output throughput"}
 
@@ -89,31 +94,49 @@ def predicted_values(profile: dict[str, Any], workload: str | os.PathLike[str], 
     return _metrics_of(result.summary)[0]
 
 
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
 def holdout_interval(profile: dict[str, Any], workload: str | os.PathLike[str], users: int,
                      duration_s: float, shape: LoadShape, backend: str,
                      measured: Sequence[MeasuredLevel], max_measured_users: int,
                      max_request_tokens: int, scale: float = 1.0,
-                     workload_fingerprint: str = "") -> PredictionInterval:
-    """The interval from one held-out level: the twin predicts it with each of
-    ``TWIN_SEEDS`` (the first is the measured run's own seed) and is compared with
-    the mean of its measured runs. ``scale``: the runs' clock over the profile's."""
-    preds = [predicted_values(profile, workload, users, duration_s, shape, backend,
-                              shape.seed, engine_seed=shape.seed + k) for k in TWIN_SEEDS]
+                     workload_fingerprint: str = "",
+                     refits: Sequence[dict[str, Any]] = (),
+                     main: Mapping[str, float | None] | None = None) -> PredictionInterval:
+    """The interval from one held-out level, compared with the mean of its measured
+    runs. The twin predicts the level with each of ``TWIN_SEEDS`` (engine seeds; the
+    first is the measured run's own seed, ``main`` where the caller already has it):
+    their spread is one measurement's sampling spread. Each of ``refits`` (profiles
+    fitted to bootstrap draws of the data, ``replay.twin._refit``) predicts it once
+    with an engine seed of its own: their spread is a prediction's, the fit's
+    uncertainty and the sampling spread together. ``scale``: the runs' clock over the
+    profile's."""
+    def predict(prof: dict[str, Any], engine_seed: int) -> dict[str, float | None]:
+        return predicted_values(prof, workload, users, duration_s, shape, backend,
+                                shape.seed, engine_seed=engine_seed)
+
+    seeds = [dict(main) if main is not None and k == 0 else predict(profile, shape.seed + k)
+             for k in TWIN_SEEDS]
+    boot = [predict(p, shape.seed + _REFIT_SEED + k) for k, p in enumerate(refits)]
     miss: dict[str, float] = {}
     spread: dict[str, float] = {}
+    fit_spread: dict[str, float] = {}
     notes: list[str] = []
     requests = min(m.requests for m in measured)
     for key in METRICS:
         rate = key != "p90_ttft_s"
-        vals = [p[key] for p in preds]
-        have = [v * (scale if rate else 1 / scale) for v in vals if v is not None]
-        mean_pred = sum(have) / len(have) if have else None
-        got = [m.values[key] for m in measured if m.values[key] is not None]
-        truth = sum(got) / len(got) if got else None  # type: ignore[arg-type]
-        # one prediction and one measurement of the same load (same workload, seed and
-        # think times) differ by their step-noise draws: the twin's spread over engine
-        # seeds, on both sides (the measured bootstrap interval is over other loads)
-        spread[key] = combine_spread(seed_spread(list(vals)), seed_spread(list(vals)))
+        vals = [p[key] for p in seeds]
+        mean_pred = _mean([v * (scale if rate else 1 / scale) for v in vals if v is not None])
+        truth = _mean([v for m in measured if (v := m.values[key]) is not None])
+        # one measurement differs from another of the same load by its step-noise draws
+        # (the twin's spread over engine seeds); a prediction also by the fit's
+        # uncertainty (the refits' spread, their seeds' noise in it): both sides
+        noise = seed_spread(list(vals))
+        pred_side = seed_spread([p[key] for p in boot]) if len(boot) >= 2 else noise
+        spread[key] = combine_spread(noise, max(pred_side, noise))
+        fit_spread[key] = math.sqrt(max(pred_side ** 2 - noise ** 2, 0.0))
         # the raw miss estimates the bias (noise included: wider, never narrower); a
         # *miss* in the held-out verdict is a prediction outside the measured interval
         miss[key] = log_miss(mean_pred, truth)
@@ -129,8 +152,10 @@ def holdout_interval(profile: dict[str, Any], workload: str | os.PathLike[str], 
                      f"too few to check the twin (measure at least {MIN_REQUESTS})")
     from scipy import stats
 
-    z = float(stats.t.ppf(0.5 + NOMINAL / 2, len(TWIN_SEEDS) - 1))
+    dof = len(TWIN_SEEDS) - 1 + max(len(boot) - 1, 0)
+    z = float(stats.t.ppf(0.5 + NOMINAL / 2, dof))
     return PredictionInterval(checked_users=users, z=z, max_measured_users=max_measured_users,
                               max_request_tokens=max_request_tokens, miss=miss, spread=spread,
                               requests=requests, notes=notes,
-                              workload_fingerprint=workload_fingerprint)
+                              workload_fingerprint=workload_fingerprint,
+                              fit_spread=fit_spread, refits=len(boot))

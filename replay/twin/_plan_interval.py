@@ -53,7 +53,8 @@ def tier_interval(levels: Sequence[int], results: Sequence[LevelResult], tier: S
     at its per-replica load)."""
     def bracket(strict: bool) -> Bracket:
         return bracket_of((float(u), widened_meets(r.summary, tier, interval, u / replicas,
-                                                   strict=strict, what_if=what_if))
+                                                   strict=strict, what_if=what_if,
+                                                   replicas=replicas))
                           for u, r in zip(levels, results, strict=True))
     return TierInterval(bracket(True), bracket(False))
 

@@ -5,9 +5,11 @@ at 8; the twin's predictions at 8 and 16 users are held against the hidden truth
 
 Tolerances (|predicted / truth - 1|): P90 interactivity and output throughput 8%,
 P90 TTFT from schedule 25% (a 90-s level pins a P90 TTFT to about that), and the
-twin's stored prediction interval must hold the truth at both levels. The same twin
-with its prefill rate 4x too fast must be caught: its held-out P90 TTFT misses by
-more than the tolerance or leaves the interval.
+twin's stored prediction interval (with the fit's bootstrap refits) must hold the
+truth at both levels. The same twin with its prefill rate 4x too fast must be caught:
+its held-out P90 TTFT misses by more than the tolerance or leaves the interval; with
+every step 25% slower its P90 interactivity and output throughput must leave the
+interval (an interval wide enough to hold anything would pass the first test alone).
 """
 
 from __future__ import annotations
@@ -98,3 +100,23 @@ def test_a_prefill_rate_4x_off_is_caught(fitted: Any) -> None:
     assert t and p is not None
     print(f"prefill x4: held-out P90 TTFT truth {t:.4g} twin {p:.4g} ({p / t - 1:+.1%})")
     assert abs(p / t - 1) > TOL["p90_ttft_s"] or not interval.holds("p90_ttft_s", p, t, HELD)
+
+
+@pytest.mark.sim
+def test_a_mis_fitted_twin_leaves_the_interval(fitted: Any) -> None:
+    """The interval has teeth: the same twin with every step 25% slower predicts the
+    held-out level, and its P90 interactivity and output throughput fall outside the
+    interval the true fit stored (a few percent wide where the fit is sure)."""
+    hidden, doc, wl, interval, truth = fitted
+    slow = copy.deepcopy(doc)
+    for timing in slow["backends"].values():
+        timing["step_s_batch1"] *= 1.25
+        timing["step_s_batch64"] *= 1.25
+    pred = _values(SimProfile.model_validate(slow), wl, HELD)
+    for m in ("p90_interactivity", "output_tok_s"):
+        t, p = truth[HELD][m], pred[m]
+        assert t and p is not None
+        lo, hi = interval.bounds(m, p, HELD)
+        print(f"steps x1.25: {m} truth {t:.4g} twin {p:.4g} ({p / t - 1:+.1%}), "
+              f"interval [{lo:.4g}, {hi:.4g}]")
+        assert not interval.holds(m, p, t, HELD)
