@@ -1,0 +1,108 @@
+"""The demo's twins: one fitted per arm from the demo's own runs, planned on the demo's
+ladder, stored as ``twin-plan.json`` so the decision and report.html show each twin's
+capacity beside its own arm's measured bracket.
+
+The fit is ``agentreplay calibrate``'s (``replay.twin.calibrate``, one level held out
+for the prediction interval); the ladder is ``plan --twin``'s (``run_ladder``,
+``capacities``, ``tier_interval``) on simulated time, with the demo's window, warmup and
+drain, one replica (the arm's own server): the twin is judged against a bracket of the
+same backend and replica count. Everything it adds is labelled modelled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from analysis import SloTier
+    from replay.twin import LevelResult, PredictionInterval
+
+__all__ = ["TWIN_FILE", "demo_twins", "twin_ladder"]
+
+TWIN_FILE = "twin-{arm}.json"
+"""Each arm's fitted twin (a ``serve-sim --profile`` file, as ``calibrate -o`` writes)."""
+
+
+def twin_ladder(levels: Sequence[int]) -> list[int]:
+    """The demo's levels and geometric steps between them: a tier's twin bracket is
+    narrower than the measured one, and each measured level is also simulated."""
+    from replay.twin import level_ladder
+
+    return sorted({*levels, *level_ladder(min(levels), max(levels), 2 * len(levels))})
+
+
+def demo_twins(out: Path, arms: Sequence[str], levels: Sequence[int], *,
+               duration_s: float, warmup_s: float, drain_s: float,
+               tiers: Sequence[SloTier]) -> tuple[dict[str, Any] | None, list[str]]:
+    """Fit, plan and store a twin per arm; returns the stored plan (None: no arm's twin
+    could be fitted) and a line per arm that could not be (the demo goes on without)."""
+    import orjson
+
+    from analysis.report import TWIN_PLAN_FILE
+    from replay.errors import ConfigError
+    from replay.twin import load_workload
+
+    holdout = levels[1] if len(levels) > 1 else None  # the prediction interval's check
+    workload = load_workload(out / "workload.jsonl")
+    docs, problems = [], []
+    for arm in arms:
+        try:
+            docs.append(_arm_twin(out, arm, holdout, workload, levels, duration_s=duration_s,
+                                  warmup_s=warmup_s, drain_s=drain_s, tiers=tiers))
+        except ConfigError as exc:
+            problems.append(f"no twin of {arm}: {exc}")
+    if not docs:
+        return None, problems
+    plan = {"twins": docs}
+    (out / TWIN_PLAN_FILE).write_bytes(orjson.dumps(plan, option=orjson.OPT_INDENT_2))
+    return plan, problems
+
+
+def _arm_twin(out: Path, arm: str, holdout: int | None, workload: Any,
+              levels: Sequence[int], *, duration_s: float, warmup_s: float, drain_s: float,
+              tiers: Sequence[SloTier]) -> dict[str, Any]:
+    """One arm: calibrate on its runs, write its twin file, simulate the ladder."""
+    import orjson
+
+    from replay.twin import calibrate, capacities, interval_of, load_twin, run_ladder
+
+    cal = calibrate([str(out / "runs")], arm=arm, holdout=(holdout,) if holdout else ())
+    path = out / TWIN_FILE.format(arm=arm)
+    path.write_bytes(orjson.dumps(cal.document(), option=orjson.OPT_INDENT_2))  # NaN: null
+    profile, calibration = load_twin(path)  # the file as serve-sim and plan --twin read it
+    backend = (calibration or {}).get("decode_backend", "auto")
+    ladder = twin_ladder(levels)
+    results = run_ladder(profile, workload, ladder, jobs=1,
+                         duration=duration_s, warmup=warmup_s, drain_s=drain_s, replicas=1,
+                         seed=0, backend=backend, tiers=tuple(tiers))
+    pi = interval_of(calibration)
+    caps = {c.tier: c for c in capacities(ladder, results, tiers)}
+    return {"arm": arm, "twin": path.name, "profile": profile.name, "backend": backend,
+            "replicas": 1, "gpus_per_replica": profile.gpu_count, "duration_s": duration_s,
+            "error_band": None, "prediction_interval": None if pi is None else pi.as_dict(),
+            "levels": [_level(u, r) for u, r in zip(ladder, results, strict=True)],
+            "tiers": [_tier(caps[t], ladder, results, pi) for t in tiers]}
+
+
+def _level(users: int, r: LevelResult) -> dict[str, Any]:
+    s = r.summary
+    return {"users": users, "p90_interactivity": s.interactivity.p90,
+            "p90_ttft_due_s": s.ttft_due.p90, "output_tok_s": s.output_tok_s}
+
+
+def _tier(cap: Any, ladder: Sequence[int], results: Sequence[LevelResult],
+          pi: PredictionInterval | None) -> dict[str, Any]:
+    """A tier record as ``plan --twin`` stores it (the measured bracket is not known
+    yet: the decision sets the two side by side)."""
+    from replay.twin import interval_text, tier_interval
+
+    interval, bounds = None, None
+    if pi is not None:
+        ti = tier_interval(ladder, results, cap.tier, pi, 1)
+        interval, bounds = interval_text(ti.strict, ti.loose), [ti.low, ti.high]
+    return {"tier": cap.tier.name, "floor": cap.tier.floor_tok_s, "ttft": cap.tier.ttft_s,
+            "bracket": [cap.bracket.passed, cap.bracket.failed],
+            "text": cap.bracket.text("users"), "interval": interval,
+            "interval_bracket": bounds, "extrapolated": [], "measured": []}
