@@ -2,10 +2,11 @@
 
 Two ``serve-sim`` children (profile ``kimi-k3-gb300-tp16``, backends ``auto``
 and ``latency_specialized``, the same simulated GPUs) and a small coding-agent
-workload scaled down so that a turn fits a short run: prompts x0.05, outputs
-x0.1 (at most 256 tokens), think times x0.01 (a few hundred ms between turns, so every user issues
-several requests inside a steady window of a few seconds). Everything is labelled
-simulated in the results.
+workload scaled down so that a turn fits a short run: prompts x0.05, outputs x0.1 (at
+most 256 tokens), think times x0.005 (a hundred ms or so between turns, so every user
+issues many requests inside a steady window of a few seconds). After the runs a twin is
+fitted per arm on its own runs (``replay.ab._demo_twin``). Everything is labelled
+simulated in the results, the twins modelled.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class DemoSettings:
     drain_s: float
     sessions: int
     prompt_scale: float = 0.05
-    think_scale: float = 0.01
+    think_scale: float = 0.005
     output_scale: float = 0.1
     """Outputs shortened too: a turn takes well under a second, so every user's requests
     fall inside a window of a few seconds (not one request spanning it)."""
@@ -49,19 +50,19 @@ def demo_settings(quick: bool = False) -> DemoSettings:
     """The demo's size: about two minutes (quick: about a minute).
 
     The levels show capacity: at the 100 tok/s/user tier the simulated ``auto`` backend
-    meets it at 4 users (P90 interactivity ~125) and fails at 16 (~87), while
-    ``latency_specialized`` meets it at 16 (~160) and fails at 40 (~84), so both arms
+    meets it at 4 users (P90 interactivity ~125) and fails at 16 (~78), while
+    ``latency_specialized`` meets it at 16 (~142) and fails at 40 (~77), so both arms
     are bracketed at that tier and the capacity ratio is decided (margins of 10% or
     more on every side, as the twin of the demo's profile predicts them). Every level
     has at least 4 users per arm, so each interactivity ratio can be established (a
     1-user level never can: no interval). Quick keeps the two smaller levels."""
-    # 10 s windows give the 4-user level about 44 requests, so it can be told met or
-    # failed (35 all meeting is the least that reads "met": the tier rule); the 4 s
-    # warmup lets 40 new sessions through their first (uncached) prompts, so the prefix
-    # hit share is steady in the window (2 s left it rising from ~70% to ~96%: a
-    # cache_warming caveat); the drain covers the longest answer (256 tokens) at the
-    # slowest level's ~50 tok/s/user, so no request is cut (drain_cut), and ends as soon
-    # as the window's requests are done
+    # 10 s windows and think times x0.005 give the 4-user level about 50 requests, so it
+    # can be told met or failed (35 all meeting is the least that reads "met": the tier
+    # rule); the 4 s warmup lets 40 new sessions through their first (uncached) prompts,
+    # so the prefix-hit share is steady in the window (2 s left it rising from ~70% to
+    # ~96%: a cache_warming caveat); the drain covers the longest answer (256 tokens) at
+    # the slowest level's ~45 tok/s/user, so no request is cut (drain_cut), and ends as
+    # soon as the window's requests are done
     levels = (4, 16) if quick else (4, 16, 40)
     return DemoSettings(levels=levels, duration_s=10.0, warmup_s=4.0, drain_s=15.0,
                         sessions=24)
@@ -135,8 +136,8 @@ def _twins(out: Path, arms: list[str], s: DemoSettings, live: Live) -> None:
     say(f"fitting a twin per arm on its runs (held out: {s.levels[1]} users) and planning "
         "it on simulated time (modelled)")
     t0 = time.monotonic()
-    # simulated time is cheap: 3x the window gives each twin level 3x the requests
-    _, problems = demo_twins(out, arms, s.levels, duration_s=3 * s.duration_s,
+    # simulated time is cheap: 2x the window gives each twin level twice the requests
+    _, problems = demo_twins(out, arms, s.levels, duration_s=2 * s.duration_s,
                              warmup_s=s.warmup_s, drain_s=s.drain_s, tiers=DEFAULT_TIERS)
     for line in problems:
         say(line)

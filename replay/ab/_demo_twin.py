@@ -11,6 +11,7 @@ same backend and replica count. Everything it adds is labelled modelled.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,21 +39,28 @@ def demo_twins(out: Path, arms: Sequence[str], levels: Sequence[int], *,
                tiers: Sequence[SloTier]) -> tuple[dict[str, Any] | None, list[str]]:
     """Fit, plan and store a twin per arm; returns the stored plan (None: no arm's twin
     could be fitted) and a line per arm that could not be (the demo goes on without)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     import orjson
 
     from analysis.report import TWIN_PLAN_FILE
     from replay.errors import ConfigError
-    from replay.twin import load_workload
 
     holdout = levels[1] if len(levels) > 1 else None  # the prediction interval's check
-    workload = load_workload(out / "workload.jsonl")
     docs, problems = [], []
-    for arm in arms:
-        try:
-            docs.append(_arm_twin(out, arm, holdout, workload, levels, duration_s=duration_s,
-                                  warmup_s=warmup_s, drain_s=drain_s, tiers=tiers))
-        except ConfigError as exc:
-            problems.append(f"no twin of {arm}: {exc}")
+    # the arms' twins are independent: one process each (fork: nothing to import again)
+    jobs = max(1, min(len(arms), os.cpu_count() or 1))
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"),
+                             initializer=_parent_stops) as pool:
+        futures = [pool.submit(_arm_twin, out, arm, holdout, levels, duration_s=duration_s,
+                               warmup_s=warmup_s, drain_s=drain_s, tiers=tuple(tiers))
+                   for arm in arms]
+        for arm, future in zip(arms, futures, strict=True):
+            try:
+                docs.append(future.result())
+            except ConfigError as exc:
+                problems.append(f"no twin of {arm}: {exc}")
     if not docs:
         return None, problems
     plan = {"twins": docs}
@@ -60,13 +68,28 @@ def demo_twins(out: Path, arms: Sequence[str], levels: Sequence[int], *,
     return plan, problems
 
 
-def _arm_twin(out: Path, arm: str, holdout: int | None, workload: Any,
-              levels: Sequence[int], *, duration_s: float, warmup_s: float, drain_s: float,
+def _parent_stops() -> None:
+    """In each worker: Ctrl-C (sent to the whole process group) is the parent's to
+    handle; a worker finishes its arm in seconds, with no traceback of its own."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _arm_twin(out: Path, arm: str, holdout: int | None, levels: Sequence[int], *,
+              duration_s: float, warmup_s: float, drain_s: float,
               tiers: Sequence[SloTier]) -> dict[str, Any]:
     """One arm: calibrate on its runs, write its twin file, simulate the ladder."""
     import orjson
 
-    from replay.twin import calibrate, capacities, interval_of, load_twin, run_ladder
+    from replay.twin import (
+        calibrate,
+        capacities,
+        interval_of,
+        load_twin,
+        load_workload,
+        run_ladder,
+    )
 
     cal = calibrate([str(out / "runs")], arm=arm, holdout=(holdout,) if holdout else ())
     path = out / TWIN_FILE.format(arm=arm)
@@ -74,7 +97,7 @@ def _arm_twin(out: Path, arm: str, holdout: int | None, workload: Any,
     profile, calibration = load_twin(path)  # the file as serve-sim and plan --twin read it
     backend = (calibration or {}).get("decode_backend", "auto")
     ladder = twin_ladder(levels)
-    results = run_ladder(profile, workload, ladder, jobs=1,
+    results = run_ladder(profile, load_workload(out / "workload.jsonl"), ladder, jobs=1,
                          duration=duration_s, warmup=warmup_s, drain_s=drain_s, replicas=1,
                          seed=0, backend=backend, tiers=tuple(tiers))
     pi = interval_of(calibration)
