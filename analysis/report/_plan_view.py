@@ -94,7 +94,10 @@ def _arms_section(data: Mapping[str, Any]) -> dict[str, Any]:
                    for lv in _LEVELS.validate_python(t.get("levels", []))]
         rows += [[x.get("tier", ""), arm, x.get("text", ""),
                   x.get("interval") or "n/a (unchecked twin)"] for x in t.get("tiers", [])]
-    rows.sort(key=lambda r: str(r[0]))
+    order: dict[str, int] = {}
+    for x in (x for t in twins for x in t.get("tiers", [])):
+        order.setdefault(str(x.get("tier")), len(order))
+    rows.sort(key=lambda r: order.get(str(r[0]), 0))  # tier by tier, in the plan's order
     first = twins[0] if twins else {}
     names = [str(t.get("arm")) for t in twins]
     pi = first.get("prediction_interval")
