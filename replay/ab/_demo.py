@@ -58,11 +58,12 @@ def demo_settings(quick: bool = False) -> DemoSettings:
     1-user level never can: no interval). Quick keeps the two smaller levels."""
     # 12 s windows and think times x0.005 give the 4-user level about 60 requests, so it
     # can be told met or failed though one request misses the floor (35 all meeting is
-    # the least that reads "met", 48 of 49 is indeterminate: the tier rule); the 4 s warmup lets 40 new sessions through their first (uncached) prompts,
-    # so the prefix-hit share is steady in the window (2 s left it rising from ~70% to
-    # ~96%: a cache_warming caveat); the drain covers the longest answer (256 tokens) at
-    # the slowest level's ~45 tok/s/user, so no request is cut (drain_cut), and ends as
-    # soon as the window's requests are done
+    # the least that reads "met", 48 of 49 is indeterminate: the tier rule); the 4 s
+    # warmup lets 40 new sessions through their first (uncached) prompts, so the
+    # prefix-hit share is steady in the window (2 s left it rising from ~70% to ~96%: a
+    # cache_warming caveat); the drain covers the longest answer (256 tokens) at the
+    # slowest level's ~45 tok/s/user, so no request is cut (drain_cut), and ends as soon
+    # as the window's requests are done
     levels = (4, 16) if quick else (4, 16, 40)
     return DemoSettings(levels=levels, duration_s=12.0, warmup_s=4.0, drain_s=15.0,
                         sessions=24)
