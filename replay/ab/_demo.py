@@ -5,7 +5,7 @@ and ``latency_specialized``, the same simulated GPUs) and a small coding-agent
 workload scaled down so that a turn fits a short run: prompts x0.05, outputs x0.1 (at
 most 256 tokens), think times x0.005 (a hundred ms or so between turns, so every user
 issues many requests inside a steady window of a few seconds). After the runs a twin is
-fitted per arm on its own runs (``replay.ab._demo_twin``). Everything is labelled
+fitted per arm on its own runs (``replay.twin.arm_twins``). Everything is labelled
 simulated in the results, the twins modelled.
 """
 
@@ -130,7 +130,7 @@ def _twins(out: Path, arms: list[str], s: DemoSettings, live: Live) -> None:
     import time
 
     from analysis import DEFAULT_TIERS
-    from replay.ab._demo_twin import demo_twins
+    from replay.twin import arm_twins
 
     say = (lambda text: None) if live == "quiet" else (
         lambda text: print(f"agentreplay: {text}", file=sys.stderr, flush=True))
@@ -138,7 +138,7 @@ def _twins(out: Path, arms: list[str], s: DemoSettings, live: Live) -> None:
         "it on simulated time (modelled)")
     t0 = time.monotonic()
     # simulated time is cheap: 2x the window gives each twin level twice the requests
-    _, problems = demo_twins(out, arms, s.levels, duration_s=2 * s.duration_s,
+    _, problems = arm_twins(out, arms, s.levels, duration_s=2 * s.duration_s,
                              warmup_s=s.warmup_s, drain_s=s.drain_s, tiers=DEFAULT_TIERS)
     for line in problems:
         say(line)

@@ -1,6 +1,7 @@
-"""The demo's twins: one fitted per arm from the demo's own runs, planned on the demo's
-ladder, stored as ``twin-plan.json`` so the decision and report.html show each twin's
-capacity beside its own arm's measured bracket.
+"""A twin per arm of a comparison directory (``agentreplay demo``'s): each fitted on its
+arm's own runs, planned on a ladder around the measured levels, stored as
+``twin-plan.json`` (``twins``) so the decision and report.html show each twin's capacity
+beside its own arm's measured bracket.
 
 The fit is ``agentreplay calibrate``'s (``replay.twin.calibrate``, one level held out
 for the prediction interval); the ladder is ``plan --twin``'s (``run_ladder``,
@@ -18,27 +19,28 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from analysis import SloTier
-    from replay.twin import LevelResult, PredictionInterval
+    from replay.twin._interval import PredictionInterval
+    from replay.twin._level import LevelResult
 
-__all__ = ["TWIN_FILE", "demo_twins", "twin_ladder"]
+__all__ = ["TWIN_FILE", "arm_twins", "twin_ladder"]
 
 TWIN_FILE = "twin-{arm}.json"
 """Each arm's fitted twin (a ``serve-sim --profile`` file, as ``calibrate -o`` writes)."""
 
 
 def twin_ladder(levels: Sequence[int]) -> list[int]:
-    """The demo's levels and geometric steps between them: a tier's twin bracket is
+    """The measured levels and geometric steps between them: a tier's twin bracket is
     narrower than the measured one, and each measured level is also simulated."""
-    from replay.twin import level_ladder
+    from replay.twin._sweep import level_ladder
 
     return sorted({*levels, *level_ladder(min(levels), max(levels), 2 * len(levels))})
 
 
-def demo_twins(out: Path, arms: Sequence[str], levels: Sequence[int], *,
+def arm_twins(out: Path, arms: Sequence[str], levels: Sequence[int], *,
                duration_s: float, warmup_s: float, drain_s: float,
                tiers: Sequence[SloTier]) -> tuple[dict[str, Any] | None, list[str]]:
     """Fit, plan and store a twin per arm; returns the stored plan (None: no arm's twin
-    could be fitted) and a line per arm that could not be (the demo goes on without)."""
+    could be fitted) and a line per arm that could not be (the caller goes on without)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -82,14 +84,10 @@ def _arm_twin(out: Path, arm: str, holdout: int | None, levels: Sequence[int], *
     """One arm: calibrate on its runs, write its twin file, simulate the ladder."""
     import orjson
 
-    from replay.twin import (
-        calibrate,
-        capacities,
-        interval_of,
-        load_twin,
-        load_workload,
-        run_ladder,
-    )
+    from replay.twin._calibrate import calibrate
+    from replay.twin._interval import interval_of
+    from replay.twin._level import load_workload
+    from replay.twin._sweep import capacities, load_twin, run_ladder
 
     cal = calibrate([str(out / "runs")], arm=arm, holdout=(holdout,) if holdout else ())
     path = out / TWIN_FILE.format(arm=arm)
@@ -119,7 +117,8 @@ def _tier(cap: Any, ladder: Sequence[int], results: Sequence[LevelResult],
           pi: PredictionInterval | None) -> dict[str, Any]:
     """A tier record as ``plan --twin`` stores it (the measured bracket is not known
     yet: the decision sets the two side by side)."""
-    from replay.twin import interval_text, tier_interval
+    from replay.twin._band import interval_text
+    from replay.twin._plan_interval import tier_interval
 
     interval, bounds = None, None
     if pi is not None:
