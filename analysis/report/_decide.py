@@ -36,7 +36,7 @@ class ArmCapacity:
 
     def text(self) -> str:
         text = f"{self.arm or 'the run'} {self.measured} measured ({self.per_gpu})"
-        return text + (f"; {self.arm}'s {self.modelled}" if self.modelled else "")
+        return text + (f", {self.modelled}" if self.modelled else "")
 
 
 @dataclass(frozen=True)
@@ -129,15 +129,19 @@ def _tiers_of(twin: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
 
 
 def _arm_twin_text(rec: Mapping[str, Any], twin: Mapping[str, Any], row: CapacityRow) -> str:
-    """An arm's own twin beside its bracket, and whether the two can both hold (the twin
-    passes a level the arm failed, or fails one it passed: the measurement holds)."""
+    """An arm's own twin beside its bracket, short (the decision stays on the first
+    screen), and whether the two can both hold (the twin passes a level the arm failed,
+    or fails one it passed: the measurement holds)."""
     lo, hi = (list(rec.get("bracket") or []) + [None, None])[:2]
     b = row.bracket
     outside = (lo is not None and b.failed is not None and lo >= b.failed) or \
         (hi is not None and b.passed is not None and hi <= b.passed)
-    check = ("outside the measured bracket: the measurement holds, the twin misses here"
-             if outside else "consistent with the measured bracket")
-    return f"{twin_text(rec, twin)}; {check}"
+    text = (f"its twin ({int(twin.get('replicas') or 1)} replica(s)) modelled "
+            f"{rec.get('text', 'n/a')}")
+    if rec.get("interval"):
+        text += f", prediction interval {rec['interval']}"
+    return text + (", outside the measured bracket (the measurement holds)" if outside
+                   else ", consistent with the measured bracket")
 
 
 def decide(c: Comparison, twin: Mapping[str, Any] | None = None) -> Decision:

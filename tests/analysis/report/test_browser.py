@@ -101,5 +101,4 @@ def test_demo_report_decision_in_first_screen(tmp_path: Path) -> None:
 
     decision = unescape(html[html.index('id="decision-lines"'):])
     decision = decision[:decision.index("</ul>")]
-    for arm in ("auto", "latency_specialized"):
-        assert f"{arm}'s twin (backend {arm}, 1 replica(s) x 16 GPU(s)) modelled:" in decision
+    assert decision.count("its twin (1 replica(s)) modelled") == 6  # 3 tiers x 2 arms
