@@ -95,8 +95,8 @@ def prefill_pinned(uncached: np.ndarray) -> bool:
     return bool(hi > 0 and hi >= 2 * lo)
 
 
-def overhead_given_rate(ttft_s: np.ndarray, uncached: np.ndarray, chunks: np.ndarray,
-                        rate: float, noise: tuple[float, ...] | None) -> float:
+def overhead_given_rate(ttft_s: np.ndarray, uncached: np.ndarray, rate: float,
+                        noise: tuple[float, ...] | None) -> float:
     """The request overhead of idle TTFTs once the prefill rate is known from the
     server's prefill-time histogram. That rate reads a sum (a mean prefill time, the
     noise's mean in it), so the overhead is the mean TTFT less that mean prefill: a

@@ -30,9 +30,13 @@ class ArmCapacity:
     measured: str
     """``between 4 and 16 users`` (the bracket's own words)."""
     per_gpu: str
+    modelled: str = ""
+    """The arm's own twin (fitted on its runs: the demo) at this tier, labelled
+    modelled and checked against the measured bracket; empty without one."""
 
     def text(self) -> str:
-        return f"{self.arm or 'the run'} {self.measured} measured ({self.per_gpu})"
+        text = f"{self.arm or 'the run'} {self.measured} measured ({self.per_gpu})"
+        return text + (f", {self.modelled}" if self.modelled else "")
 
 
 @dataclass(frozen=True)
@@ -119,10 +123,35 @@ def _interactivity(c: Comparison) -> str:
                             c.rules.max_failure_share)
 
 
+def _tiers_of(twin: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
+    return {str(t.get("tier")): t for t in (twin or {}).get("tiers", [])
+            if isinstance(t, Mapping)}
+
+
+def _arm_twin_text(rec: Mapping[str, Any], twin: Mapping[str, Any], row: CapacityRow) -> str:
+    """An arm's own twin beside its bracket, short (the decision stays on the first
+    screen), and whether the two can both hold (the twin passes a level the arm failed,
+    or fails one it passed: the measurement holds)."""
+    lo, hi = (list(rec.get("bracket") or []) + [None, None])[:2]
+    b = row.bracket
+    outside = (lo is not None and b.failed is not None and lo >= b.failed) or \
+        (hi is not None and b.passed is not None and hi <= b.passed)
+    text = (f"its twin ({int(twin.get('replicas') or 1)} replica(s)) modelled "
+            f"{rec.get('text', 'n/a')}")
+    if rec.get("interval"):
+        text += f", prediction interval {rec['interval']}"
+    return text + (", outside the measured bracket (the measurement holds)" if outside
+                   else ", consistent with the measured bracket")
+
+
 def decide(c: Comparison, twin: Mapping[str, Any] | None = None) -> Decision:
-    """The decision of a comparison, with a stored twin plan's tiers beside it."""
-    twin_tiers = {str(t.get("tier")): t for t in (twin or {}).get("tiers", [])
-                  if isinstance(t, Mapping)}
+    """The decision of a comparison, with a stored twin plan's tiers beside it: one
+    twin's (``plan --twin``) after the tier's brackets, or each arm's own (``twins``,
+    the demo's: one fitted per arm) beside that arm's bracket."""
+    per_arm = {str(t.get("arm")): t for t in (twin or {}).get("twins", [])
+               if isinstance(t, Mapping)}
+    arm_tiers = {a: _tiers_of(t) for a, t in per_arm.items()}
+    twin_tiers = {} if per_arm else _tiers_of(twin)
     by_tier: dict[str, list[CapacityRow]] = {}
     for r in c.capacity:
         by_tier.setdefault(r.tier.label, []).append(r)
@@ -131,7 +160,9 @@ def decide(c: Comparison, twin: Mapping[str, Any] | None = None) -> Decision:
         rec = twin_tiers.get(rows[0].tier.name)
         arms = [ArmCapacity(
             arm=r.arm, measured=r.bracket.text(r.load_kind),
-            per_gpu=per_gpu_text(r.bracket.passed, r.bracket.failed, r.gpu_count, r.load_kind))
+            per_gpu=per_gpu_text(r.bracket.passed, r.bracket.failed, r.gpu_count, r.load_kind),
+            modelled=_arm_twin_text(own, per_arm[r.arm], r)
+            if (own := arm_tiers.get(r.arm, {}).get(r.tier.name)) else "")
             for r in rows]
         ratios = [_ratio_text(r, c.baseline) for r in rows if r.arm != c.baseline]
         tiers.append(TierDecision(tier=label, arms=arms, ratios=ratios,

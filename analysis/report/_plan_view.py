@@ -43,7 +43,10 @@ _LEVELS = TypeAdapter(list[_Level])
 
 def twin_section(data: Mapping[str, Any]) -> dict[str, Any]:
     """The report section (title, intro, table) of a stored twin plan; a damaged file
-    raises ValueError (pydantic's names the field), and the report says it is not shown."""
+    raises ValueError (pydantic's names the field), and the report says it is not shown.
+    A plan of one twin per arm (``twins``: the demo's) gets a row per tier and arm."""
+    if "twins" in data:
+        return _arms_section(data)
     levels = [lv.model_dump() for lv in _LEVELS.validate_python(data.get("levels", []))]
     band = data.get("error_band")
     pi = data.get("prediction_interval")
@@ -80,6 +83,44 @@ def twin_section(data: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _arms_section(data: Mapping[str, Any]) -> dict[str, Any]:
+    """One twin per arm, each fitted on that arm's runs: each tier's twin bracket and
+    interval per arm (the decision above sets each beside its arm's measured bracket)."""
+    twins = [t for t in data.get("twins", []) if isinstance(t, Mapping)]
+    levels, rows = [], []
+    for t in twins:
+        arm = str(t.get("arm", "?"))
+        levels += [lv.model_dump() | {"twin": arm}
+                   for lv in _LEVELS.validate_python(t.get("levels", []))]
+        rows += [[x.get("tier", ""), arm, x.get("text", ""),
+                  x.get("interval") or "n/a (unchecked twin)"] for x in t.get("tiers", [])]
+    order: dict[str, int] = {}
+    for x in (x for t in twins for x in t.get("tiers", [])):
+        order.setdefault(str(x.get("tier")), len(order))
+    rows.sort(key=lambda r: order.get(str(r[0]), 0))  # tier by tier, in the plan's order
+    first = twins[0] if twins else {}
+    names = [str(t.get("arm")) for t in twins]
+    pi = first.get("prediction_interval")
+    check = (f"Each twin's prediction interval (nominal {pi.get('nominal', 0.9):.0%}) comes "
+             f"from its held-out check at {pi.get('checked_users', '?')} users."
+             if isinstance(pi, dict) else "No held-out check: the capacities are unchecked.")
+    return {
+        "title": "Twin estimate per arm (modelled)",
+        "intro": (f"MODELLED, not measured: a twin per arm ({', '.join(names)}), "
+                  f"each fitted on that arm's own runs (agentreplay calibrate), "
+                  f"{first.get('replicas', 1)} replica(s) like the arm, replayed the workload "
+                  f"on simulated time at {len(first.get('levels', []))} levels of "
+                  f"{first.get('duration_s', '?')} s. {check} The decision at the top sets each "
+                  "twin beside its arm's measured bracket and says whether both can hold; where "
+                  "they disagree, the measurement holds."),
+        "table": {"columns": ["tier", "arm (its twin)", "twin (modelled)",
+                              "twin prediction interval"], "rows": rows},
+        "raw": data,
+        "levels": levels,
+        "floors": sorted({float(x.get("floor", 0)) for t in twins for x in t.get("tiers", [])}),
+    }
+
+
 def twin_chart(arms: Sequence[ArmLevels], levels: Sequence[Mapping[str, Any]],
                floors: Sequence[float]) -> str:
     """Measured P90 interactivity per arm (points) and the twin's (line) against users."""
@@ -90,11 +131,15 @@ def twin_chart(arms: Sequence[ArmLevels], levels: Sequence[Mapping[str, Any]],
         if pts:
             x, y = zip(*pts, strict=True)
             ax.plot(x, y, "o", color=color(i), label=safe(f"{a.arm} (measured)"))
-    twin = [(float(lv["users"]), float(lv["p90_interactivity"])) for lv in levels
-            if lv.get("p90_interactivity") is not None]
-    if twin:
-        x, y = zip(*sorted(twin), strict=True)
-        ax.plot(x, y, "-", color="0.2", linewidth=1.4, label="twin (modelled)")
+    names = {a.arm: i for i, a in enumerate(arms)}
+    for name in dict.fromkeys(lv.get("twin") for lv in levels):  # one twin, or one per arm
+        twin = [(float(lv["users"]), float(lv["p90_interactivity"])) for lv in levels
+                if lv.get("p90_interactivity") is not None and lv.get("twin") == name]
+        if twin:
+            x, y = zip(*sorted(twin), strict=True)
+            ax.plot(x, y, "-", color=color(names[name]) if name in names else "0.2",
+                    linewidth=1.4, label=safe(f"{name}'s twin (modelled)" if name
+                                              else "twin (modelled)"))
     for f in floors:
         ax.axhline(f, color="0.4", linestyle="--", linewidth=0.8)
     ax.set_xscale("log", base=2)

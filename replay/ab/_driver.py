@@ -207,11 +207,14 @@ def _check_arm_dirs(labels: Sequence[str]) -> None:
 def compare_arms(arms: Sequence[tuple[str, str]], workload: str | os.PathLike[str],
                  out: str | os.PathLike[str], opts: CompareOptions, *,
                  live: Live = "quiet",
-                 before_load: Callable[[], None] | None = None) -> CompareResult:
+                 before_load: Callable[[], None] | None = None,
+                 after_load: Callable[[], None] | None = None) -> CompareResult:
     """Compare servers already running: preflight, A B B A runs, report (resumable).
 
     ``before_load`` runs once the settings and servers passed their checks, before the
-    first run: warnings given there precede the load, and a refusal stays one line."""
+    first run: warnings given there precede the load, and a refusal stays one line.
+    ``after_load`` runs once every run is done, before the report: what it stores in
+    ``out`` (the demo's twins) the report shows."""
     labels = [label for label, _ in arms]
     _check_arms(labels)
     path = os.fspath(workload)
@@ -229,4 +232,6 @@ def compare_arms(arms: Sequence[tuple[str, str]], workload: str | os.PathLike[st
         before_load()
     urls = dict(arms)
     _execute(plan, urls.__getitem__, path, out_p, opts, state, live, len(plan), 0)
+    if after_load is not None:
+        after_load()
     return _finish(out_p, state, opts, live)

@@ -16,14 +16,16 @@ __all__ = ["demo_flag_hint", "register"]
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     d = subparsers.add_parser(
-        "demo", help="compare two simulated servers end to end (about three minutes)",
+        "demo", help="compare two simulated servers end to end (about two minutes)",
         description="Start two simulated vLLM servers (decode backends auto and "
         "latency_specialized), compare them at 4, 16 and 40 users and write report.html; "
-        "it prints the decision the report opens with: per SLO tier each arm's capacity "
-        "and users per GPU, their ratio, the validity and the interactivity verdict.")
+        "it fits a twin per arm on that arm's runs and prints the decision the report opens "
+        "with: per SLO tier each arm's measured capacity and users per GPU with its twin's "
+        "modelled capacity beside it, their ratio, the validity and the interactivity "
+        "verdict.")
     d.add_argument("--out", default="results/demo", help="output directory")
     d.add_argument("--quick", action="store_true",
-                   help="4 and 16 users only (about a minute and a half)")
+                   help="4 and 16 users only (about a minute)")
     d.add_argument("--force", action="store_true",
                    help="replace a previous demo in --out (without it, one is refused)")
     live_flags(d)

@@ -27,6 +27,7 @@ from replay.twin._engines import Routing, TwinEngines
 from replay.twin._fitted_profile import clock_scale, decode_backend, step_budget, twin_profile
 from replay.twin._interval import PredictionInterval, interval_of
 from replay.twin._level import LevelResult, Workload, load_workload, simulate_level
+from replay.twin._per_arm import TWIN_FILE, arm_twins, twin_ladder
 from replay.twin._plan import MAX_PLAN_USERS, MAX_PLAN_WORK, PlanSettings, check_bounded
 from replay.twin._plan_interval import TierInterval, extrapolation, is_what_if, tier_interval
 from replay.twin._predict import LevelMetrics, LoadShape, measured_metrics, predict_level
@@ -56,9 +57,11 @@ __all__ = [
     "Routing",
     "TierCapacity",
     "TierInterval",
+    "TWIN_FILE",
     "TwinEngines",
     "VirtualLoop",
     "Workload",
+    "arm_twins",
     "calibrate",
     "calibration_error",
     "capacities",
@@ -80,6 +83,7 @@ __all__ = [
     "simulate_level",
     "step_budget",
     "tier_interval",
+    "twin_ladder",
     "twin_profile",
     "virtual_time",
     "widened_meets",

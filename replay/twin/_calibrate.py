@@ -306,8 +306,8 @@ def _prefill_from_histograms(fit: StepFit, t: TtftSamples,
     if not rates:
         return fit, "records (idle TTFTs of one size: the rate and overhead are not told apart)"
     rate = float(np.median(rates))
-    overhead = overhead_given_rate(t.ttft_s[idle], t.uncached_tokens[idle], t.chunks[idle],
-                                   rate, fit.noise)
+    overhead = overhead_given_rate(t.ttft_s[idle], t.uncached_tokens[idle], rate,
+                                   fit.noise)
     return (replace(fit, prefill_tokens_per_s=rate, ttft_overhead_s=overhead),
             "vllm:request_prefill_time_seconds (idle TTFTs of one size)")
 

@@ -96,3 +96,9 @@ def test_demo_report_decision_in_first_screen(tmp_path: Path) -> None:
     # the simulator is named with what it is calibrated to (issue 26: the report never said)
     assert "Simulator profile <code>kimi-k3-gb300-tp16</code>: " in html
     assert "256.4 tok/s at batch 1" in html
+    # each arm's twin, fitted on the demo's own runs, beside its bracket (issue 36 item 8)
+    from html import unescape
+
+    decision = unescape(html[html.index('id="decision-lines"'):])
+    decision = decision[:decision.index("</ul>")]
+    assert decision.count("its twin (1 replica(s)) modelled") == 6  # 3 tiers x 2 arms

@@ -32,12 +32,17 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     from analysis import Comparison
     from analysis.report import decide
 
-    # stdout opens with the decision the report opens with, line for line
-    decision = decide(Comparison.model_validate(summary)).lines()
+    # stdout opens with the decision the report opens with (each arm's twin beside its
+    # bracket), line for line
+    plan = orjson.loads((out / "twin-plan.json").read_bytes())
+    decision = decide(Comparison.model_validate(summary), plan).lines()
     assert printed.splitlines()[:len(decision)] == decision
+    _check_twins(out, plan, printed)
     html = report.read_text()
-    # the verdict as shown, escaped (an invalid one, on a starved machine, quotes "server's")
-    assert summary["verdict"].split(" (")[0] in unescape(html)
+    # the decision as shown, escaped (an invalid one, on a starved machine, quotes
+    # "server's"); the validity is its own line ("Validity: CAVEATS (...)")
+    for line in decision:
+        assert line in unescape(html), line
     assert "same GPU count" in html
     prof = load_profile(DEMO_PROFILE).backends
     expected = prof["auto"].step_s_batch1 / prof["latency_specialized"].step_s_batch1
@@ -61,6 +66,33 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     # the decision the report opens with is what the demo printed, capacity first
     assert "Capacity at \u2265 100 tok/s/user" in printed
     assert "users per GPU" in printed and "latency_specialized / auto capacity" in printed
+
+
+def _check_twins(out: Path, plan: dict, printed: str) -> None:
+    """Each arm's twin, fitted on its own runs, recovers that backend's step time at
+    batch 1 from the simulator profile (the truth the arm was served by), and stands
+    beside its arm's bracket at every tier, labelled modelled with its replica count."""
+    prof = load_profile(DEMO_PROFILE)
+    assert [t["arm"] for t in plan["twins"]] == ["auto", "latency_specialized"]
+    for t in plan["twins"]:
+        arm = t["arm"]
+        twin = orjson.loads((out / f"twin-{arm}.json").read_bytes())
+        assert twin["calibration"]["decode_backend"] == arm
+        truth = prof.backends[arm].step_s_batch1
+        assert twin["backends"][arm]["step_s_batch1"] == pytest.approx(truth, rel=0.10), arm
+        assert t["replicas"] == 1 and t["gpus_per_replica"] == prof.gpu_count
+        assert t["prediction_interval"]["checked_users"] == 16  # the held-out level
+        assert {x["tier"] for x in t["tiers"]} == {"30:15", "100:15", "300:15"}
+    for line in printed.splitlines()[:3]:  # one line per tier
+        assert line.count("), its twin (1 replica(s)) modelled ") == 2, line
+        # each twin beside its own arm's measured bracket, in the arms' order
+        auto = line.index(": auto ")
+        lat = line.index("; latency_specialized ", auto)
+        assert auto < line.index("measured (", auto) < line.index("its twin", auto) < lat
+        assert lat < line.index("measured (", lat) < line.index("its twin", lat)
+    html = unescape((out / "report.html").read_text())
+    assert "Twin estimate per arm (modelled)" in html
+    assert html.count("its twin (1 replica(s)) modelled") == 2 * len(plan["twins"][0]["tiers"])
 
 
 def test_demo_levels_bracket_a_tier_on_both_arms() -> None:

@@ -43,35 +43,32 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path
     return wl, runs, twin
 
 
-def test_the_twin_stands_beside_its_own_backends_brackets_only(
-        measured: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("users", "flags", "shown", "notes"), [
+    pytest.param("1:4", ["--backend", "auto"], {"auto"},
+                 ["measured brackets beside the twin: those of backend auto on 1 replica(s), "
+                  "the twin's: auto",
+                  "not shown (another backend or replica count): latency_specialized"],
+                 id="own-backend-only"),
+    pytest.param("2:4", ["--replicas", "2"], set(),
+                 ["on 2 replica(s), the twin's: none of the runs given"],
+                 id="other-replica-count-none"),
+])
+def test_the_twin_stands_beside_brackets_of_its_own_backend_and_replicas_only(
+        measured: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str], users: str,
+        flags: list[str], shown: set[str], notes: list[str]) -> None:
     wl, runs, twin = measured
     capsys.readouterr()
-    code = main(["plan", "--twin", str(twin), "--workload", str(wl), "--users", "1:4",
-                 "--levels", "2", "--duration", "20", "--backend", "auto", "--jobs", "1",
+    code = main(["plan", "--twin", str(twin), "--workload", str(wl), "--users", users,
+                 "--levels", "2", "--duration", "20", *flags, "--jobs", "1",
                  "--slo", "10:5", str(runs)])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "measured auto:" in out
-    assert "measured latency_specialized:" not in out
-    assert ("measured brackets beside the twin: those of backend auto on 1 replica(s), "
-            "the twin's: auto") in out
-    assert "not shown (another backend or replica count): latency_specialized" in out
+    for arm in ("auto", "latency_specialized"):
+        assert (f"measured {arm}:" in out) == (arm in shown), arm
+    for note in notes:
+        assert note in out
     stored = json.loads((runs / "twin-plan.json").read_text())
-    assert {m["arm"] for t in stored["tiers"] for m in t["measured"]} == {"auto"}
-
-
-def test_plan_asks_for_another_replica_count_shows_no_bracket(
-        measured: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    wl, runs, twin = measured
-    capsys.readouterr()
-    code = main(["plan", "--twin", str(twin), "--workload", str(wl), "--users", "2:4",
-                 "--levels", "2", "--duration", "20", "--replicas", "2", "--jobs", "1",
-                 "--slo", "10:5", str(runs)])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    assert "measured auto:" not in out and "measured latency_specialized:" not in out
-    assert "on 2 replica(s), the twin's: none of the runs given" in out
+    assert {m["arm"] for t in stored["tiers"] for m in t["measured"]} == shown
 
 
 def test_a_twin_of_another_model_is_refused(measured: tuple[Path, Path, Path],

@@ -1,0 +1,130 @@
+"""A twin per arm of a comparison directory (``agentreplay demo``'s): each fitted on its
+arm's own runs, planned on a ladder around the measured levels, stored as
+``twin-plan.json`` (``twins``) so the decision and report.html show each twin's capacity
+beside its own arm's measured bracket.
+
+The fit is ``agentreplay calibrate``'s (``replay.twin.calibrate``, one level held out
+for the prediction interval); the ladder is ``plan --twin``'s (``run_ladder``,
+``capacities``, ``tier_interval``) on simulated time, with the demo's window, warmup and
+drain, one replica (the arm's own server): the twin is judged against a bracket of the
+same backend and replica count. Everything it adds is labelled modelled.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from analysis import SloTier
+    from replay.twin._interval import PredictionInterval
+    from replay.twin._level import LevelResult
+
+__all__ = ["TWIN_FILE", "arm_twins", "twin_ladder"]
+
+TWIN_FILE = "twin-{arm}.json"
+"""Each arm's fitted twin (a ``serve-sim --profile`` file, as ``calibrate -o`` writes)."""
+
+
+def twin_ladder(levels: Sequence[int]) -> list[int]:
+    """The measured levels and geometric steps between them: a tier's twin bracket is
+    narrower than the measured one, and each measured level is also simulated."""
+    from replay.twin._sweep import level_ladder
+
+    return sorted({*levels, *level_ladder(min(levels), max(levels), 2 * len(levels))})
+
+
+def arm_twins(out: Path, arms: Sequence[str], levels: Sequence[int], *,
+               duration_s: float, warmup_s: float, drain_s: float,
+               tiers: Sequence[SloTier]) -> tuple[dict[str, Any] | None, list[str]]:
+    """Fit, plan and store a twin per arm; returns the stored plan (None: no arm's twin
+    could be fitted) and a line per arm that could not be (the caller goes on without)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    import orjson
+
+    from analysis.report import TWIN_PLAN_FILE
+    from replay.errors import ConfigError
+
+    holdout = levels[1] if len(levels) > 1 else None  # the prediction interval's check
+    docs, problems = [], []
+    # the arms' twins are independent: one process each (fork: nothing to import again)
+    jobs = max(1, min(len(arms), os.cpu_count() or 1))
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"),
+                             initializer=_parent_stops) as pool:
+        futures = [pool.submit(_arm_twin, out, arm, holdout, levels, duration_s=duration_s,
+                               warmup_s=warmup_s, drain_s=drain_s, tiers=tuple(tiers))
+                   for arm in arms]
+        for arm, future in zip(arms, futures, strict=True):
+            try:
+                docs.append(future.result())
+            except ConfigError as exc:
+                problems.append(f"no twin of {arm}: {exc}")
+    if not docs:
+        return None, problems
+    plan = {"twins": docs}
+    (out / TWIN_PLAN_FILE).write_bytes(orjson.dumps(plan, option=orjson.OPT_INDENT_2))
+    return plan, problems
+
+
+def _parent_stops() -> None:
+    """In each worker: Ctrl-C (sent to the whole process group) is the parent's to
+    handle; a worker finishes its arm in seconds, with no traceback of its own."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _arm_twin(out: Path, arm: str, holdout: int | None, levels: Sequence[int], *,
+              duration_s: float, warmup_s: float, drain_s: float,
+              tiers: Sequence[SloTier]) -> dict[str, Any]:
+    """One arm: calibrate on its runs, write its twin file, simulate the ladder."""
+    import orjson
+
+    from replay.twin._calibrate import calibrate
+    from replay.twin._interval import interval_of
+    from replay.twin._level import load_workload
+    from replay.twin._sweep import capacities, load_twin, run_ladder
+
+    cal = calibrate([str(out / "runs")], arm=arm, holdout=(holdout,) if holdout else ())
+    path = out / TWIN_FILE.format(arm=arm)
+    path.write_bytes(orjson.dumps(cal.document(), option=orjson.OPT_INDENT_2))  # NaN: null
+    profile, calibration = load_twin(path)  # the file as serve-sim and plan --twin read it
+    backend = (calibration or {}).get("decode_backend", "auto")
+    ladder = twin_ladder(levels)
+    results = run_ladder(profile, load_workload(out / "workload.jsonl"), ladder, jobs=1,
+                         duration=duration_s, warmup=warmup_s, drain_s=drain_s, replicas=1,
+                         seed=0, backend=backend, tiers=tuple(tiers))
+    pi = interval_of(calibration)
+    caps = {c.tier: c for c in capacities(ladder, results, tiers)}
+    return {"arm": arm, "twin": path.name, "profile": profile.name, "backend": backend,
+            "replicas": 1, "gpus_per_replica": profile.gpu_count, "duration_s": duration_s,
+            "error_band": None, "prediction_interval": None if pi is None else pi.as_dict(),
+            "levels": [_level(u, r) for u, r in zip(ladder, results, strict=True)],
+            "tiers": [_tier(caps[t], ladder, results, pi) for t in tiers]}
+
+
+def _level(users: int, r: LevelResult) -> dict[str, Any]:
+    s = r.summary
+    return {"users": users, "p90_interactivity": s.interactivity.p90,
+            "p90_ttft_due_s": s.ttft_due.p90, "output_tok_s": s.output_tok_s}
+
+
+def _tier(cap: Any, ladder: Sequence[int], results: Sequence[LevelResult],
+          pi: PredictionInterval | None) -> dict[str, Any]:
+    """A tier record as ``plan --twin`` stores it (the measured bracket is not known
+    yet: the decision sets the two side by side)."""
+    from replay.twin._band import interval_text
+    from replay.twin._plan_interval import tier_interval
+
+    interval, bounds = None, None
+    if pi is not None:
+        ti = tier_interval(ladder, results, cap.tier, pi, 1)
+        interval, bounds = interval_text(ti.strict, ti.loose), [ti.low, ti.high]
+    return {"tier": cap.tier.name, "floor": cap.tier.floor_tok_s, "ttft": cap.tier.ttft_s,
+            "bracket": [cap.bracket.passed, cap.bracket.failed],
+            "text": cap.bracket.text("users"), "interval": interval,
+            "interval_bracket": bounds, "extrapolated": [], "measured": []}
