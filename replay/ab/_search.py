@@ -289,7 +289,8 @@ EARLY_STOP_NOTE = (
 
 
 def _payload(answers: Sequence[SearchAnswer], opts: CompareOptions, start: int,
-             max_users: int, precision: float | None, method: str = "bisect") -> bytes:
+             max_users: int, precision: float | None, method: str = "bisect",
+             tracks: dict[tuple[str, str], TwinTrack] | None = None) -> bytes:
     results = [{
         "arm": a.arm, "tier": a.tier.label, "tier_name": a.tier.name, "answer": a.answer(),
         "users": a.users,
@@ -304,6 +305,9 @@ def _payload(answers: Sequence[SearchAnswer], opts: CompareOptions, start: int,
                       "window_s": p.window_s,
                       "settled": _settled_payload(p.settled.get(a.tier.name))}
                      for p in a.evidence],
+        "twin": None if tracks is None else {
+            "placed": (tk := tracks[(a.arm, a.tier.name)]).placed,
+            "contradicted": tk.misses, "steps": tk.notes},
     } for a in answers]
     width = "one user" if precision is None else f"{precision:.0%} (or one user)"
     return orjson.dumps({
@@ -397,7 +401,8 @@ def search_capacity(
     from analysis.report import SEARCH_FILE
 
     (out_p / SEARCH_FILE).write_bytes(_payload(result, opts, start_users, max_users,
-                                               precision, limits.method))
+                                               precision, limits.method,
+                                               tracks if guide is not None else None))
     runs = read_runs([out_p / "runs"])
     shown = list(dict.fromkeys([*tiers, *opts.slo]))  # the searched tiers, then --slo's
     comparison = compare_runs(runs, tiers=shown, seed=opts.seed,

@@ -14,9 +14,13 @@ Where the twin cannot be trusted the step falls back to bisection (stated rules)
   made stricter and looser by its largest relative miss of P90 interactivity or
   P90 TTFT at the measured levels (at least ``MIN_MARGIN``); wider than
   ``WIDE_SHARE`` of ``c`` (and more than 2 users) it is too wide to place on;
+- *disagrees*: refitted, the twin does not give the verdict a probe measured
+  (meets where it failed, or fails where it met) at some probed count;
 - *contradicted*: a probe the twin placed came out the other way (met where
-  it expected a failure, or failed where it expected met). From then on that
-  arm's tier is bisected: a twin that was wrong once is not asked again.
+  it expected a failure, or failed where it expected met): that step bisects,
+  and the twin is refitted with the probe that contradicted it (often the first
+  fit's farthest extrapolation). After ``MAX_MISSES`` contradictions that arm's
+  tier is bisected for good.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ MIN_MARGIN = 0.05
 WIDE_SHARE = 0.25
 """A twin interval wider than this share of its capacity is too wide to place on."""
 MAX_MARGIN = 0.5
+MAX_MISSES = 2
+"""Probes that may contradict the twin before its arm's tier is bisected for good."""
 
 
 @dataclass
@@ -47,9 +53,12 @@ class TwinTrack:
     search fell back to bisection for good (None: it did not)."""
 
     expected: dict[int, bool] = field(default_factory=dict)
+    """Probes the twin placed and not yet checked: met (True) or failed expected."""
     contradicted: str | None = None
+    misses: int = 0
     placed: int = 0
-    fallbacks: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """Why each step went where it did (search.json's ``twin`` notes)."""
 
 
 Verdicts = Mapping[int, bool | None]
@@ -86,14 +95,25 @@ class TwinGuide:
     def advise(self, dirs: Sequence[Path], verdicts: Verdicts, tier: SloTier, lo: int,
                hi: int | None, max_users: int, track: TwinTrack) -> tuple[int | None, str]:
         """The next count to probe and why, or None with why the step bisects."""
+        why = self._advise(dirs, verdicts, tier, lo, hi, max_users, track)
+        track.notes.append(why[1])
+        return why
+
+    def _advise(self, dirs: Sequence[Path], verdicts: Verdicts, tier: SloTier, lo: int,
+                hi: int | None, max_users: int, track: TwinTrack) -> tuple[int | None, str]:
         if track.contradicted is not None:
             return None, track.contradicted
-        for u, want in track.expected.items():
+        for u, want in list(track.expected.items()):
             got = verdicts.get(u)
             if got is not None and got != want:
-                track.contradicted = (f"twin contradicted at {u} users (expected "
-                                      f"{'met' if want else 'failed'}): bisecting")
-                return None, track.contradicted
+                del track.expected[u]
+                track.misses += 1
+                why = (f"twin contradicted at {u} users (expected "
+                       f"{'met' if want else 'failed'})")
+                if track.misses >= MAX_MISSES:
+                    track.contradicted = why + f", {MAX_MISSES} times: bisecting from here"
+                    return None, track.contradicted
+                return None, why + ": bisecting this step, refitting with it"
         levels = sorted({_users_of(d) for d in dirs})
         if len(levels) < TWIN_MIN_LEVELS:
             return None, "too few levels to fit the twin"
@@ -109,6 +129,13 @@ class TwinGuide:
         if top <= lo:
             return None, "bracket closed"
         margin = min(MAX_MARGIN, max([MIN_MARGIN, *(sim.miss(u) for u in levels)]))
+        sim.tiers = (tier,)
+        ok = sim.ok(tier)
+        for u, v in sorted(verdicts.items()):
+            if v is not None and ok(u) != v:
+                return None, (f"the twin fitted so far {'fails' if v else 'meets'} the tier at "
+                              f"{u} users, where the probe {'met' if v else 'failed'}: "
+                              "bisecting")
         strict_t, loose_t = _tightened(tier, margin), _loosened(tier, margin)
         sim.tiers = (tier, strict_t, loose_t)
         c = sim.capacity(tier, lo, top)

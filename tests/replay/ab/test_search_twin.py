@@ -112,9 +112,14 @@ def test_a_contradicted_twin_falls_back_to_bisection(
     # fitted at 1 and 2 users on the fast server, the twin places its probes at 3 or above,
     # where the server is another, slow one: its expected "met" fails, bisection takes over
     twin, ran, doc = _search(workload, truth[0], tmp_path / "twin", "twin", broken_from=3)
-    placed = [e for e in doc["evidence"] if e["placed_by"] == "twin"]
-    assert len(placed) == 1 and placed[0]["verdict"] == "fails", doc["evidence"]
-    assert placed[0]["users"] > 3  # the twin expected met there (the truth's capacity > 3)
-    after = [e for e in doc["evidence"] if 2 < e["users"] < placed[0]["users"]]
-    assert after and all(e["placed_by"] == "bisect" for e in after), doc["evidence"]
+    order = [e["users"] for e in doc["evidence"]]
+    assert ran[:2] == [1, 2] and set(ran) == set(order)
+    first = next(e for e in doc["evidence"] if e["placed_by"] == "twin")
+    assert first["verdict"] == "fails" and first["users"] > 3, doc["evidence"]
+    notes = doc["twin"]["steps"]
+    assert any(f"contradicted at {first['users']} users" in n for n in notes), notes
+    # the step after the contradiction is bisection's: halfway between 2 and the failure
+    after = ran[ran.index(first["users"]) + 1]
+    by = {e["users"]: e["placed_by"] for e in doc["evidence"]}
+    assert after == (2 + first["users"]) // 2 and by[after] == "bisect", (ran, by)
     assert twin.bracket is not None and (twin.bracket.passed, twin.bracket.failed) == (2, 3)
