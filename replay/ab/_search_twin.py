@@ -13,7 +13,9 @@ Where the twin cannot be trusted the step falls back to bisection (stated rules)
 - *wide*: the twin's interval is the capacity it gives with the tier's limits
   made stricter and looser by its largest relative miss of P90 interactivity or
   P90 TTFT at the measured levels (at least ``MIN_MARGIN``); wider than
-  ``WIDE_SHARE`` of ``c`` (and more than 2 users) it is too wide to place on;
+  ``WIDE_SHARE`` of ``c`` (and more than 2 users) it is too wide to place at ``c``:
+  its ends are probed instead (the strict end expected to meet, one past the loose
+  end to fail), and bisection runs inside it;
 - *disagrees*: refitted, the twin does not give the verdict a probe measured
   (meets where it failed, or fails where it met) at some probed count;
 - *contradicted*: a probe the twin placed came out the other way (met where
@@ -141,15 +143,21 @@ class TwinGuide:
         c = sim.capacity(tier, lo, top)
         strict = sim.capacity(strict_t, lo, top)
         loose = sim.capacity(loose_t, lo, top)
-        if loose - strict > max(2, WIDE_SHARE * max(c, 1)):
-            return None, (f"twin interval {strict}-{loose} users (limits \u00b1{margin:.0%}) "
-                          f"too wide around {c}: bisecting")
-        for u, want in ((c, True), (c + 1, False)):
+        wide = loose - strict > max(2, WIDE_SHARE * max(c, 1))
+        # narrow: just inside and just outside the boundary; wide: the interval's ends,
+        # so the bisection that follows runs inside the twin's interval
+        picks = ((strict, True), (loose + 1, False)) if wide else ((c, True), (c + 1, False))
+        for u, want in picks:
             if lo < u <= top and u not in verdicts:
                 track.expected[u] = want
                 track.placed += 1
-                return u, (f"twin: capacity {c} (interval {strict}-{loose}), probing {u} "
-                           f"(expected to {'meet' if want else 'fail'})")
+                where = (f"interval {strict}-{loose} users (limits \u00b1{margin:.0%}) wide "
+                         f"around {c}: bounding it at") if wide else \
+                    f"capacity {c} (interval {strict}-{loose}), probing"
+                return u, f"twin: {where} {u} (expected to {'meet' if want else 'fail'})"
+        if wide:
+            return None, (f"twin interval {strict}-{loose} users (limits \u00b1{margin:.0%}) "
+                          f"too wide around {c}, its ends probed: bisecting")
         return None, f"twin capacity {c} already probed: bisecting"
 
 

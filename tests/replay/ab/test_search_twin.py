@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration  # a minute or two of simulated levels
 
 DURATION, WARMUP, DRAIN = 60.0, 10.0, 20.0
 MAX_USERS = 16
-TIER = SloTier(floor_tok_s=30, ttft_s=1.2)
+TIER = SloTier(floor_tok_s=44, ttft_s=30)
 
 
 def _profile(slope: float = 0.12) -> SimProfile:
