@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration  # a minute or two of simulated levels
 
 DURATION, WARMUP, DRAIN = 60.0, 10.0, 20.0
 MAX_USERS = 16
-TIER = SloTier(floor_tok_s=44, ttft_s=30)
+TIER = SloTier(floor_tok_s=40, ttft_s=30)
 
 
 def _profile(slope: float = 0.12) -> SimProfile:
@@ -81,29 +81,36 @@ def _runner(workload: Path, truth_runs: Path, broken_from: int | None = None
 
 
 def _search(workload: Path, truth_runs: Path, out: Path, method: str,
-            broken_from: int | None = None):  # type: ignore[no-untyped-def]
+            broken_from: int | None = None, start: int = 1):  # type: ignore[no-untyped-def]
     run, ran = _runner(workload, truth_runs, broken_from=broken_from)
     opts = CompareOptions(duration_s=DURATION, warmup_s=WARMUP, drain_s=DRAIN, slo=(TIER,))
     res = search_capacity([("sim", "http://127.0.0.1:9")], workload, out, opts, [TIER],
                           limits=SearchLimits(max_users=MAX_USERS, max_probes=20,
                                               method=method),  # type: ignore[arg-type]
-                          run_probe=run)
+                          run_probe=run, start_users=start)
     doc = orjson.loads((out / "search.json").read_bytes())["results"][0]
     return res.answers[0], ran, doc
 
 
-def test_twin_search_closes_on_the_truth_bracket_in_fewer_probes(
+def test_twin_search_closes_on_the_truth_bracket_bisection_does_not_in_as_many_runs(
         workload: Path, truth: tuple[Path, tuple[float | None, float | None]],
         tmp_path: Path) -> None:
     runs, bracket = truth
     assert bracket[0] is not None and bracket[1] is not None, bracket  # inside the range
-    bisect, ran_b, _ = _search(workload, runs, tmp_path / "bisect", "bisect")
-    twin, ran_t, doc = _search(workload, runs, tmp_path / "twin", "twin")
-    for a in (bisect, twin):
-        assert a.bracket is not None
-        assert (a.bracket.passed, a.bracket.failed) == bracket, a.text()
+    # from 4 users: the twin's first fit sees batches of 4 and 8, not 1 and 2
+    bisect, ran_b, _ = _search(workload, runs, tmp_path / "bisect", "bisect", start=4)
+    twin, ran_t, doc = _search(workload, runs, tmp_path / "twin", "twin", start=4)
+    capacity = bracket[0]
+    for a in (bisect, twin):  # both hold the simulator's answer
+        assert a.bracket is not None and a.bracket.failed is not None, a.text()
+        assert (a.bracket.passed or 0) <= capacity < a.bracket.failed, a.text()
+    # the twin closes on the truth's own bracket; bisection either needs more runs for
+    # it or stops wider (a count next to the line that its samples cannot tell)
+    assert twin.bracket is not None and (twin.bracket.passed, twin.bracket.failed) == bracket
+    assert bisect.bracket is not None
+    bisect_width = bisect.bracket.failed - (bisect.bracket.passed or 0)  # type: ignore[operator]
+    assert len(ran_t) < len(ran_b) or bisect_width > bracket[1] - bracket[0], (ran_t, ran_b)
     assert any(e["placed_by"] == "twin" for e in doc["evidence"])
-    assert len(ran_t) < len(ran_b), (ran_t, ran_b)
 
 
 def test_a_contradicted_twin_falls_back_to_bisection(
