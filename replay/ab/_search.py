@@ -54,7 +54,7 @@ from replay.ab._options import CompareOptions
 from replay.ab._order import PlannedRun, is_run_reusable
 from replay.ab._preflight import preflight, public_arms, reset_prefix_cache
 from replay.ab._search_limits import SearchLimits, check_search_start
-from replay.ab._search_twin import TwinGuide, TwinTrack
+from replay.ab._search_placement import TwinGuide, TwinTrack
 from replay.ab._state import SearchState
 from replay.errors import ConfigError
 from replay.load import run_load_sync

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from analysis import SloTier
-from replay.ab._search_twin import TwinGuide, TwinTrack
+from replay.ab._search_placement import TwinGuide, TwinTrack
 
 TIER = SloTier(floor_tok_s=30, ttft_s=1.2)
 
