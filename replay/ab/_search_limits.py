@@ -33,7 +33,7 @@ class SearchLimits(BaseModel):
         "so far places it at its predicted boundary; bisection where its interval is wide, "
         "the fit fails or a probe contradicts it) or bisect (doubling, then halving)",
         metavar="METHOD")] = "bisect"
-    """Default bisect: on hidden profiles the twin saved 17% of the GPU-seconds, not the
+    """Default bisect: on hidden profiles the twin saved 16% of the GPU-seconds, not the
     half aimed at, and one of its brackets missed the truth (bench/README.md)."""
 
 
