@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -49,10 +49,12 @@ from analysis import (
     read_run,
 )
 from replay.ab._driver import Live, _check_arms, _settings
+from replay.ab._early_stop import Settled, StopRule, settled_at
 from replay.ab._options import CompareOptions
 from replay.ab._order import PlannedRun, is_run_reusable
 from replay.ab._preflight import preflight, public_arms, reset_prefix_cache
 from replay.ab._search_limits import SearchLimits, check_search_start
+from replay.ab._search_placement import TwinGuide, TwinTrack
 from replay.ab._state import SearchState
 from replay.errors import ConfigError
 from replay.load import run_load_sync
@@ -80,6 +82,13 @@ class Probe:
     """Runs pooled behind it (an indeterminate probe is repeated)."""
     why: dict[str, str] = field(default_factory=dict)
     """Per indeterminate tier: why the sample could not tell."""
+    window_s: float | None = None
+    """The last run's window (seconds of the run's clock)."""
+    settled: dict[str, Settled | None] = field(default_factory=dict)
+    """Per tier: where the early-stop rule settled the last run's verdict (None: it
+    needed the whole window)."""
+    placed_by: dict[str, str] = field(default_factory=dict)
+    """Per tier whose search chose this count: ``twin`` or ``bisect``."""
 
 
 @dataclass
@@ -134,16 +143,23 @@ def _narrow(lo: int, hi: int, precision: float | None) -> bool:
     return hi - lo <= 1 or (precision is not None and lo > 0 and (hi - lo) / lo <= precision)
 
 
+def bounds(probes: dict[int, Probe], tier: str) -> tuple[int, int | None, list[int]]:
+    """The bracket's ends as the search moves them: the largest count up to which every
+    probe met (or was stepped over), the first failure (None: none yet), and the
+    counts stepped over (indeterminate after their repeat)."""
+    b = _bracket(probes, tier)
+    passed = int(b.passed) if b is not None and b.passed is not None else 0
+    hi = int(b.failed) if b is not None and b.failed is not None else None
+    stuck = [u for u in _exhausted(probes, tier) if hi is None or u < hi]
+    return max([passed, *stuck]), hi, stuck  # the search steps over what cannot tell
+
+
 def next_probe(probes: dict[int, Probe], tier: str, start: int, max_users: int,
                precision: float | None = None) -> tuple[int | None, Ended, str]:
     """The next user count to run for a tier, or None with how the search ended."""
     if not probes:
         return start, "searching", "searching"
-    b = _bracket(probes, tier)
-    passed = int(b.passed) if b is not None and b.passed is not None else 0
-    hi = int(b.failed) if b is not None and b.failed is not None else None
-    stuck = [u for u in _exhausted(probes, tier) if hi is None or u < hi]
-    lo = max([passed, *stuck])  # the search steps over what the samples cannot tell
+    lo, hi, stuck = bounds(probes, tier)
     unsure = (f"; indeterminate at {', '.join(str(u) for u in sorted(stuck))} even "
               "with a repeated probe (too few requests to tell)") if stuck else ""
     if hi is None:
@@ -196,7 +212,11 @@ def _judge(run_dirs: Sequence[Path], arm: str, users: int, tiers: Sequence[SloTi
     outcomes: dict[str, Outcome] = {
         t.name: judged[t.name].judged() if t.name in judged else "fails" for t in tiers}
     why = {n: judged[n].why for n, o in outcomes.items() if o == "indeterminate"}
-    return Probe(users, run.manifest.run_id, verdict, outcomes, runs=len(runs), why=why)
+    window = run.manifest.window
+    settled = {t.name: settled_at(run, t, opts.max_failure_share, StopRule()) for t in tiers}
+    return Probe(users, run.manifest.run_id, verdict, outcomes, runs=len(runs), why=why,
+                 window_s=None if window is None else window.end_s - window.start_s,
+                 settled=settled)
 
 
 def _say(live: Live, text: str) -> None:
@@ -204,8 +224,14 @@ def _say(live: Live, text: str) -> None:
         print(f"agentreplay: search: {text}", file=sys.stderr, flush=True)
 
 
+RunProbe = Callable[[str, str, int, Path], None]
+"""Runs one probe: (arm, url, users, run directory). The default sends the load to
+the arm's server (``run_load_sync``); a benchmark may run it on the twin's clock."""
+
+
 def _probe(arm: str, url: str, users: int, workload: str, out: Path, opts: CompareOptions,
-           tiers: Sequence[SloTier], live: Live, repeat: int = 0) -> Probe:
+           tiers: Sequence[SloTier], live: Live, repeat: int = 0,
+           run_probe: RunProbe | None = None) -> Probe:
     """Run (or reuse) the probe's ``repeat``-th run and judge it pooled with the ones
     before (more requests to tell by)."""
     dirs = [out / "runs" / PlannedRun(arm, users, r).name for r in range(repeat + 1)]
@@ -213,15 +239,58 @@ def _probe(arm: str, url: str, users: int, workload: str, out: Path, opts: Compa
     if not is_run_reusable(run_dir):  # spoiled (interrupted, invalid): redone, as compare does
         if run_dir.exists():
             shutil.rmtree(run_dir)
-        reset_prefix_cache(url, opts.api_key_env)
         _say(live, f"{arm} at {plural(users, 'user')}"
              + (" again (pooled): the sample could not tell" if repeat else ""))
-        run_load_sync(opts.config(url, users, arm), workload, run_dir, live=live)
+        if run_probe is not None:
+            run_probe(arm, url, users, run_dir)
+        else:
+            reset_prefix_cache(url, opts.api_key_env)
+            run_load_sync(opts.config(url, users, arm), workload, run_dir, live=live)
     return _judge(dirs, arm, users, tiers, opts)
 
 
+def _valid_dirs(out: Path, arm: str, probes: dict[int, Probe]) -> list[Path]:
+    """The run directories of an arm's probes that are evidence (the twin fits on them)."""
+    return [out / "runs" / PlannedRun(arm, u, r).name for u, p in sorted(probes.items())
+            if p.validity != "invalid" for r in range(p.runs)]
+
+
+def close_below(probes: dict[int, Probe], b: Bracket | None) -> int | None:
+    """Twin search: the count just under the lowest count stepped over (indeterminate
+    even with its repeat) above the last count every probe met, when not probed yet:
+    the twin places its probes at the boundary, where samples are least sure, so one
+    more probe below gives the answer a measured lower end."""
+    if b is None or not b.indeterminate:
+        return None
+    passed = int(b.passed or 0)
+    above = [int(u) for u in b.indeterminate if u > passed]
+    want = min(above) - 1 if above else None
+    return want if want is not None and want > passed and want not in probes else None
+
+
+def _met(p: Probe, tier: str) -> bool | None:
+    o = p.outcomes.get(tier)
+    return True if o == "meets" else False if o == "fails" else None
+
+
+def _settled_payload(s: Settled | None) -> dict[str, object] | None:
+    return None if s is None else {"verdict": s.verdict, "window_s": s.window_s,
+                                   "requests": s.requests, "why": s.why}
+
+
+EARLY_STOP_NOTE = (
+    "Early stop (rule): a probe's verdict is settled once the requests known then decide "
+    "it whichever way those in flight end, each share's 99% Wilson interval wholly above "
+    "or below 90% (or the failure share over the maximum), after at least "
+    f"{StopRule().min_requests} requests and {StopRule().min_fraction:.0%} of the window, "
+    f"looked at every {StopRule().step_s:g} s. Each probe here ran its whole window "
+    "(window_s: the run loop has no stop hook yet); settled.window_s is where the rule "
+    "would have stopped it.")
+
+
 def _payload(answers: Sequence[SearchAnswer], opts: CompareOptions, start: int,
-             max_users: int, precision: float | None) -> bytes:
+             max_users: int, precision: float | None, method: str = "bisect",
+             tracks: dict[tuple[str, str], TwinTrack] | None = None) -> bytes:
     results = [{
         "arm": a.arm, "tier": a.tier.label, "tier_name": a.tier.name, "answer": a.answer(),
         "users": a.users,
@@ -232,12 +301,19 @@ def _payload(answers: Sequence[SearchAnswer], opts: CompareOptions, start: int,
         "evidence": [{"users": p.users, "run": p.run, "validity": p.validity,
                       "verdict": p.outcomes.get(a.tier.name, "invalid"),
                       "reason": p.reason or p.why.get(a.tier.name, ""),
-                      "runs": p.runs} for p in a.evidence],
+                      "runs": p.runs, "placed_by": p.placed_by.get(a.tier.name, "bisect"),
+                      "window_s": p.window_s,
+                      "settled": _settled_payload(p.settled.get(a.tier.name))}
+                     for p in a.evidence],
+        "twin": None if tracks is None else {
+            "placed": (tk := tracks[(a.arm, a.tier.name)]).placed,
+            "contradicted": tk.misses, "steps": tk.notes},
     } for a in answers]
     width = "one user" if precision is None else f"{precision:.0%} (or one user)"
     return orjson.dumps({
         "kind": "agentreplay-search", "start_users": start, "max_users": max_users,
         "precision": precision, "duration_s": opts.duration_s, "warmup_s": opts.warmup_s,
+        "method": method, "early_stop": EARLY_STOP_NOTE,
         "summary": "Per arm, the measured user counts each tier's capacity lies between: the "
                    "largest count up to which every probe met the tier, and the first that "
                    "failed (nothing interpolated). From the first count the load doubles "
@@ -251,8 +327,11 @@ def search_capacity(
     arms: Sequence[tuple[str, str]], workload: str | os.PathLike[str],
     out: str | os.PathLike[str], opts: CompareOptions, tiers: Sequence[SloTier], *,
     start_users: int = 1, limits: SearchLimits | None = None, live: Live = "quiet",
+    run_probe: RunProbe | None = None,
 ) -> SearchResult:
-    """Search each arm's capacity bracket at each tier; write search.json and the report."""
+    """Search each arm's capacity bracket at each tier; write search.json and the report.
+    ``run_probe`` runs each probe instead of sending load to the arm's URL (no preflight:
+    a benchmark's server on the twin's clock)."""
     from analysis import read_extras, read_runs, report_bundle
 
     if not tiers:
@@ -262,15 +341,19 @@ def search_capacity(
     max_users, max_probes, precision = limits.max_users, limits.max_probes, limits.precision
     out_p, path = Path(out), os.fspath(workload)
     labels = [label for label, _ in arms]
-    _check_arms(labels)
+    if run_probe is None:  # a benchmark's in-process server may search one arm
+        _check_arms(labels)
     # the levels are the search's own; everything else a probe was run with must match
     settings: dict[str, object] = {
         k: v for k, v in _settings(labels, path, opts).items() if k not in ("levels", "repeats")}
     settings["urls"] = public_arms(arms)  # no credentials in the state file
     state = SearchState(out_p, settings)
-    verdict = preflight(arms, opts)
-    if verdict.overridden:
-        _say(live, f"WARNING: {verdict.sentence} (--allow-unfair)")
+    if run_probe is None:
+        verdict = preflight(arms, opts)
+        if verdict.overridden:
+            _say(live, f"WARNING: {verdict.sentence} (--allow-unfair)")
+    guide = TwinGuide(path, opts.max_failure_share) if limits.method == "twin" else None
+    tracks = {(label, t.name): TwinTrack() for label in labels for t in tiers}
     probes: dict[str, dict[int, Probe]] = {label: {} for label in labels}
     answers = {(label, t.name): SearchAnswer(label, t) for label in labels for t in tiers}
     order = list(arms)
@@ -283,6 +366,9 @@ def search_capacity(
                     continue
                 want, ended, how = next_probe(probes[label], t.name, start_users, max_users,
                                               precision)
+                if want is None and guide is not None and ended == "indeterminate":
+                    want = close_below(probes[label], _bracket(probes[label], t.name))
+                    how = "searching" if want is not None else how
                 if want is None:
                     _answer(a, probes[label], ended, how)
                     continue
@@ -291,9 +377,20 @@ def search_capacity(
                             f"stopped after {plural(max_probes, 'probe')} "
                             "(--search-max-probes): the bracket as far as it got")
                     continue
+                placed_by = "bisect"
+                if guide is not None and how == "searching" and want not in probes[label]:
+                    lo, hi, _ = bounds(probes[label], t.name)
+                    verdicts = {u: _met(p, t.name) for u, p in probes[label].items()}
+                    placed, why = guide.advise(_valid_dirs(out_p, label, probes[label]),
+                                               verdicts, t, lo, hi, max_users,
+                                               tracks[(label, t.name)])
+                    _say(live, f"{label} at {t.label}: {why}")
+                    if placed is not None:
+                        want, placed_by = placed, "twin"
                 repeat = probes[label][want].runs if want in probes[label] else 0
                 probes[label][want] = _probe(label, url, want, path, out_p, opts, tiers, live,
-                                             repeat)
+                                             repeat, run_probe)
+                probes[label][want].placed_by[t.name] = placed_by
                 state.ran(PlannedRun(label, want, repeat).name)
                 progressed = True
                 break  # one probe per arm per turn: arms alternate
@@ -304,7 +401,8 @@ def search_capacity(
     from analysis.report import SEARCH_FILE
 
     (out_p / SEARCH_FILE).write_bytes(_payload(result, opts, start_users, max_users,
-                                               precision))
+                                               precision, limits.method,
+                                               tracks if guide is not None else None))
     runs = read_runs([out_p / "runs"])
     shown = list(dict.fromkeys([*tiers, *opts.slo]))  # the searched tiers, then --slo's
     comparison = compare_runs(runs, tiers=shown, seed=opts.seed,
