@@ -242,7 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--tools", default=",".join(TOOLS), help=f"comma list of {TOOLS}")
     ap.add_argument("--modes", default=",".join(MODES), help=f"comma list of {tuple(MODES)}")
     ap.add_argument("--users", type=int, default=64, help="users in batch and token mode")
-    ap.add_argument("--stream-users", type=int, default=256, help="users in stream mode")
+    ap.add_argument("--stream-users", type=int, default=512,
+                    help="users in stream mode (enough to keep vllm bench half busy)")
     ap.add_argument("--duration", type=float, default=None,
                     help=f"seconds per run, every mode (default {THROUGHPUT_S:g} for batch "
                     f"and token, {STREAM_S:g} for stream)")
