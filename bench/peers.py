@@ -243,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--modes", default=",".join(MODES), help=f"comma list of {tuple(MODES)}")
     ap.add_argument("--users", type=int, default=64, help="users in batch and token mode")
     ap.add_argument("--stream-users", type=int, default=512,
-                    help="users in stream mode (enough to keep vllm bench half busy)")
+                    help="users in stream mode (the best peer should be >= 50%% busy)")
     ap.add_argument("--duration", type=float, default=None,
                     help=f"seconds per run, every mode (default {THROUGHPUT_S:g} for batch "
                     f"and token, {STREAM_S:g} for stream)")
