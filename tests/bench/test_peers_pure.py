@@ -123,13 +123,13 @@ def test_ratio_uses_best_peer_not_bare(peers):
 def test_table_rows_and_distortion(peers):
     results = [
         _res(peers, "agentreplay", "batch", 200_000),
-        _res(peers, "agentreplay", "step10", 5_000, tpot=10.2, true=10.0),
+        _res(peers, "agentreplay", "stream", 50_000, tpot=10.2, true=10.0),
         _res(peers, "vllm", "batch", 100_000, ok=False),
-        _res(peers, "vllm", "step10", 5_000, tpot=9.0, true=10.0),
+        _res(peers, "vllm", "stream", 25_000, tpot=9.0, true=10.0),
     ]
     lines = peers.format_table(results, {"agentreplay": "0.1.0"}, ["agentreplay", "vllm"])
     assert len(lines) == 4
     assert all(line.count("|") == 10 for line in lines)
     ours, vllm = lines[2], lines[3]
-    assert "200,000" in ours and "+2.0%" in ours and "10.20 ms" in ours
-    assert "failed: exit 1" in vllm and "-10.0%" in vllm
+    assert "200,000" in ours and "50,000" in ours and "+2.0%" in ours and "10.20 ms" in ours
+    assert "failed: exit 1" in vllm and "25,000" in vllm and "-10.0%" in vllm
