@@ -23,7 +23,9 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from tests.support.demo import DemoRun, run_quick_demo
 from tests.support.fuzz import CI_MAX_EXAMPLES, in_ci
+from tests.support.workers import group_items
 
 TIERS = ("sim", "cli", "vllm", "ray", "browser")
 
@@ -55,7 +57,8 @@ def _tiers(item: pytest.Item) -> set[str]:
     return found
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(tryfirst=True)  # before xdist's hook reads the xdist_group marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # AGENTREPLAY_TIER_PROBE=1 puts every test in the unit tier, guard on: the tests
     # that then fail are exactly those that need a tier.
     probe = os.environ.get("AGENTREPLAY_TIER_PROBE") == "1"
@@ -68,6 +71,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             if item.get_closest_marker(tier) is None:
                 item.add_marker(getattr(pytest.mark, tier))
         item.add_marker(pytest.mark.integration)
+    # pytest-xdist (CI's -n): tests sharing an expensive fixture share a worker, and a
+    # worker starts the longest groups first (tests/support/workers.py)
+    group_items(items, frozenset().union(*TIER_FIXTURES.values()),
+                reorder=hasattr(config, "workerinput"))
 
 
 @pytest.fixture(scope="session")
@@ -93,6 +100,13 @@ def uses_ray() -> None:
 @pytest.fixture(scope="session")
 def uses_browser() -> None:
     """Requested by whatever drives headless chromium: tier ``browser``."""
+
+
+@pytest.fixture(scope="session")
+def quick_demo(uses_cli: None, tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """One ``agentreplay demo --quick`` for the session, read by the end-to-end demo
+    test and the browser's check of its report (a minute each time it runs)."""
+    return run_quick_demo(tmp_path_factory.mktemp("quick-demo") / "demo")
 
 
 class TierError(RuntimeError):

@@ -11,6 +11,7 @@ import pytest
 from replay.cli import main
 from tests.analysis.report.builders import make_sweep
 from tests.analysis.report.chromium import in_first_screen, measure, screenshot
+from tests.support.demo import DemoRun
 
 pytestmark = [pytest.mark.browser, pytest.mark.sim]
 
@@ -84,11 +85,11 @@ def test_history_view(sweep: Path, tmp_path: Path) -> None:
     assert m["charts"] == 2 and m["overlaps"] == []  # the Pareto and headline charts
 
 
-def test_demo_report_decision_in_first_screen(tmp_path: Path) -> None:
-    """The issue's check, on the real thing: ``agentreplay demo``'s report (quick)."""
-    from replay.ab import run_demo
-
-    result = run_demo(tmp_path / "demo", quick=True, live="quiet")
+def test_demo_report_decision_in_first_screen(quick_demo: DemoRun, tmp_path: Path) -> None:
+    """The issue's check, on the real thing: ``agentreplay demo``'s report (quick; the
+    session's one run, tests/support/demo.py)."""
+    result = quick_demo
+    assert result.report.exists(), result.stderr.decode(errors="replace")[-3000:]
     _check_first_screen(result.report, tmp_path, ["capacity-table"])
     html = result.report.read_text(encoding="utf-8")
     assert html.index('id="capacity-table"') < html.index('<section id="metrics">')

@@ -23,6 +23,7 @@ def _workload(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow  # minutes on the 2-core machine: started first under xdist
 def test_compare_search_against_the_simulated_backends(tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]
                                                        ) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from html import unescape
 from pathlib import Path
 
@@ -12,6 +10,7 @@ import pytest
 
 from replay.ab import DEMO_PROFILE
 from replay.servers.sim import load_profile
+from tests.support.demo import DemoRun
 from tests.support.servers import exit_for
 
 pytestmark = pytest.mark.cli
@@ -20,10 +19,10 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.slow
-def test_demo_end_to_end(tmp_path: Path) -> None:
-    out = tmp_path / "demo"
-    done = subprocess.run([sys.executable, "-m", "replay.cli", "demo", "--out", str(out),
-                           "--quick"], cwd=ROOT, capture_output=True, timeout=180)
+def test_demo_end_to_end(quick_demo: DemoRun) -> None:
+    # the session's one `agentreplay demo --quick` (tests/support/demo.py), also read by
+    # the browser's check of its report
+    out, done = quick_demo.out, quick_demo
     assert done.returncode == exit_for(out), done.stderr.decode(errors="replace")
     printed = done.stdout.decode()
     report = out / "report.html"

@@ -51,6 +51,7 @@ def _run(tmp: Path, name: str, url: str, *extra: str) -> Path:
     return out
 
 
+@pytest.mark.slow  # minutes on the 2-core machine: started first under xdist
 @pytest.mark.sim
 @pytest.mark.integration  # simulators in subprocesses
 def test_energy_matches_the_simulators_power_model(tmp_path: Path) -> None:

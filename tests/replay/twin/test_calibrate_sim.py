@@ -185,6 +185,7 @@ _NOISE = (0.8, 0.9, 1.0, 1.1, 1.2, 3.0)
 """Step factor quantiles at 0, 20 .. 100%: mean 1.2, a heavy top fifth."""
 
 
+@pytest.mark.slow  # minutes on the 2-core machine: started first under xdist
 @pytest.mark.sim
 def test_calibrate_recovers_heavy_tailed_steps_and_predicts_with_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],

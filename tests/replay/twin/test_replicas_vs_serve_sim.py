@@ -46,6 +46,7 @@ def _setup(root: Path) -> tuple[Path, Path]:
     return wl, profile
 
 
+@pytest.mark.slow  # minutes on the 2-core machine: started first under xdist
 @pytest.mark.sim
 def test_plan_replicas_gives_the_tier_answer_two_serve_sims_measure(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],

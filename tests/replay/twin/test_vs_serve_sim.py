@@ -27,6 +27,7 @@ def _within(a: float | None, b: float | None, rel: float, slack: float = 0.0) ->
     return abs(a - b) <= rel * abs(b) + slack
 
 
+@pytest.mark.slow  # minutes on the 2-core machine: started first under xdist
 def test_twin_matches_a_real_time_serve_sim_run(tmp_path: Path) -> None:
     wl = make_workload(tmp_path / "wl.jsonl", sessions=8, turns=8, new_blocks=12,
                        output=60, think_s=1.5, shared_blocks=4)
