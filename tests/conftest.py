@@ -25,6 +25,7 @@ from hypothesis import settings
 
 from tests.support.demo import DemoRun, run_quick_demo
 from tests.support.fuzz import CI_MAX_EXAMPLES, in_ci
+from tests.support.procs import claim
 from tests.support.workers import group_items
 
 TIERS = ("sim", "cli", "vllm", "ray", "browser")
@@ -44,6 +45,9 @@ TIER_FIXTURES: dict[str, frozenset[str]] = {
 # Priming platform's cache: platform.processor() runs ``uname -p`` once per process, and
 # the run manifest asks for it; that is not a test starting a process.
 platform.processor()
+
+# Launched servers inherit this process's stamp, so process scans keep to their own.
+claim()
 
 settings.register_profile("ci", max_examples=CI_MAX_EXAMPLES, deadline=None)
 if in_ci():

@@ -24,6 +24,7 @@ from replay.servers.launch._launcher import (
     launch_arms,
     plan_arms,
 )
+from tests.support.procs import ours
 from tests.support.vllm import fake_launcher, free_port, free_port_run
 
 pytestmark = pytest.mark.sim
@@ -140,7 +141,8 @@ def _leftover_fakes() -> list[int]:
     left = []
     for proc in psutil.process_iter(["cmdline", "status"]):
         cmd = proc.info["cmdline"] or []
-        if any("fake_vllm_server.py" in c for c in cmd) and proc.info["status"] != "zombie":
+        if any("fake_vllm_server.py" in c for c in cmd) and proc.info["status"] != "zombie" \
+                and ours(proc):
             left.append(proc.pid)
     return left
 

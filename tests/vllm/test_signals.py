@@ -22,6 +22,7 @@ import psutil
 import pytest
 
 from replay.servers.launch._vllm_process import port_is_free
+from tests.support.procs import ours
 from tests.support.vllm import free_port
 from traces import Request, Session, WorkloadHeader, write_workload
 
@@ -69,7 +70,7 @@ def _sim_servers() -> list[int]:
         cmd = proc.info["cmdline"] or []
         if proc.info["status"] != psutil.STATUS_ZOMBIE and "serve-sim" in cmd \
                 and "vllm.entrypoints" not in " ".join(cmd) and proc.pid != os.getpid() \
-                and any(str(SIM_VLLM) in e for e in _environ(proc)):
+                and any(str(SIM_VLLM) in e for e in _environ(proc)) and ours(proc):
             left.append(proc.pid)
     return left
 
