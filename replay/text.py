@@ -1,14 +1,8 @@
-"""Small wording helpers for what the command prints."""
+"""Small wording helpers for what the command prints (one ``plural`` for the tool:
+the report's, which the terminal shares)."""
 
 from __future__ import annotations
 
+from analysis.report import plural
+
 __all__ = ["plural"]
-
-
-def plural(count: int, noun: str, nouns: str | None = None) -> str:
-    """``1 session``, ``2 sessions``: a count with its noun in agreement.
-
-    ``nouns`` is the plural form when adding an ``s`` is wrong.
-    """
-    word = noun if count == 1 else (nouns or noun + "s")
-    return f"{count} {word}"

@@ -17,7 +17,7 @@ from typing import Any
 
 from analysis.judge import CapacityRow, Comparison, verdict_sentence
 from analysis.report._decision import level_label, measured_text
-from analysis.report._format import per_gpu_text
+from analysis.report._format import per_gpu_text, plural
 
 __all__ = ["ArmCapacity", "Decision", "TierDecision", "decide", "twin_text"]
 
@@ -92,11 +92,11 @@ def _ratio_text(row: CapacityRow, baseline: str) -> str:
 
 
 def twin_text(rec: Mapping[str, Any], twin: Mapping[str, Any]) -> str:
-    """A twin tier record (``twin-plan.json``) as ``twin (backend B, R replica(s) x G
-    GPU(s)) modelled: between 8 and 16 users (...per GPU), prediction interval ...``."""
+    """A twin tier record (``twin-plan.json``) as ``twin (backend B, R replicas x G
+    GPUs) modelled: between 8 and 16 users (...per GPU), prediction interval ...``."""
     replicas = int(twin.get("replicas") or 1)
     per = twin.get("gpus_per_replica")
-    shape = f"{replicas} replica(s)" + (f" x {per} GPU(s)" if per else "")
+    shape = plural(replicas, "replica") + (f" x {plural(int(per), 'GPU')}" if per else "")
     backend = f"backend {twin['backend']}, " if twin.get("backend") else ""
     text = f"twin ({backend}{shape}) modelled: {rec.get('text', 'n/a')}"
     lo, hi = (list(rec.get("bracket") or []) + [None, None])[:2]
@@ -136,7 +136,7 @@ def _arm_twin_text(rec: Mapping[str, Any], twin: Mapping[str, Any], row: Capacit
     b = row.bracket
     outside = (lo is not None and b.failed is not None and lo >= b.failed) or \
         (hi is not None and b.passed is not None and hi <= b.passed)
-    text = (f"its twin ({int(twin.get('replicas') or 1)} replica(s)) modelled "
+    text = (f"its twin ({plural(int(twin.get('replicas') or 1), 'replica')}) modelled "
             f"{rec.get('text', 'n/a')}")
     if rec.get("interval"):
         text += f", prediction interval {rec['interval']}"

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from analysis.metrics import axis_label
 from analysis.report._chart_base import ArmLevels, color, figure, legend_outside, render, safe
+from analysis.report._format import plural
 
 __all__ = ["TWIN_PLAN_FILE", "twin_chart", "twin_section"]
 
@@ -71,7 +72,8 @@ def twin_section(data: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "title": "Twin estimate (modelled)",
         "intro": (f"MODELLED, not measured: the twin {data.get('profile', '?')} "
-                  f"({data.get('backend', '?')} backend, {data.get('replicas', 1)} replica(s)) "
+                  f"({data.get('backend', '?')} backend, "
+                  f"{plural(int(data.get('replicas', 1)), 'replica')}) "
                   f"replayed the workload on simulated time at {len(data.get('levels', []))} "
                   f"levels of {data.get('duration_s', '?')} s (agentreplay plan --twin). "
                   f"{check} Where the twin and a measurement disagree, the measurement holds."),
@@ -108,7 +110,8 @@ def _arms_section(data: Mapping[str, Any]) -> dict[str, Any]:
         "title": "Twin estimate per arm (modelled)",
         "intro": (f"MODELLED, not measured: a twin per arm ({', '.join(names)}), "
                   f"each fitted on that arm's own runs (agentreplay calibrate), "
-                  f"{first.get('replicas', 1)} replica(s) like the arm, replayed the workload "
+                  f"{plural(int(first.get('replicas', 1)), 'replica')} like the arm, "
+                  f"replayed the workload "
                   f"on simulated time at {len(first.get('levels', []))} levels of "
                   f"{first.get('duration_s', '?')} s. {check} The decision at the top sets each "
                   "twin beside its arm's measured bracket and says whether both can hold; where "

@@ -26,6 +26,7 @@ from replay.cli._results import (
     tiers,
     verdict_lines,
 )
+from replay.text import plural
 
 if TYPE_CHECKING:
     from analysis import RunData, SloTier
@@ -165,11 +166,11 @@ def _same_server(plan: PlanSettings, runs: Sequence[RunData]) -> tuple[set[str],
     shown = {a for a, kinds in arms.items() if kinds == {want}}
     other = sorted(set(arms) - shown)
     note = (f"measured brackets beside the twin: those of backend {backend} on "
-            f"{plan.replicas} replica(s), the twin's: "
+            f"{plural(plan.replicas, 'replica')}, the twin's: "
             f"{', '.join(sorted(shown)) or 'none of the runs given'}")
     if other:
         note += "; not shown (another backend or replica count): " + ", ".join(
-            f"{a} ({'/'.join(f'{b}, {n} replica(s)' for b, n in sorted(arms[a]))})"
+            f"{a} ({'/'.join(f'{b}, ' + plural(n, 'replica') for b, n in sorted(arms[a]))})"
             for a in other)
     return shown, note
 
@@ -236,7 +237,7 @@ def _against_measured(cap: TierCapacity, measured: Sequence[CapacityRow],
         lines.append(f"tier {cap.tier.name}: measured {row.arm}: {b.text('users')} (measured)")
         size = ""
         if row.gpu_count and row.gpu_count != twin_gpus:
-            size = (f"; measured on {row.gpu_count} GPU(s), the twin on {twin_gpus}: "
+            size = (f"; measured on {plural(row.gpu_count, 'GPU')}, the twin on {twin_gpus}: "
                     "compare per GPU, not users")
         lines.append(f"tier {cap.tier.name}: measured {row.arm} per GPU: "
                      f"{per_gpu_text(b.passed, b.failed, row.gpu_count)} (measured{size})")
@@ -287,14 +288,14 @@ def run_twin_plan(args: argparse.Namespace, plan: PlanSettings, tiers: tuple[Slo
     gpus = profile.gpu_count
     out = sys.stdout
     cal = " (calibrated)" if calibration else ""
-    print(f"[SIMULATED] {LABEL}: profile {profile.name}{cal}, {plan.replicas} replica(s) x "
-          f"{gpus} GPU(s), workload {plan.workload}, {len(levels)} levels of "
+    shape = plural(plan.replicas, "replica")
+    print(f"[SIMULATED] {LABEL}: profile {profile.name}{cal}, {shape} x "
+          f"{plural(gpus, 'GPU')}, workload {plan.workload}, {len(levels)} levels of "
           f"{plan.duration_s:g} s (warmup {plan.warmup_s:g} s), simulated time", file=out,
           flush=True)  # before the progress lines (stderr), also when stdout is a pipe
 
     from analysis.judge import meets_tier
     from analysis.report import per_gpu_text
-    from replay.text import plural
 
     def progress(users: int, res: LevelResult) -> None:
         print(f"  level {plural(users, 'user')}: {plural(res.records, 'request')}, "
@@ -329,8 +330,8 @@ def run_twin_plan(args: argparse.Namespace, plan: PlanSettings, tiers: tuple[Slo
     for cap in (by_tier[t] for t in tiers):
         print(f"tier {cap.tier.name}: capacity {cap.bracket.text('users')} [{LABEL}]", file=out)
         per_gpu = per_gpu_text(cap.bracket.passed, cap.bracket.failed, plan.replicas * gpus)
-        print(f"tier {cap.tier.name}: per GPU {per_gpu} ({plan.replicas} replica(s) x {gpus} "
-              f"GPU(s)) [{LABEL}]", file=out)
+        print(f"tier {cap.tier.name}: per GPU {per_gpu} ({plural(plan.replicas, 'replica')} x "
+              f"{plural(gpus, 'GPU')}) [{LABEL}]", file=out)
         interval, far, bounds = None, [], None
         if pi is not None:
             ti = tier_interval(levels, results, cap.tier, pi, plan.replicas, what_if)
@@ -357,7 +358,8 @@ def run_twin_plan(args: argparse.Namespace, plan: PlanSettings, tiers: tuple[Slo
                 need = "cannot be met at any level tried"
             else:
                 bound = " at most" if cap.bracket.failed is None else ""
-                need = f"need{bound} {n} replica(s) = {n * gpus} GPU(s) ({gpus} per replica)"
+                need = (f"need{bound} {plural(n, 'replica')} = {plural(n * gpus, 'GPU')} "
+                        f"({gpus} per replica)")
                 if bound:
                     need += "; every level met the tier, raise --users for a tighter answer"
             print(f"tier {cap.tier.name}: {plan.agents} agents {need} [{LABEL}]", file=out)

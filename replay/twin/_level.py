@@ -47,6 +47,7 @@ from replay.load import (
     prepare_run,
 )
 from replay.servers.sim import Backend, SimProfile, server_info
+from replay.text import plural
 from replay.twin._clock import VirtualLoop, virtual_time
 from replay.twin._engines import PromptTap, Routing, TwinEngines
 
@@ -123,7 +124,7 @@ def simulate_level(
         manifest = new_manifest(prepared.settings, run_id, facts, workload.header,
                                 workload.path, len(prepared.sessions), "closed", target=TARGET)
         manifest.warnings.append("modelled (twin): simulated time, in-process engines "
-                                 f"(profile {profile.name}, {replicas} replica(s))")
+                                 f"(profile {profile.name}, {plural(replicas, 'replica')})")
         engines.tap = PromptTap(target.server_block_size)
         lanes = Lanes(transport=engines.send, cache=engines.tap, probe_loop=False)
 

@@ -11,10 +11,9 @@ Ray test (one cluster at a time). Tests that share one such fixture with another
 joined (union-find), so no fixture is ever built twice. Everything else is spread
 test by test.
 
-A test module that looks at every process on the machine (``psutil.process_iter``:
-"no launched server outlived the signal") would count other workers' servers as its
-own leftovers, so its tests are marked ``serial`` and CI runs them alone, after the
-parallel run (.ci/run).
+A test that looks at every process on the machine (``psutil.process_iter``: "no
+launched server outlived the signal") keeps to the servers its own worker launched
+(tests/support/procs.py: an inherited owner stamp), so it runs in parallel too.
 
 Order: a worker that starts the longest group last ends the run late, so on a worker
 the groups come first, the longest kinds first (real vLLM, Ray, then the other
@@ -68,20 +67,6 @@ def _keys(item: pytest.Item, tier_fixtures: frozenset[str]) -> list[str]:
     return keys
 
 
-_SCANS: dict[str, bool] = {}
-
-
-def scans_all_processes(item: pytest.Item) -> bool:
-    """Whether the test's module reads the whole process table (see above)."""
-    path = str(getattr(item, "path", ""))
-    if path not in _SCANS:
-        try:
-            _SCANS[path] = "process_iter(" in Path(path).read_text(encoding="utf-8")
-        except OSError:
-            _SCANS[path] = False
-    return _SCANS[path]
-
-
 def _rank(group: str | None, item: pytest.Item) -> int:
     if group is not None:
         for n, tier in enumerate(WHOLE_TIER_GROUPS):
@@ -107,9 +92,6 @@ def group_items(items: list[pytest.Item], tier_fixtures: frozenset[str],
             key = parent[key]
         return key
 
-    for item in items:
-        if scans_all_processes(item):
-            item.add_marker(pytest.mark.serial)
     keyed = [(item, _keys(item, tier_fixtures)) for item in items]
     for _item, keys in keyed:
         for other in keys[1:]:

@@ -160,7 +160,11 @@ def test_chunk_timestamps_follow_socket_reads(vllm_server: LaunchedArm, tmp_path
     # that arrived while the client's loop was busy are taken in one go (the stamp is
     # when the client got them), so stamps may merge whole reads, rarely on a quiet loop.
     assert set(np.cumsum(per_stamp)) <= set(np.cumsum(per_burst))
-    assert len(per_stamp) > 1, "one stamp for the whole stream: reads were not told apart"
+    # The race, stated: the proxy is a thread of this process (it shares the GIL with the
+    # client), so on a starved machine it may gather the whole answer into one burst, and
+    # then there is nothing to tell apart; with several bursts the stamps must be several.
+    if len(per_burst) > 1:
+        assert len(per_stamp) > 1, "one stamp for the whole stream: reads were not told apart"
 
     # What the analysis makes of it: the same-read share counts the coalesced chunks
     # (after the first), and ITL over reads has no gaps of 0 from coalescing.

@@ -102,4 +102,4 @@ def test_demo_report_decision_in_first_screen(quick_demo: DemoRun, tmp_path: Pat
 
     decision = unescape(html[html.index('id="decision-lines"'):])
     decision = decision[:decision.index("</ul>")]
-    assert decision.count("its twin (1 replica(s)) modelled") == 6  # 3 tiers x 2 arms
+    assert decision.count("its twin (1 replica) modelled") == 6  # 3 tiers x 2 arms

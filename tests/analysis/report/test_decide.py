@@ -66,7 +66,7 @@ def test_twin_estimate_is_labelled_modelled_beside_the_measured(sweep: tuple) ->
             "tiers": [{"tier": "60:2", "bracket": [8, 16], "text": "between 8 and 16 users",
                        "interval": "between 4 and 16 users"}]}
     lines = decide(c, twin).lines()
-    assert lines[0].endswith("; twin (backend auto, 2 replica(s) x 4 GPU(s)) modelled: "
+    assert lines[0].endswith("; twin (backend auto, 2 replicas x 4 GPUs) modelled: "
                              "between 8 and 16 users (1.00 \u2013 2.00 users per GPU), "
                              "prediction interval between 4 and 16 users.")
     assert lines[0].index("measured") < lines[0].index("modelled")

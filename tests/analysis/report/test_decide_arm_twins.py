@@ -44,11 +44,11 @@ def test_each_arm_s_twin_stands_beside_its_own_bracket(sweep: tuple) -> None:
     _, c, _ = sweep
     line = decide(c, PLAN).lines()[0]
     auto = ("auto between 4 and 16 users measured (2.00 \u2013 8.00 users per GPU), "
-            "its twin (1 replica(s)) modelled between 8 and 16 users, prediction interval "
+            "its twin (1 replica) modelled between 8 and 16 users, prediction interval "
             "from 4 users to below 16 users, consistent with the measured bracket; ")
     assert auto in line
     lat = ("latency_specialized at least 16 users measured (\u2265 8.00 users per GPU), "
-           "its twin (1 replica(s)) modelled between 4 and 8 users, prediction interval from "
+           "its twin (1 replica) modelled between 4 and 8 users, prediction interval from "
            "4 users to below 16 users, outside the measured bracket (the measurement holds); "
            "latency_specialized / auto")
     assert lat in line

@@ -83,7 +83,7 @@ def _check_twins(out: Path, plan: dict, printed: str) -> None:
         assert t["prediction_interval"]["checked_users"] == 16  # the held-out level
         assert {x["tier"] for x in t["tiers"]} == {"30:15", "100:15", "300:15"}
     for line in printed.splitlines()[:3]:  # one line per tier
-        assert line.count("), its twin (1 replica(s)) modelled ") == 2, line
+        assert line.count("), its twin (1 replica) modelled ") == 2, line
         # each twin beside its own arm's measured bracket, in the arms' order
         auto = line.index(": auto ")
         lat = line.index("; latency_specialized ", auto)
@@ -91,7 +91,7 @@ def _check_twins(out: Path, plan: dict, printed: str) -> None:
         assert lat < line.index("measured (", lat) < line.index("its twin", lat)
     html = unescape((out / "report.html").read_text())
     assert "Twin estimate per arm (modelled)" in html
-    assert html.count("its twin (1 replica(s)) modelled") == 2 * len(plan["twins"][0]["tiers"])
+    assert html.count("its twin (1 replica) modelled") == 2 * len(plan["twins"][0]["tiers"])
 
 
 def test_demo_levels_bracket_a_tier_on_both_arms() -> None:

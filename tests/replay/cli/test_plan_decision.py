@@ -32,17 +32,17 @@ def test_plan_twin_per_gpu_and_the_decision(tmp_path: Path,
     assert code == 0, out
     lines = out.splitlines()
     # the twin's capacity per GPU on its fleet (1 replica x 1 GPU), a bound as a bound
-    assert "tier 10:5: per GPU \u2265 6.00 users per GPU (1 replica(s) x 1 GPU(s)) " \
+    assert "tier 10:5: per GPU \u2265 6.00 users per GPU (1 replica x 1 GPU) " \
         "[modelled (twin)]" in lines
     # the measured server's per GPU, and that it is not the twin's size
     assert ("tier 90:5: measured auto per GPU: 0.50 \u2013 2.00 users per GPU (measured; "
-            "measured on 2 GPU(s), the twin on 1: compare per GPU, not users)") in lines
+            "measured on 2 GPUs, the twin on 1: compare per GPU, not users)") in lines
     # last: the decision, measured first and the stored twin beside it, labelled modelled
     stored = json.loads((root / "twin-plan.json").read_text())
     assert stored["gpus_per_replica"] == 1
     decision = [x for x in lines if x.startswith(("[SIMULATED] Capacity at", "Capacity at"))]
     assert len(decision) == 2
     assert "auto between 1 and 4 users measured (0.50 \u2013 2.00 users per GPU)" in decision[1]
-    assert "modelled: " in decision[0] and "1 replica(s) x 1 GPU(s)" in decision[0]
+    assert "modelled: " in decision[0] and "1 replica x 1 GPU" in decision[0]
     assert decision[0].index(" measured ") < decision[0].index("modelled")
     assert lines[-1].startswith("Interactivity: ") or lines[-1].startswith("Measured: ")

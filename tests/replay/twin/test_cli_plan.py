@@ -26,7 +26,7 @@ def test_plan_twin_prints_levels_and_tier_capacity(tmp_path: Path, wl: Path,
     tiers = [line for line in out.splitlines() if line.startswith("tier ")]
     assert any(line.startswith("tier 10:5: capacity at least 6 users") for line in tiers)
     assert any(line.startswith("tier 5000:5: capacity below 1 user ") for line in tiers)
-    need = "tier 10:5: 40 agents need at most 7 replica(s) = 7 GPU(s)"
+    need = "tier 10:5: 40 agents need at most 7 replicas = 7 GPUs"
     assert any(need in line for line in tiers)
     assert all(line.endswith("[modelled (twin)]") for line in tiers)
 
@@ -38,7 +38,7 @@ def test_plan_twin_replicas_and_kept_runs(tmp_path: Path, wl: Path,
                       "--replicas", "2", "--slo", "10:5", "--keep-runs", str(keep)))
     out = capsys.readouterr().out
     assert code == 0
-    assert "2 replica(s)" in out
+    assert "2 replicas" in out
     assert (keep / "users-0004" / "run.json").is_file()
     assert (keep / "users-0004" / "requests.jsonl").stat().st_size > 0
 

@@ -45,12 +45,12 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path
 
 @pytest.mark.parametrize(("users", "flags", "shown", "notes"), [
     pytest.param("1:4", ["--backend", "auto"], {"auto"},
-                 ["measured brackets beside the twin: those of backend auto on 1 replica(s), "
+                 ["measured brackets beside the twin: those of backend auto on 1 replica, "
                   "the twin's: auto",
                   "not shown (another backend or replica count): latency_specialized"],
                  id="own-backend-only"),
     pytest.param("2:4", ["--replicas", "2"], set(),
-                 ["on 2 replica(s), the twin's: none of the runs given"],
+                 ["on 2 replicas, the twin's: none of the runs given"],
                  id="other-replica-count-none"),
 ])
 def test_the_twin_stands_beside_brackets_of_its_own_backend_and_replicas_only(
