@@ -1,8 +1,8 @@
 """Small wording helpers for what the command prints (one ``plural`` for the tool:
-the report's, which the terminal shares)."""
+analysis.text's, which the report shares)."""
 
 from __future__ import annotations
 
-from analysis.report import plural
+from analysis.text import plural
 
 __all__ = ["plural"]

@@ -54,7 +54,7 @@ def pareto_points(series: Series, per_gpu: bool = True
 def pareto_chart(series: Sequence[Series], tiers: Sequence[SloTier]) -> str:
     """One line per arm (or history entry and arm) through its levels, floors vertical."""
     # short enough to sit under a long decision (a twin per arm) on the first screen
-    fig, (ax,) = figure(height=3.2)
+    fig, (ax,) = figure(height=2.9)
     per_gpu = all(s.gpu_count for ser in series for s in ser.summaries)
     for ser in series:
         pts = pareto_points(ser, per_gpu)

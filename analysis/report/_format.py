@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from analysis.metrics import DECLARED, axis_label, metric
+from analysis.text import plural
 
 __all__ = [
     "per_gpu_text", "plural",
@@ -21,15 +22,6 @@ __all__ = [
 ]
 
 _FROM_SECONDS = {"ms": 1000.0, "s": 1.0}
-
-
-def plural(count: int, noun: str, nouns: str | None = None) -> str:
-    """``1 session``, ``2 sessions``: a count with its noun in agreement.
-
-    ``nouns`` is the plural form when adding an ``s`` is wrong.
-    """
-    word = noun if count == 1 else (nouns or noun + "s")
-    return f"{count} {word}"
 
 TIME_UNITS: dict[str, tuple[str, float]] = {
     **{m.key: (m.display, _FROM_SECONDS[m.display]) for m in DECLARED if m.display},

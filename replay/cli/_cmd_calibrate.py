@@ -156,10 +156,12 @@ def _print(cal: Calibration, out: Path) -> None:
             ht.add_row(name, _num(h.predicted.as_dict()[key]), _num(h.measured.as_dict()[key]),
                        _pct(err[key]))
         console.print(ht)
+    # notes name run directories: soft_wrap keeps a path (and a reason) on one line
+    # whatever the console's width, so they can be copied and searched
     for note in prof["calibration"]["assumed"]:
-        console.print(f"assumed: {note}")
+        console.print(f"assumed: {note}", soft_wrap=True)
     for note in prof["calibration"]["notes"]:
-        console.print(f"note: {note}")
+        console.print(f"note: {note}", soft_wrap=True)
     for warning in prof["calibration"].get("warnings", []):
-        console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
-    console.print(f"twin written to {out} (serve-sim --profile {out})")
+        console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
+    console.print(f"twin written to {out} (serve-sim --profile {out})", soft_wrap=True)
