@@ -36,6 +36,7 @@ from analysis.report._format import fmt_num, fmt_share, fmt_time
 from analysis.report._method import method_rules
 from analysis.report._plan_view import twin_chart
 from analysis.schema import level_of
+from analysis.text import plural
 
 __all__ = ["METRIC_DEFINITIONS", "render_report"]
 
@@ -92,6 +93,7 @@ def _environment() -> jinja2.Environment:
     env.filters["s"] = fmt_time
     env.filters["num"] = fmt_num
     env.filters["share"] = fmt_share
+    env.filters["counted"] = plural
     return env
 
 

@@ -20,6 +20,7 @@ from replay.cli._results import (
     stored_twin,
     verdict_lines,
 )
+from replay.text import plural
 
 __all__ = ["register"]
 
@@ -141,8 +142,9 @@ def run_report(args: argparse.Namespace) -> int:
         from rich.markup import escape
 
         console.print(f"[yellow]warning:[/] the comparison was interrupted: "
-                      f"{len(comparison.missing)} planned run(s) did not finish (no capacity "
-                      "is claimed from them): " + escape("; ".join(comparison.missing)),
+                      f"{plural(len(comparison.missing), 'planned run')} did not finish "
+                      "(no capacity is claimed from them): "
+                      + escape("; ".join(comparison.missing)),
                       soft_wrap=True)
     for line in verdict_lines(comparison, stored_twin(args.paths[0])):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
