@@ -24,7 +24,7 @@ from analysis.report._export_levels import (
     levels_csv,
     summary_schema,
 )
-from analysis.report._format import per_gpu_text, plural
+from analysis.report._format import per_gpu_text
 from analysis.report._history import (
     HistoryEntry,
     check_history,
@@ -52,7 +52,6 @@ __all__ = [
     "entry_names",
     "levels_csv",
     "per_gpu_text",
-    "plural",
     "read_extras",
     "render_history",
     "render_report",

@@ -13,10 +13,9 @@ from __future__ import annotations
 import math
 
 from analysis.metrics import DECLARED, axis_label, metric
-from analysis.text import plural
 
 __all__ = [
-    "per_gpu_text", "plural",
+    "per_gpu_text",
     "TIME_UNITS", "display_label", "display_unit", "fmt", "fmt_ci", "fmt_num", "fmt_share",
     "fmt_time", "row_label", "time_unit",
 ]

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from analysis.metrics import axis_label
 from analysis.report._chart_base import ArmLevels, color, figure, legend_outside, render, safe
-from analysis.report._format import plural
+from analysis.text import plural
 
 __all__ = ["TWIN_PLAN_FILE", "twin_chart", "twin_section"]
 

@@ -48,6 +48,7 @@ from analysis import (
     compare_runs,
     read_run,
 )
+from analysis.text import plural
 from replay.ab._driver import Live, _check_arms, _settings
 from replay.ab._early_stop import Settled, StopRule, settled_at
 from replay.ab._options import CompareOptions
@@ -58,7 +59,6 @@ from replay.ab._search_placement import TwinGuide, TwinTrack
 from replay.ab._state import SearchState
 from replay.errors import ConfigError
 from replay.load import run_load_sync
-from replay.text import plural
 
 __all__ = ["SearchAnswer", "SearchResult", "next_probe", "search_capacity", "search_lines"]
 

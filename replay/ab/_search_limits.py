@@ -7,9 +7,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from analysis.text import plural
 from replay.errors import ConfigError
 from replay.knobs import Knob
-from replay.text import plural
 
 __all__ = ["SearchLimits", "check_search_start"]
 

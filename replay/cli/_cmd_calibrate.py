@@ -139,7 +139,7 @@ def _print(cal: Calibration, out: Path) -> None:
                        else lv.mean_pred_idle_ttft_s * 1e3),
                   _pct(lv.cache_hit_share).lstrip("+"))
     console.print(t)
-    from replay.text import plural
+    from analysis.text import plural
 
     for h in cal.holdouts:
         over = f"the mean of its {len(h.each)} runs" if len(h.each) > 1 else "run"

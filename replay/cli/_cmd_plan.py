@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from analysis.text import plural
 from replay.cli._results import (
     EXIT_INVALID,
     analyse,
@@ -26,7 +27,6 @@ from replay.cli._results import (
     tiers,
     verdict_lines,
 )
-from replay.text import plural
 
 if TYPE_CHECKING:
     from analysis import RunData, SloTier

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from analysis.text import plural
 from replay.cli._results import (
     EXIT_INVALID,
     analyse,
@@ -20,7 +21,6 @@ from replay.cli._results import (
     stored_twin,
     verdict_lines,
 )
-from replay.text import plural
 
 __all__ = ["register"]
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from replay.text import plural
+from analysis.text import plural
 
 __all__ = ["register"]
 

@@ -15,7 +15,7 @@ import os
 from itertools import islice
 from typing import TYPE_CHECKING
 
-from replay.text import plural
+from analysis.text import plural
 
 if TYPE_CHECKING:
     from traces import Session

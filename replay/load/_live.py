@@ -27,7 +27,7 @@ from typing import TextIO, cast
 import numpy as np
 
 from analysis import RecordDict, record_latencies
-from replay.text import plural
+from analysis.text import plural
 
 __all__ = ["LiveStats", "LiveView", "render_lines"]
 

@@ -28,6 +28,7 @@ from analysis import (
     SloTier,
 )
 from analysis.judge import Rules
+from analysis.text import plural
 from replay.client import ServerFacts, make_session
 from replay.load import (
     Analysis,
@@ -47,7 +48,6 @@ from replay.load import (
     prepare_run,
 )
 from replay.servers.sim import Backend, SimProfile, server_info
-from replay.text import plural
 from replay.twin._clock import VirtualLoop, virtual_time
 from replay.twin._engines import PromptTap, Routing, TwinEngines
 

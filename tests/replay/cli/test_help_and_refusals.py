@@ -85,7 +85,7 @@ def test_serve_sim_help_lists_every_bundled_profile(capsys: pytest.CaptureFixtur
 
 
 def test_plural_agrees_with_the_count() -> None:
-    from replay.text import plural
+    from analysis.text import plural
 
     assert [plural(n, "session") for n in (0, 1, 2)] == ["0 sessions", "1 session", "2 sessions"]
     assert plural(1, "query", "queries") == "1 query"
