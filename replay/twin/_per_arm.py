@@ -41,28 +41,26 @@ def arm_twins(out: Path, arms: Sequence[str], levels: Sequence[int], *,
                tiers: Sequence[SloTier]) -> tuple[dict[str, Any] | None, list[str]]:
     """Fit, plan and store a twin per arm; returns the stored plan (None: no arm's twin
     could be fitted) and a line per arm that could not be (the caller goes on without)."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    import contextlib
+    from functools import partial
 
     import orjson
 
     from analysis.report import TWIN_PLAN_FILE
-    from replay.errors import ConfigError
+    from replay.twin._sweep import forked
 
     holdout = levels[1] if len(levels) > 1 else None  # the prediction interval's check
-    docs, problems = [], []
-    # the arms' twins are independent: one process each (fork: nothing to import again)
+    # the arms' twins are independent: one forked process each (plan's pool: workers
+    # leave Ctrl-C to the parent and none outlives it)
+    one = partial(_arm_twin_or_why, out=out, holdout=holdout, levels=levels,
+                  duration_s=duration_s, warmup_s=warmup_s, drain_s=drain_s,
+                  tiers=tuple(tiers))
     jobs = max(1, min(len(arms), os.cpu_count() or 1))
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"),
-                             initializer=_parent_stops) as pool:
-        futures = [pool.submit(_arm_twin, out, arm, holdout, levels, duration_s=duration_s,
-                               warmup_s=warmup_s, drain_s=drain_s, tiers=tuple(tiers))
-                   for arm in arms]
-        for arm, future in zip(arms, futures, strict=True):
-            try:
-                docs.append(future.result())
-            except ConfigError as exc:
-                problems.append(f"no twin of {arm}: {exc}")
+    pooled = forked(one, arms, jobs)
+    with contextlib.closing(pooled):
+        done = {arm: got for arm, got in pooled}
+    docs = [got for arm in arms if isinstance(got := done[arm], dict)]
+    problems = [got for arm in arms if isinstance(got := done[arm], str)]
     if not docs:
         return None, problems
     plan = {"twins": docs}
@@ -70,12 +68,15 @@ def arm_twins(out: Path, arms: Sequence[str], levels: Sequence[int], *,
     return plan, problems
 
 
-def _parent_stops() -> None:
-    """In each worker: Ctrl-C (sent to the whole process group) is the parent's to
-    handle; a worker finishes its arm in seconds, with no traceback of its own."""
-    import signal
+def _arm_twin_or_why(arm: str, *, out: Path, holdout: int | None, levels: Sequence[int],
+                     **kwargs: Any) -> tuple[str, dict[str, Any] | str]:
+    """One arm's twin document, or the line saying why it could not be fitted."""
+    from replay.errors import ConfigError
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return arm, _arm_twin(out, arm, holdout, levels, **kwargs)
+    except ConfigError as exc:
+        return arm, f"no twin of {arm}: {exc}"
 
 
 def _arm_twin(out: Path, arm: str, holdout: int | None, levels: Sequence[int], *,

@@ -21,7 +21,7 @@ import math
 import os
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -120,7 +120,7 @@ def run_ladder(profile: SimProfile, workload: Workload, levels: Sequence[int], *
                 if on_level is not None:
                     on_level(users, res)
         else:
-            pooled = _pooled(order=sorted(levels, reverse=True), jobs=jobs)
+            pooled = forked(_run_one, sorted(levels, reverse=True), jobs)
             with contextlib.closing(pooled):  # the workers stop however this loop ends
                 for users, res in pooled:
                     done[users] = res
@@ -146,18 +146,22 @@ def _worker_signals() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
-def _pooled(order: Sequence[int], jobs: int) -> Generator[tuple[int, LevelResult]]:
-    """Each level's result from ``jobs`` forked workers, as they finish. However the
-    parent leaves (done, Ctrl-C, an error) the workers are terminated, and any still
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+def forked(fn: Callable[[_T], _R], items: Sequence[_T], jobs: int) -> Generator[_R]:
+    """``fn`` of each item in ``jobs`` forked workers, as they finish (any order). However
+    the parent leaves (done, Ctrl-C, an error) the workers are terminated, and any still
     alive after :data:`POOL_DEADLINE_S` are killed: no worker outlives the plan."""
     import multiprocessing
     import threading
 
     ctx = multiprocessing.get_context("fork")
     before = set(multiprocessing.active_children())
-    pool = ctx.Pool(min(jobs, len(order)), initializer=_worker_signals)
+    pool = ctx.Pool(min(jobs, len(items)), initializer=_worker_signals)
     try:
-        yield from pool.imap_unordered(_run_one, order)
+        yield from pool.imap_unordered(fn, items)
     finally:
         stopper = threading.Thread(target=pool.terminate, daemon=True)
         stopper.start()
