@@ -373,14 +373,12 @@ def run_twin_plan(args: argparse.Namespace, plan: PlanSettings, tiers: tuple[Slo
 
 def _tier_record(cap: TierCapacity, interval: str | None,
                  measured: Sequence[CapacityRow]) -> dict[str, object]:
-    from replay.twin import outside_measured
+    from replay.twin import outside_measured, tier_record
 
-    return {"tier": cap.tier.name, "floor": cap.tier.floor_tok_s, "ttft": cap.tier.ttft_s,
-            "bracket": [cap.bracket.passed, cap.bracket.failed],
-            "text": cap.bracket.text("users"), "interval": interval,
-            "measured": [{"arm": r.arm, "text": r.bracket.text("users"),
-                          "outside": outside_measured(cap.bracket, r.bracket)}
-                         for r in measured if r.tier == cap.tier]}
+    return tier_record(cap, interval, [
+        {"arm": r.arm, "text": r.bracket.text("users"),
+         "outside": outside_measured(cap.bracket, r.bracket)}
+        for r in measured if r.tier == cap.tier])
 
 
 def _store(directory: str, plan: PlanSettings, profile: str, band: ErrorBand | None,
@@ -395,6 +393,7 @@ def _store(directory: str, plan: PlanSettings, profile: str, band: ErrorBand | N
     import orjson
 
     from analysis.report import TWIN_PLAN_FILE
+    from replay.twin import level_record
 
     path = Path(directory) / TWIN_PLAN_FILE
     doc = {"twin": str(plan.twin), "profile": profile, "backend": plan.backend,
@@ -402,10 +401,7 @@ def _store(directory: str, plan: PlanSettings, profile: str, band: ErrorBand | N
            "duration_s": plan.duration_s,
            "error_band": None if band is None else dataclasses.asdict(band),
            "prediction_interval": interval,
-           "levels": [{"users": u, "p90_interactivity": r.summary.interactivity.p90,
-                       "p90_ttft_due_s": r.summary.ttft_due.p90,
-                       "output_tok_s": r.summary.output_tok_s}
-                      for u, r in zip(levels, results, strict=True)],
+           "levels": [level_record(u, r) for u, r in zip(levels, results, strict=True)],
            "tiers": tiers}
     path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
     return str(path)

@@ -35,9 +35,11 @@ from replay.twin._sweep import (
     TierCapacity,
     capacities,
     level_ladder,
+    level_record,
     load_twin,
     replicas_needed,
     run_ladder,
+    tier_record,
 )
 
 __all__ = [
@@ -73,6 +75,7 @@ __all__ = [
     "is_what_if",
     "interval_text",
     "level_ladder",
+    "level_record",
     "load_twin",
     "load_workload",
     "measured_metrics",
@@ -83,6 +86,7 @@ __all__ = [
     "simulate_level",
     "step_budget",
     "tier_interval",
+    "tier_record",
     "twin_ladder",
     "twin_profile",
     "virtual_time",

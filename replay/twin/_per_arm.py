@@ -88,7 +88,7 @@ def _arm_twin(out: Path, arm: str, holdout: int | None, levels: Sequence[int], *
     from replay.twin._calibrate import calibrate
     from replay.twin._interval import interval_of
     from replay.twin._level import load_workload
-    from replay.twin._sweep import capacities, load_twin, run_ladder
+    from replay.twin._sweep import capacities, level_record, load_twin, run_ladder
 
     cal = calibrate([str(out / "runs")], arm=arm, holdout=(holdout,) if holdout else ())
     path = out / TWIN_FILE.format(arm=arm)
@@ -104,14 +104,8 @@ def _arm_twin(out: Path, arm: str, holdout: int | None, levels: Sequence[int], *
     return {"arm": arm, "twin": path.name, "profile": profile.name, "backend": backend,
             "replicas": 1, "gpus_per_replica": profile.gpu_count, "duration_s": duration_s,
             "error_band": None, "prediction_interval": None if pi is None else pi.as_dict(),
-            "levels": [_level(u, r) for u, r in zip(ladder, results, strict=True)],
+            "levels": [level_record(u, r) for u, r in zip(ladder, results, strict=True)],
             "tiers": [_tier(caps[t], ladder, results, pi) for t in tiers]}
-
-
-def _level(users: int, r: LevelResult) -> dict[str, Any]:
-    s = r.summary
-    return {"users": users, "p90_interactivity": s.interactivity.p90,
-            "p90_ttft_due_s": s.ttft_due.p90, "output_tok_s": s.output_tok_s}
 
 
 def _tier(cap: Any, ladder: Sequence[int], results: Sequence[LevelResult],
@@ -120,12 +114,10 @@ def _tier(cap: Any, ladder: Sequence[int], results: Sequence[LevelResult],
     yet: the decision sets the two side by side)."""
     from replay.twin._band import interval_text
     from replay.twin._plan_interval import tier_interval
+    from replay.twin._sweep import tier_record
 
     interval, bounds = None, None
     if pi is not None:
         ti = tier_interval(ladder, results, cap.tier, pi, 1)
         interval, bounds = interval_text(ti.strict, ti.loose), [ti.low, ti.high]
-    return {"tier": cap.tier.name, "floor": cap.tier.floor_tok_s, "ttft": cap.tier.ttft_s,
-            "bracket": [cap.bracket.passed, cap.bracket.failed],
-            "text": cap.bracket.text("users"), "interval": interval,
-            "interval_bracket": bounds, "extrapolated": [], "measured": []}
+    return tier_record(cap, interval, []) | {"interval_bracket": bounds, "extrapolated": []}

@@ -197,6 +197,22 @@ def capacities(levels: Sequence[int], results: Sequence[LevelResult],
     return out
 
 
+def level_record(users: int, result: LevelResult) -> dict[str, Any]:
+    """A simulated level as ``twin-plan.json`` stores it (``plan --twin``, the demo)."""
+    s = result.summary
+    return {"users": users, "p90_interactivity": s.interactivity.p90,
+            "p90_ttft_due_s": s.ttft_due.p90, "output_tok_s": s.output_tok_s}
+
+
+def tier_record(cap: TierCapacity, interval: str | None,
+                measured: list[dict[str, Any]]) -> dict[str, Any]:
+    """A tier's modelled capacity as ``twin-plan.json`` stores it, with the measured
+    brackets it was set beside (none yet: the decision sets them side by side)."""
+    return {"tier": cap.tier.name, "floor": cap.tier.floor_tok_s, "ttft": cap.tier.ttft_s,
+            "bracket": [cap.bracket.passed, cap.bracket.failed],
+            "text": cap.bracket.text("users"), "interval": interval, "measured": measured}
+
+
 def replicas_needed(agents: int, capacity_users: int | None, replicas: int) -> int | None:
     """Replicas for ``agents`` when ``replicas`` of them served ``capacity_users``
     within the tier (linear in the per-replica capacity); None without a capacity."""
