@@ -30,6 +30,7 @@ from analysis.schema._levels import (
 from analysis.schema._manifest_parts import (
     ClientHealth,
     Coverage,
+    EarlyStop,
     LoopStall,
     Replica,
     ServerWatch,
@@ -115,6 +116,7 @@ __all__ = [
     "RunWindow",
     "STATUSES",
     "STR",
+    "EarlyStop",
     "ServerWatch",
     "Severity",
     "SloTier",

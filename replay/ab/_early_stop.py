@@ -10,26 +10,28 @@ two-sided) because the rule looks many times and stops at the first look that
 settles. A floor keeps a probe from stopping on a handful of requests: at least
 ``min_requests`` known requests and ``min_fraction`` of the window.
 
-:func:`settle` is the rule on counts (pure); :func:`settled_at` walks a run's
-records at checkpoints and names the first that settles (None: the whole window
-was needed). The run loop has no stop hook (``replay.load``): a search records
-where each probe settled, and ``bench/search_bench.py`` charges the window up to
-there (the twin's virtual clock is causal: what was known at ``t`` does not depend
-on when the run ends).
+:func:`settle` is the rule on counts (pure). :class:`TierStop` applies it while a
+probe runs (``replay.load.WindowStop``: the run loop asks it every ``step_s`` and ends
+the window once every searched tier is settled; the drain lets the window's requests
+in flight finish, and ``run.json`` records the window covered and why). :func:`settled_at`
+walks a finished run's records at the same checkpoints and names the first that
+settles (None: the whole window was needed): what a probe run without early stop
+would have needed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
-from analysis import RunData, SloTier
-from analysis.metrics import TIER_QUANTILE, column_latencies, wilson_interval
+from analysis import RecordDict, RunData, SloTier
+from analysis.metrics import TIER_QUANTILE, column_latencies, record_latencies, wilson_interval
 from analysis.read import steady_window
 
-__all__ = ["Known", "Settled", "StopRule", "known_at", "settle", "settled_at"]
+__all__ = ["Known", "Settled", "StopRule", "TierStop", "known_at", "settle", "settled_at"]
 
 Verdict = Literal["meets", "fails"]
 
@@ -138,3 +140,55 @@ def settled_at(run: RunData, tier: SloTier, max_failure: float,
             return Settled(verdict, round(t, 3), k.sent + k.pending, why)
         t += rule.step_s
     return None
+
+
+def rule_text(rule: StopRule) -> str:
+    """The rule in words (``run.json``'s ``early_stop.rule``)."""
+    return (f"every searched tier settled at {rule.z:g} sigma (Wilson, whichever way the "
+            f"requests in flight end), after {rule.min_requests} requests and "
+            f"{rule.min_fraction:.0%} of the window, looked at every {rule.step_s:g} s")
+
+
+class TierStop:
+    """The early-stop rule while a probe runs (``replay.load.WindowStop``): counts the
+    window's finished records per tier as they come, and ends the window once every
+    tier's verdict is settled (after the floor: ``min_fraction`` of ``planned_s``)."""
+
+    def __init__(self, tiers: Sequence[SloTier], max_failure: float, planned_s: float,
+                 rule: StopRule = StopRule()) -> None:
+        self.tiers = tuple(tiers)
+        self.max_failure = max_failure
+        self.floor_s = max(rule.min_fraction * planned_s, rule.step_s)
+        self.stop_rule = rule
+        self.step_s = rule.step_s
+        self.rule = rule_text(rule)
+        self._counts = [[0, 0, 0, 0, 0] for _ in self.tiers]  # sent failed ttft fast rated
+        self.settled: dict[str, Settled] = {}
+        """Per tier: the verdict it stopped on (set when the window ends early)."""
+
+    def record(self, rec: RecordDict) -> None:
+        if rec["phase"] != "measure" or rec["status"] == "cancelled":
+            return
+        ok = rec["status"] == "ok"
+        lat = record_latencies(rec)
+        tpot = lat.tpot if lat.tpot is not None and lat.tpot > 0 else None
+        for tier, c in zip(self.tiers, self._counts, strict=True):
+            c[0] += 1
+            c[1] += not ok
+            c[2] += ok and lat.ttft_due is not None and lat.ttft_due <= tier.ttft_s
+            c[3] += ok and tpot is not None and 1.0 / tpot >= tier.floor_tok_s
+            c[4] += not ok or tpot is not None
+
+    def check(self, t_s: float, pending: int) -> str | None:
+        if t_s < self.floor_s or not self.tiers:
+            return None
+        found: dict[str, Settled] = {}
+        for tier, c in zip(self.tiers, self._counts, strict=True):
+            k = Known(sent=c[0], failed=c[1], ttft_ok=c[2], fast=c[3], rated=c[4],
+                      pending=pending)
+            verdict, why = settle(k, self.max_failure, self.stop_rule)
+            if verdict is None:
+                return None
+            found[tier.name] = Settled(verdict, round(t_s, 3), k.sent + k.pending, why)
+        self.settled = found
+        return "; ".join(f"{name} {s.verdict}: {s.why}" for name, s in found.items())
