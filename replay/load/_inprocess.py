@@ -9,6 +9,7 @@ engines on simulated time).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import aiohttp
 
@@ -48,18 +49,22 @@ class InProcessExecutor:
 
     def start(self, t0_ns: int, t0_wall_ns: int) -> None:
         job = self.job
-        on_record = job.sink.record
-        if self.window_stop is not None:
-            sink, rule = job.sink.record, self.window_stop
-
-            def on_record(rec: RecordDict) -> None:  # the rule sees what the run stores
-                sink(rec)
-                rule.record(rec)
-
         self.ctx = make_context(job.settings, job.target, self.session, t0_ns,
-                                on_record, build=self.builder, transport=self.transport,
+                                self._on_record(), build=self.builder, transport=self.transport,
                                 cache=self.cache)
         self.task = asyncio.create_task(self._drive(self.ctx))
+
+    def _on_record(self) -> Callable[[RecordDict], None]:
+        """Where the lanes hand each record: the run's sink, and the stop rule if any."""
+        sink, rule = self.job.sink.record, self.window_stop
+        if rule is None:
+            return sink
+
+        def both(rec: RecordDict) -> None:  # the rule sees what the run stores
+            sink(rec)
+            rule.record(rec)
+
+        return both
 
     async def _drive(self, ctx: LaneContext) -> ExecOutcome:
         job = self.job
