@@ -173,7 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--out", default="/tmp/search-bench")
     ap.add_argument("--live", action="store_true", help="print each search step")
+    ap.add_argument("--runs", default=",".join(k for k, _, _ in RUNS),
+                    help="which searches (comma-separated row keys; the table needs bisect)")
     args = ap.parse_args(argv)
+    runs = [r for r in RUNS if r[0] in args.runs.split(",")]
     global LIVE
     LIVE = "plain" if args.live else "quiet"
     from replay.servers.sim import SimProfile
@@ -194,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         truth, _ = _truth(hidden_truth)
         row: dict[str, Any] = {"case": n, "tier": tier.name, "target": target,
                                "truth": truth}
-        for key, method, early in RUNS:
+        for key, method, early in runs:
             r = _search(method, early, case, tier, wl_path, wl, root / f"case-{n:03d}",
                         engine_seed, hidden_truth)
             r["holds"] = _holds(r, truth)
@@ -212,6 +215,8 @@ def table(rows: list[dict[str, Any]]) -> str:
     heads = {"bisect": "bisect, whole windows", "bisect_early": "bisect + early stop",
              "twin": "twin + early stop"}
     keys = [k for k, _, _ in RUNS if rows and k in rows[0]]
+    if "bisect" not in keys:
+        return json.dumps(rows, indent=1)
     out = ["| case | tier | truth | " + " | ".join(
         f"{heads[k]}: bracket | probes | early (differ) | GPU-s | holds" for k in keys) + " |",
         "|---|---|---|" + "---|---|---|---|---|" * len(keys)]

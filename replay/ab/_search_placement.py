@@ -12,7 +12,8 @@ Where the twin cannot be trusted the step falls back to bisection (stated rules)
 - *fit failed*: ``calibrate`` refused the probes (too few samples);
 - *wide*: the twin's interval is the capacity it gives with the tier's limits
   made stricter and looser by its largest relative miss of P90 interactivity or
-  P90 TTFT at the measured levels (at least ``MIN_MARGIN``); wider than
+  P90 TTFT (relative to the tier's ceiling where under it) at the measured levels
+  near its capacity (:func:`near_levels`; at least ``MIN_MARGIN``); wider than
   ``WIDE_SHARE`` of ``c`` (and more than 2 users) it is too wide to place at ``c``:
   its ends are probed instead (the strict end expected to meet, one past the loose
   end to fail), and bisection runs inside it;
@@ -130,7 +131,6 @@ class TwinGuide:
         top = hi - 1 if hi is not None else max_users
         if top <= lo:
             return None, "bracket closed"
-        margin = min(MAX_MARGIN, max([MIN_MARGIN, *(sim.miss(u) for u in levels)]))
         sim.tiers = (tier,)
         ok = sim.ok(tier)
         for u, v in sorted(verdicts.items()):
@@ -138,9 +138,11 @@ class TwinGuide:
                 return None, (f"the twin fitted so far {'fails' if v else 'meets'} the tier at "
                               f"{u} users, where the probe {'met' if v else 'failed'}: "
                               "bisecting")
+        c = sim.capacity(tier, lo, top)
+        margin = min(MAX_MARGIN, max([MIN_MARGIN, *(sim.miss(u, tier)
+                                                    for u in near_levels(levels, c, hi))]))
         strict_t, loose_t = _tightened(tier, margin), _loosened(tier, margin)
         sim.tiers = (tier, strict_t, loose_t)
-        c = sim.capacity(tier, lo, top)
         strict = sim.capacity(strict_t, lo, top)
         loose = sim.capacity(loose_t, lo, top)
         wide = loose - strict > max(2, WIDE_SHARE * max(c, 1))
@@ -159,6 +161,16 @@ class TwinGuide:
             return None, (f"twin interval {strict}-{loose} users (limits \u00b1{margin:.0%}) "
                           f"too wide around {c}, its ends probed: bisecting")
         return None, f"twin capacity {c} already probed: bisecting"
+
+
+def near_levels(levels: Sequence[int], c: int, hi: int | None) -> list[int]:
+    """The measured levels that say how well the twin knows its boundary ``c``: within
+    a factor 2 of it and not past the first failure ``hi`` (an overloaded level's
+    queueing decides no verdict near the line); all up to ``hi`` when none is that
+    near (the first fit, on 1 and 2 users, extrapolates: its misses there are all it has)."""
+    capped = [u for u in levels if hi is None or u <= hi]
+    near = [u for u in capped if c / 2 <= u <= 2 * c + 1]
+    return near or capped or list(levels)
 
 
 class _TwinSim:
@@ -210,8 +222,10 @@ class _TwinSim:
                 max_failure_share=self.max_failure).summary
         return self._summaries[key]
 
-    def miss(self, users: int) -> float:
-        """The twin's largest relative miss of P90 interactivity and TTFT at a level."""
+    def miss(self, users: int, tier: SloTier) -> float:
+        """The twin's largest relative miss at a level, of P90 interactivity and of P90
+        TTFT (the latter relative to the tier's ceiling where the measured P90 is under
+        it: a 50 ms queue predicted as 100 ms moves no verdict on a 10 s ceiling)."""
         meas = self._measured.get(users)
         if meas is None:
             return 0.0
@@ -219,7 +233,10 @@ class _TwinSim:
         # the twin's clock is the model's: scale back to the run's clock
         inter = None if s.interactivity.p90 is None else s.interactivity.p90 * self.scale
         ttft = None if s.ttft_due.p90 is None else s.ttft_due.p90 / self.scale
-        return max(_miss(inter, meas[0]), _miss(ttft, meas[1]))
+        ttft_miss = 0.0
+        if ttft is not None and meas[1] is not None and meas[1] > 0:
+            ttft_miss = abs(ttft - meas[1]) / max(meas[1], tier.ttft_s)
+        return max(_miss(inter, meas[0]), ttft_miss)
 
     def ok(self, tier: SloTier) -> Callable[[int], bool]:
         """Whether the twin does not fail ``tier`` at a count (indeterminate: not failed);
