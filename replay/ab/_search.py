@@ -24,6 +24,13 @@ more (``<arm>-u<users>-r1``, the same settings, so the runs stay comparable) and
 judges the two runs pooled, twice the requests; still indeterminate, it steps over
 the count (no more repeats: ``MAX_REPEATS``) and the answer names it.
 
+A probe is asked one question per tier, so it runs only as long as the answer
+needs: its window ends once every searched tier's verdict is settled at 99%
+whichever way its requests in flight end (``replay.ab._early_stop.TierStop``, a
+floor of 40 requests and a quarter of the window), those requests finish in the
+drain, and the probe is judged on the window it covered (``run.json`` records it
+and ``early_stop``). ``--search-full-window`` runs every window whole.
+
 ``DIR/search.json`` holds each answer with its bracket and evidence; the report
 of ``DIR`` shows it (``analysis.read_extras``).
 """
