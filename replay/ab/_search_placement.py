@@ -13,7 +13,8 @@ Where the twin cannot be trusted the step falls back to bisection (stated rules)
 - *wide*: the twin's interval is the capacity it gives with the tier's limits
   made stricter and looser by its largest relative miss of P90 interactivity or
   P90 TTFT (relative to the tier's ceiling where under it) at the measured levels
-  near its capacity (:func:`near_levels`; at least ``MIN_MARGIN``); wider than
+  near its capacity (:func:`near_levels`; rounded up to one of ``MARGINS``, at least
+  ``MIN_MARGIN``); wider than
   ``WIDE_SHARE`` of ``c`` (and more than 2 users) it is too wide to place at ``c``:
   its ends are probed instead (the strict end expected to meet, one past the loose
   end to fail), and bisection runs inside it;
@@ -46,6 +47,9 @@ MIN_MARGIN = 0.05
 WIDE_SHARE = 0.25
 """A twin interval wider than this share of its capacity is too wide to place on."""
 MAX_MARGIN = 0.5
+MARGINS = (MIN_MARGIN, 0.1, 0.15, 0.2, 0.3, 0.4, MAX_MARGIN)
+"""The widenings the twin's levels are judged at (its miss rounded up to one of them):
+every level is simulated once per fit, judged at all of them."""
 MAX_MISSES = 2
 """Probes that may contradict the twin before its arm's tier is bisected for good."""
 
@@ -131,7 +135,8 @@ class TwinGuide:
         top = hi - 1 if hi is not None else max_users
         if top <= lo:
             return None, "bracket closed"
-        sim.tiers = (tier,)
+        sim.tiers = (tier, *(_tightened(tier, m) for m in MARGINS),
+                     *(_loosened(tier, m) for m in MARGINS))  # one simulation per level
         ok = sim.ok(tier)
         for u, v in sorted(verdicts.items()):
             if v is not None and ok(u) != v:
@@ -139,10 +144,9 @@ class TwinGuide:
                               f"{u} users, where the probe {'met' if v else 'failed'}: "
                               "bisecting")
         c = sim.capacity(tier, lo, top)
-        margin = min(MAX_MARGIN, max([MIN_MARGIN, *(sim.miss(u, tier)
-                                                    for u in near_levels(levels, c, hi))]))
+        miss = max([0.0, *(sim.miss(u, tier) for u in near_levels(levels, c, hi))])
+        margin = next((m for m in MARGINS if m >= miss), MARGINS[-1])
         strict_t, loose_t = _tightened(tier, margin), _loosened(tier, margin)
-        sim.tiers = (tier, strict_t, loose_t)
         strict = sim.capacity(strict_t, lo, top)
         loose = sim.capacity(loose_t, lo, top)
         wide = loose - strict > max(2, WIDE_SHARE * max(c, 1))
