@@ -33,7 +33,7 @@ class SearchLimits(BaseModel):
         "so far places it at its predicted boundary; bisection where its interval is wide, "
         "the fit fails or a probe contradicts it) or bisect (doubling, then halving)",
         metavar="METHOD")] = "bisect"
-    """Default bisect: on hidden profiles the twin with early stop used 0.50-0.76x
+    """Default bisect: on hidden profiles the twin with early stop used 0.55-0.76x
     bisection's GPU-seconds, and its brackets held the truth no more often than
     bisection's (bench/README.md)."""
     full_window: Annotated[bool, Knob(
