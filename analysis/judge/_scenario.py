@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from analysis.metrics import RunSummary
 from analysis.read import RunData
 from analysis.schema import LoadSettings, RunManifest
+from analysis.text import plural
 
 __all__ = [
     "ALIASES", "ALIAS_NOTE", "SCENARIOS", "ScenarioName", "ScenarioRules", "ScenarioVerdict",
@@ -151,7 +152,8 @@ def workload_notes(rules: ScenarioRules, source: str, params: Mapping[str, objec
     scale = p.get("token_scale")
     if cut:
         notes.append(f"--workload {path}: the import's {max_context}-token cap "
-                     f"compacted or truncated {cut} prompt(s); scenario {rules.name} forbids "
+                     f"compacted or truncated {plural(cut, 'prompt')}; scenario {rules.name} "
+                     "forbids "
                      "input truncation (import without --max-context)")
     if isinstance(scale, int | float) and not isinstance(scale, bool) and scale != 1:
         notes.append(f"--workload {path}: token sizes were scaled by {scale}; scenario "
@@ -239,7 +241,8 @@ def judge_scenario(
         notes.append(f"{failure_share:.1%} of the window's requests failed; scenario {name} "
                      f"allows {rules.max_failure_share:.0%}")
     if uncounted:
-        notes.append(f"{uncounted} completed request(s) in the window came back without the "
+        notes.append(f"{plural(uncounted, 'completed request')} in the window came back "
+                     "without the "
                      f"server's token counts (usage); scenario {name} counts tokens as the "
                      "server reports them")
     return ScenarioVerdict(scenario=name, satisfied=not notes, notes=notes)
