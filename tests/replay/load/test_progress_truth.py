@@ -38,6 +38,9 @@ def test_remaining_is_the_schedule_and_the_drain_is_its_cap_apart() -> None:
     drain = _line("drain", 31.0, busy=1)
     assert re.search(r"drain\s+elapsed 31s\s+remaining 540s at most", drain), drain
     assert "1 request still running" in drain
+    ended = _line("drain", 31.0, busy=0)  # the drain ends with its last answer, not its cap
+    assert re.search(r"remaining 0s \(no request still running", ended), ended
+    assert "540s" not in ended
 
 
 def test_caveats_name_the_run_directory_not_its_id(tmp_path: Path) -> None:
