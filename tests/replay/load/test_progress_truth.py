@@ -74,6 +74,8 @@ def test_history_goes_to_the_working_directory_not_into_the_first(
     html = (here / "history.html").read_text(encoding="utf-8")
     # the verdict reads as the decision's short lines, one item each, not a wall of prose
     assert html.count('<td class="verdict"><ul class="decision"><li>') == 2
+    # each entry's start reads as a date and a UTC time, not a raw ISO stamp
+    assert html.count("2026-12-01 00:00 UTC") == 2 and "2026-12-01T00:00:00Z" not in html
     assert os.getcwd() == str(here)
 
 
