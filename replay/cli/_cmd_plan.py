@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from analysis.text import plural
 from replay.cli._results import (
@@ -29,6 +29,8 @@ from replay.cli._results import (
 )
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from analysis import RunData, SloTier
     from analysis.judge import CapacityRow
     from replay.twin import (
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
         TierCapacity,
     )
 
-__all__ = ["register"]
+__all__ = ["capacity_table", "register"]
 
 LABEL = "modelled (twin)"
 
@@ -63,8 +65,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run_plan(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
 
     from analysis import capacity_view
 
@@ -86,28 +86,7 @@ def run_plan(args: argparse.Namespace) -> int:
         console.print("[SIMULATED] runs served by a performance model, not GPUs",
                       style="yellow", markup=False)
     view = capacity_view(comparison)
-    table = Table(caption="per GPU: the bracket over the arm's GPU count; tok/s/GPU: decode "
-                          "throughput measured at the passing level",
-                  title=f"Capacity: measured load ({view['unit']}) bracketing each SLO tier "
-                        "(met at the lower level, failed at the upper; nothing interpolated)")
-    table.add_column("tier")
-    for a in view["arms"]:
-        table.add_column(Text(f"{a or 'run'}: {view['unit']}"), justify="right")
-        table.add_column("per GPU", justify="right")
-        table.add_column("tok/s/GPU", justify="right")
-    for o in view["others"]:
-        head = f"{o} / {view['arms'][0]}"
-        table.add_column(Text(head), justify="right", min_width=len(head))
-    for row in view["rows"]:
-        cells: list[Text | str] = [Text(row["tier"])]
-        for x in row["arms"]:
-            if x is None:
-                cells += ["not measured", "", ""]
-                continue
-            cells += [Text(x["users"]), x["per_gpu"], x["decode"]]
-        cells += [Text(r["value"]) for r in row["ratios"]]
-        table.add_row(*cells)
-    console.print(table)
+    console.print(capacity_table(view))
     if view["others"]:
         console.print("ratio: capacity over the baseline's as bounded by the two brackets "
                       "(A in [a1, a2), B in [b1, b2): B/A between b1/a2 and b2/a1); unknown "
@@ -117,6 +96,40 @@ def run_plan(args: argparse.Namespace) -> int:
     for line in verdict_lines(comparison, twin):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     return EXIT_INVALID if invalid(comparison) else 0
+
+
+def capacity_table(view: dict[str, Any]) -> Table:
+    """The capacity view as rows of (tier, arm) and a ratio row per other arm: five
+    columns, so it fits an 80- or 100-column terminal (a column per arm and a ratio
+    column did not, and rich cropped the ratio, the answer, off the right edge)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(caption="per GPU: the bracket over the arm's GPU count; tok/s/GPU: decode "
+                          "throughput measured at the passing level",
+                  title=f"Capacity: measured load ({view['unit']}) bracketing each SLO tier "
+                        "(met at the lower level, failed at the upper; nothing interpolated)")
+    table.add_column("tier")
+    table.add_column("arm")
+    table.add_column(Text(f"capacity ({view['unit']})"), justify="right")
+    table.add_column("per GPU", justify="right")
+    table.add_column("tok/s/GPU", justify="right")
+    base = view["arms"][0] if view["arms"] else ""
+    for row in view["rows"]:
+        first = True
+        for a, x in zip(view["arms"], row["arms"], strict=True):
+            cells: list[Text | str] = [Text(row["tier"]) if first else "", Text(a or "run")]
+            first = False
+            if x is None:
+                cells += ["not measured", "", ""]
+            else:
+                cells += [Text(x["users"]), x["per_gpu"], x["decode"]]
+            table.add_row(*cells)
+        for o, r in zip(view["others"], row["ratios"], strict=True):
+            table.add_row("", Text(f"{o} / {base}", style="italic"),
+                          Text(r["value"], style="italic"), "", "")
+        table.add_section()
+    return table
 
 
 def _twin_plan(args: argparse.Namespace) -> int:
