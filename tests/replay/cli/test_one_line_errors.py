@@ -4,6 +4,7 @@ an http(s) scheme says what to write."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,7 @@ def test_a_bad_value_is_one_line_naming_the_flag(
     assert len(lines) == 1 and "usage:" not in got.err, got.err
     assert lines[0].startswith("agentreplay"), lines[0]
     assert want in lines[0], lines[0]
+    assert not re.search(r"'([^']+)'.*\(got '\1'\)", lines[0]), lines[0]  # a value said once
     assert not Path(paths["out"]).exists()  # refused before anything is written
 
 
