@@ -36,7 +36,13 @@ class ArmCapacity:
     modelled and checked against the measured bracket; empty without one."""
 
     def text(self) -> str:
-        text = f"{self.arm or 'the run'} {self.measured} measured ({self.per_gpu})"
+        """``auto below 16 users measured (< 1.00 users per GPU), indeterminate at 4
+        (...)``: the bracket's note after its label, joined by commas, since semicolons
+        part the arms of a tier."""
+        words, _, note = self.measured.partition("; ")
+        text = f"{self.arm or 'the run'} {words} measured ({self.per_gpu})"
+        if note:
+            text += ", " + note.replace("; ", ", ")
         return text + (f", {self.modelled}" if self.modelled else "")
 
 
@@ -138,7 +144,7 @@ def _arm_twin_text(rec: Mapping[str, Any], twin: Mapping[str, Any], row: Capacit
     outside = (lo is not None and b.failed is not None and lo >= b.failed) or \
         (hi is not None and b.passed is not None and hi <= b.passed)
     text = (f"its twin ({plural(int(twin.get('replicas') or 1), 'replica')}) modelled "
-            f"{rec.get('text', 'n/a')}")
+            f"{str(rec.get('text', 'n/a')).replace('; ', ', ')}")  # ';' parts the arms
     if rec.get("interval"):
         text += f", prediction interval {rec['interval']}"
     return text + (", outside the measured bracket (the measurement holds)" if outside
