@@ -40,7 +40,8 @@ class ArmCapacity:
         (...)``: the bracket's note after its label, joined by commas, since semicolons
         part the arms of a tier."""
         words, _, note = self.measured.partition("; ")
-        text = f"{self.arm or 'the run'} {words} measured ({self.per_gpu})"
+        text = (f"{self.arm or 'the run'} capacity unknown" if words == "unknown" else
+                f"{self.arm or 'the run'} {words} measured ({self.per_gpu})")
         if note:
             text += ", " + note.replace("; ", ", ")
         return text + (f", {self.modelled}" if self.modelled else "")

@@ -138,3 +138,7 @@ def test_a_bracket_note_stays_with_its_arm() -> None:
     plain = ArmCapacity(arm="ls", measured=Bracket(passed=4, failed=None).text(),
                         per_gpu="\u2265 0.25 users per GPU").text()
     assert plain == "ls at least 4 users measured (\u2265 0.25 users per GPU)"
+    unknown = ArmCapacity(arm="a", measured=Bracket(passed=None, failed=None,
+                                                    indeterminate=[4]).text(),
+                          per_gpu="users per GPU: unknown").text()
+    assert unknown == "a capacity unknown, indeterminate at 4 (too few requests to tell)"
