@@ -159,6 +159,9 @@ def decide(c: Comparison, twin: Mapping[str, Any] | None = None) -> Decision:
     tiers = []
     for label, rows in by_tier.items():
         rec = twin_tiers.get(rows[0].tier.name)
+        beside = (twin or {}).get("arms")
+        if isinstance(beside, list) and not any(r.arm in beside for r in rows):
+            rec = None  # a twin of another backend or replica count than these runs
         arms = [ArmCapacity(
             arm=r.arm, measured=r.bracket.text(r.load_kind),
             per_gpu=per_gpu_text(r.bracket.passed, r.bracket.failed, r.gpu_count, r.load_kind),
