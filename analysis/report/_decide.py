@@ -18,7 +18,7 @@ from typing import Any
 from analysis.judge import CapacityRow, Comparison, verdict_sentence
 from analysis.report._decision import level_label, measured_text
 from analysis.report._format import per_gpu_text
-from analysis.report._twin_plan_file import usable_twin
+from analysis.report._stored_plan import usable_twin
 from analysis.text import plural
 
 __all__ = ["ArmCapacity", "Decision", "TierDecision", "decide", "twin_text"]
