@@ -139,7 +139,7 @@ def _twin_plan(args: argparse.Namespace) -> int:
         raise ConfigError(f"--max-failure-share: must be between 0 and 1, got "
                           f"{args.max_failure_share}")
     check_seed(args.seed)
-    plan = plan_settings(args)
+    plan = _fitted_backend(args, plan_settings(args))
     _check_outputs(args, plan)
     if not args.paths:
         return run_twin_plan(args, plan, tiers(args.slo), args.max_failure_share)
@@ -154,6 +154,25 @@ def _twin_plan(args: argparse.Namespace) -> int:
     for line in verdict_lines(comparison, stored_twin(args.paths[0])):  # the decision
         print(line)
     return code
+
+
+def _fitted_backend(args: argparse.Namespace, plan: PlanSettings) -> PlanSettings:
+    """A calibrated twin plans the backend it was fitted on: ``calibrate`` writes the
+    fitted steps under both backend names, so another ``--backend`` would label the
+    fitted server's capacity with a backend it never measured. Typed, it is refused;
+    left at its default, the fitted backend is used."""
+    from replay.errors import ConfigError
+    from replay.twin import load_twin
+
+    _, calibration = load_twin(plan.twin or "")
+    fitted = (calibration or {}).get("decode_backend")
+    if fitted not in ("auto", "latency_specialized") or fitted == plan.backend:
+        return plan
+    if "backend" in getattr(args, "typed", frozenset()):
+        raise ConfigError(f"--backend {plan.backend}: the twin {plan.twin} was fitted on "
+                          f"runs of backend {fitted}; its steps are that server's (plan "
+                          f"--backend {fitted}, or calibrate runs of {plan.backend})")
+    return plan.model_copy(update={"backend": fitted})
 
 
 def _same_server(plan: PlanSettings, runs: Sequence[RunData]) -> tuple[set[str], str]:
@@ -180,10 +199,11 @@ def _same_server(plan: PlanSettings, runs: Sequence[RunData]) -> tuple[set[str],
     other = sorted(set(arms) - shown)
     note = (f"measured brackets beside the twin: those of backend {backend} on "
             f"{plural(plan.replicas, 'replica')}, the twin's: "
-            f"{', '.join(sorted(shown)) or 'none of the runs given'}")
+            f"{', '.join(sorted(a or 'the run' for a in shown)) or 'none of the runs given'}")
     if other:
         note += "; not shown (another backend or replica count): " + ", ".join(
-            f"{a} ({'/'.join(f'{b}, ' + plural(n, 'replica') for b, n in sorted(arms[a]))})"
+            f"{a or 'the run'} "
+            f"({'/'.join(f'{b}, ' + plural(n, 'replica') for b, n in sorted(arms[a]))})"
             for a in other)
     return shown, note
 
@@ -378,7 +398,8 @@ def run_twin_plan(args: argparse.Namespace, plan: PlanSettings, tiers: tuple[Slo
             print(f"tier {cap.tier.name}: {plan.agents} agents {need} [{LABEL}]", file=out)
     if args.paths:  # beside the measured results, for `agentreplay report DIR`
         where = _store(args.paths[0], plan, profile.name, band, levels, results, stored, gpus,
-                       None if pi is None else pi.as_dict())
+                       None if pi is None else pi.as_dict(),
+                       sorted({r.arm for r in measured}))
         print(f"twin estimate stored in {where}; `agentreplay report {args.paths[0]}` shows "
               "it beside the measured capacity", file=out)
     return 0
@@ -397,9 +418,11 @@ def _tier_record(cap: TierCapacity, interval: str | None,
 def _store(directory: str, plan: PlanSettings, profile: str, band: ErrorBand | None,
            levels: Sequence[int], results: Sequence[LevelResult],
            tiers: list[dict[str, object]], gpus_per_replica: int | None = None,
-           interval: dict[str, object] | None = None) -> str:
+           interval: dict[str, object] | None = None, arms: list[str] | None = None) -> str:
     """``DIR/twin-plan.json``: what the report's twin section shows (derived, like
-    report.html: rewritten by the next ``plan --twin ... DIR``)."""
+    report.html: rewritten by the next ``plan --twin ... DIR``); ``arms``: those of DIR
+    the twin stands beside (its backend and replica count), none: the decision leaves it
+    out."""
     import dataclasses
     from pathlib import Path
 
@@ -415,6 +438,6 @@ def _store(directory: str, plan: PlanSettings, profile: str, band: ErrorBand | N
            "error_band": None if band is None else dataclasses.asdict(band),
            "prediction_interval": interval,
            "levels": [level_record(u, r) for u, r in zip(levels, results, strict=True)],
-           "tiers": tiers}
+           "tiers": tiers, "arms": arms}
     path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
     return str(path)
