@@ -224,6 +224,9 @@ def judge_scenario(
         notes.append(f"arrival was {load.arrival!r}; scenario {name} replays closed loop")
     notes += [_judged(x) for x in workload_notes(rules, source, header_params, max_context,
                                                  workload)]
+    if load.entries:
+        notes.append(f"entry turns pinned for {len(load.entries)} lane(s) (--entry); "
+                     f"scenario {name} draws each lane's entry turn with seed {rules.seed}")
     if rules.warmup_requests and load.warmup_s <= 0:
         notes.append(f"no warmup: scenario {name} primes each lane with "
                      f"{rules.warmup_requests} requests before its entry turn, sent during "
