@@ -1,7 +1,7 @@
 """Named scenarios: fixed replay rules that make results comparable with others'.
 
-``--scenario agentx-v1`` replays by the agentx-harness 1.0.x rules (below, with
-where each was found); ``--scenario agentx-mvp`` (``agentx``, its former name,
+``--scenario agentx-v1`` replays by the agentx-harness 1.0.x rules (``analysis.judge``,
+with where each was found); ``--scenario agentx-mvp`` (``agentx``, its former name,
 still works) by the older MVP rules of InferenceX AgentX (AIPerf 0.13's
 ``inferencex-agentx-mvp`` scenario, with the flags InferenceX ran it with):
 WEKA coding-agent sessions (subagents included), streaming requests with
@@ -18,7 +18,9 @@ run does with them, in pure steps. :func:`apply_scenario` fills the rules into t
 before anything is sent and refuses a flag or workload that contradicts them
 (one line naming the flag and the rule; ``--scenario-unsafe`` lets the run go
 ahead instead). :func:`lane_options` hands the lanes the entry ratio and the
-cache-busting nonce.
+cache-busting nonce; :func:`pinned_entries` reads ``run --entry`` (each user's first
+session and entry turn, pinned to replay another tool's lanes). Under a scenario the
+users recycle sessions from one shared sequential sampler, as AIPerf's lanes do.
 """
 
 from __future__ import annotations
