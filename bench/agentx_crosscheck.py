@@ -2,7 +2,11 @@
 
 Both tools replay the same WEKA sessions (the shared sample, or any directory given)
 against ``serve-sim`` with the same profile and backend, one fresh server each (cold
-cache, counters from zero), and the script prints their figures side by side: requests
+cache, counters from zero): agentreplay enters AIPerf's lanes (each lane's trace and
+first profiling turn, read from AIPerf's log, as ``run --entry``), and AIPerf loads a
+tokenizer that splits text as the simulator does, so both send the same requests at
+the same prompt lengths as the server counts them. The script prints their figures
+side by side: requests
 measured, P90 interactivity (1 / P90 of per-request TPOT: the slow tail), TTFT P50/P90,
 and the prefix-hit share, plus the simulator's own truth for each run (its truth log:
 mean TPOT it delivered, its lateness). Which token count each tool used is printed
@@ -413,14 +417,15 @@ def table(figs: dict[str, Figures]) -> str:
 def same_requests(a: Mapping[tuple[str, int], tuple[int, int]],
                   b: Mapping[tuple[str, int], tuple[int, int]]) -> str:
     """How alike the two tools' measured requests were: which (session, turn) both
-    measured, and over those the prompt and output lengths as the server counted them."""
+    measured (a session replayed twice counts once, its last replay's lengths), and over
+    those the prompt and output lengths as the server counted them."""
     both = sorted(set(a) & set(b))
     if not both:
         return f"same requests: none of {len(a)} / {len(b)} measured (session, turn) in common"
     gaps = [b[k][0] / a[k][0] - 1 for k in both if a[k][0]]
     outs = sum(a[k][1] == b[k][1] for k in both)
     return (f"same requests: {len(both)} (session, turn) measured by both (of {len(a)} / "
-            f"{len(b)} main-session requests); prompt tokens (server) differ by "
+            f"{len(b)} main-session ones); prompt tokens (server) differ by "
             f"{np.mean(gaps):+.2%} on average (max |{max(abs(g) for g in gaps):.2%}|), "
             f"output tokens equal on {outs} of {len(both)}")
 

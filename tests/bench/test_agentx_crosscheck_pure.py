@@ -65,7 +65,7 @@ def test_same_requests_reports_the_common_ones_and_their_prompt_gap(agentx) -> N
     a = {("t1", 1): (1000, 7), ("t1", 2): (2000, 9), ("t2", 0): (500, 3)}
     b = {("t1", 1): (1010, 7), ("t1", 2): (1980, 8), ("t3", 0): (10, 1)}
     line = agentx.same_requests(a, b)
-    assert "2 (session, turn) measured by both (of 3 / 3" in line
+    assert "2 (session, turn) measured by both (of 3 / 3 main-session ones)" in line
     assert "+0.00% on average (max |1.00%|)" in line  # +1% and -1%
     assert "output tokens equal on 1 of 2" in line
     assert "none of 1 / 1" in agentx.same_requests({("x", 0): (1, 1)}, {("y", 0): (1, 1)})
