@@ -76,6 +76,9 @@ def prepare_run(settings: RunSettings,
         if arrival != "closed":
             raise ConfigError(f"--entry pins closed-loop users; {path}'s arrival mode is "
                               f"{arrival!r}")
+        if len(settings.entries) > settings.users:
+            raise ConfigError(f"--entry given {len(settings.entries)} times for "
+                              f"{settings.users} user(s): one per user at most")
         pinned_entries(settings.entries, sessions)
     sessions = retimed(settings, sessions, path)
     settings, drain_note = resolve_drain(settings, sessions)

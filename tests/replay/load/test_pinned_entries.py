@@ -19,6 +19,7 @@ from analysis import LoadSettings, RequestRecord, RunManifest
 from replay.cli import main
 from replay.errors import ConfigError
 from replay.load import RunSettings, scenario_values, validated
+from replay.load._prepare import prepare_run
 from replay.load._scenario import judge_scenario, pinned_entries
 from replay.servers.sim import SimServerProcess, TruthRecord, load_profile
 from tests.support.workloads import chain_requests, make_workload
@@ -54,6 +55,19 @@ def test_entry_values_are_session_colon_turn() -> None:
     assert load.entries == ("s1:3",)
     # a run without pins records none (run.json files from before read the same)
     assert validated(RunSettings, {**base, "drain_s": 1.0}).load_settings("closed").entries == ()
+
+
+def test_entries_are_checked_against_the_workload_before_the_run(tmp_path: Path) -> None:
+    wl = make_workload(tmp_path / "wl.jsonl", sessions=2, turns=4)
+    base = {"target": "http://127.0.0.1:9", "duration_s": 10.0, "scenario": "agentx-v1",
+            "scenario_unsafe": True}
+    with pytest.raises(ConfigError, match="--entry given 2 times for 1 user"):
+        prepare_run(validated(RunSettings, {**base, "entries": ("s0:1", "s1:1")}), wl)
+    with pytest.raises(ConfigError, match="session 's1' has turns 0-3"):
+        prepare_run(validated(RunSettings, {**base, "users": 2,
+                                            "entries": ("s0:1", "s1:4")}), wl)
+    assert prepare_run(validated(RunSettings, {**base, "entries": ("s1:3",)}), wl
+                       ).settings.entries == ("s1:3",)
 
 
 def test_entry_needs_a_scenario_and_its_unsafe_flag() -> None:
