@@ -32,3 +32,8 @@ def peers() -> ModuleType:
 @pytest.fixture(scope="session")
 def stub() -> ModuleType:
     return _load("_stub_server")
+
+
+@pytest.fixture(scope="session")
+def read_path() -> ModuleType:
+    return _load("read_path")
