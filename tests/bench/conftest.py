@@ -37,3 +37,8 @@ def stub() -> ModuleType:
 @pytest.fixture(scope="session")
 def agentx() -> ModuleType:
     return _load("agentx_crosscheck")
+
+
+@pytest.fixture(scope="session")
+def read_path() -> ModuleType:
+    return _load("read_path")
