@@ -1,9 +1,15 @@
 """The twin against a real vLLM CPU server: runs at 1, 2, 4 and 8 users, a twin fitted on
 1, 2, 4 with ``agentreplay calibrate --holdout 8``, and the held-out level's predicted vs
-measured P90 interactivity, P90 TTFT and output throughput, with the 15% target.
+measured P90 interactivity, P90 TTFT and output throughput, with the 15% target. Then
+the held-out level is run once more, and printed: the spread of each level's repeated
+runs, and the twin's stored prediction interval at the held-out level (as ``plan
+--twin`` draws it) beside every measured run's value and 95% interval, the rerun (a
+measurement the interval was not sized on) counted apart.
 
     python bench/calibrate_real.py --url http://127.0.0.1:8000   # a server started by hand
     python bench/calibrate_real.py                               # launches the tiny model
+    python bench/calibrate_real.py --duration 60 --repeats 2 --keep DIR
+    python bench/calibrate_real.py --report DIR                  # print a kept DIR again
 
 The accuracy is a figure, not a test: on a CPU shared with other work the runs
 themselves do not repeat (a busy 2-core machine gave -69%, -75% and +102% in three
