@@ -42,3 +42,13 @@ def agentx() -> ModuleType:
 @pytest.fixture(scope="session")
 def read_path() -> ModuleType:
     return _load("read_path")
+
+
+@pytest.fixture(scope="session")
+def real_interval() -> ModuleType:
+    return _load("_real_interval")
+
+
+@pytest.fixture(scope="session")
+def real_spread() -> ModuleType:
+    return _load("_real_spread")
