@@ -3,7 +3,7 @@ path and the CLI parser use them without the report's machinery)."""
 
 from __future__ import annotations
 
-__all__ = ["plural"]
+__all__ = ["plural", "verb"]
 
 
 def plural(count: int, noun: str, nouns: str | None = None) -> str:
@@ -13,3 +13,8 @@ def plural(count: int, noun: str, nouns: str | None = None) -> str:
     """
     word = noun if count == 1 else (nouns or noun + "s")
     return f"{count} {word}"
+
+
+def verb(count: int, one: str, many: str) -> str:
+    """The verb form agreeing with ``count`` (``was``/``were``, ``is``/``are``)."""
+    return one if count == 1 else many

@@ -44,6 +44,18 @@ def coverage(outcomes: Sequence[Outcome], kinds: Sequence[str]) -> float | None:
     return float(np.mean(cov)) if cov else None
 
 
+def floor_stats(outcomes: Sequence[Outcome], metric: str) -> dict[str, float | int | None]:
+    """|error| of the held-out level's second measurement against its first (the
+    hidden profile itself, other step-noise draws): the measurement's own sampling
+    spread, a floor no twin can go under when it is judged against one measurement."""
+    errs = np.abs([r[f"{metric}_held"] / r[f"{metric}_truth"] - 1
+                   for r in _rows(outcomes, ("held-out",))
+                   if r.get(f"{metric}_held") and r.get(f"{metric}_truth")])
+    return {"n": int(errs.size),
+            "median": float(np.median(errs)) if errs.size else None,
+            "p90": float(np.quantile(errs, 0.9)) if errs.size else None}
+
+
 def agents_stats(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     """``--agents K``: the share of (case, tier) answers the twin got right, the share
     whose measured count lay in the interval's range, and the misses."""
@@ -112,6 +124,10 @@ def print_report(outcomes: Sequence[Outcome], real: Sequence[dict[str, Any]]) ->
             st = error_stats(ok, (kind,), m)
             print(f"{kind:<12} {NAMES[m]:<20} {st['n']:>4} {_pct(st['median']):>12} "
                   f"{_pct(st['p90']):>9} {_pct(st['coverage']):>11}")
+    for m in METRICS:
+        st = floor_stats(ok, m)
+        print(f"{'floor':<12} {NAMES[m]:<20} {st['n']:>4} {_pct(st['median']):>12} "
+              f"{_pct(st['p90']):>9}   (the held-out level measured twice)")
     t = tier_stats(ok)
     print(f"capacity per tier (default tiers, ladder of {len(ok[0].tiers) if ok else 0} tiers "
           f"x levels): {t['n']} answers, {t['informative']} with the truth's capacity "
@@ -141,6 +157,14 @@ def print_report(outcomes: Sequence[Outcome], real: Sequence[dict[str, Any]]) ->
               f"(p10 {np.quantile(ratio, 0.1):.2f}x, p90 {np.quantile(ratio, 0.9):.2f}x); "
               f"mean batch-1 step median {np.median(s1):.3f}x (p10 {np.quantile(s1, 0.1):.3f}x, "
               f"p90 {np.quantile(s1, 0.9):.3f}x)")
+        # the fitted rate is the typical step's (noise median): the mean prefill step
+        # compares with the truth's mean, as the batch-1 step does
+        mean_rate = np.array([o.fit["prefill_tokens_per_s"] / o.fit["step_noise_mean"]
+                              / (o.truth_profile["prefill_tokens_per_s"]
+                                 / o.truth_profile["noise_mean"]) for o in fits])
+        print(f"fit: mean prefill rate (rate over the noise mean) fitted/true median "
+              f"{np.median(mean_rate):.2f}x (p10 {np.quantile(mean_rate, 0.1):.2f}x, "
+              f"p90 {np.quantile(mean_rate, 0.9):.2f}x)")
     if real:
         print("real time vs simulated time (the hidden profile, held-out level):")
         for r in real:

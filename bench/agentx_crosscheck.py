@@ -2,7 +2,11 @@
 
 Both tools replay the same WEKA sessions (the shared sample, or any directory given)
 against ``serve-sim`` with the same profile and backend, one fresh server each (cold
-cache, counters from zero), and the script prints their figures side by side: requests
+cache, counters from zero): agentreplay enters AIPerf's lanes (each lane's trace and
+first profiling turn, read from AIPerf's log, as ``run --entry``), and AIPerf loads a
+tokenizer that splits text as the simulator does, so both send the same requests at
+the same prompt lengths as the server counts them. The script prints their figures
+side by side: requests
 measured, P90 interactivity (1 / P90 of per-request TPOT: the slow tail), TTFT P50/P90,
 and the prefix-hit share, plus the simulator's own truth for each run (its truth log:
 mean TPOT it delivered, its lateness). Which token count each tool used is printed
@@ -30,12 +34,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import urllib.request
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -47,7 +52,7 @@ if str(HERE) not in sys.path:
 
 import numpy as np  # noqa: E402
 import orjson  # noqa: E402
-from peers import PEERS_DIR, ensure_tokenizer, ensure_tool  # noqa: E402
+from peers import PEERS_DIR, ensure_tool  # noqa: E402
 
 from replay.client import parse_prometheus  # noqa: E402
 from replay.servers.sim import SimServerProcess, load_profile  # noqa: E402
@@ -80,6 +85,9 @@ class Figures:
     sim_lateness: float | None = None
     token_count: str = ""
     note: str = ""
+    measured: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
+    """(session, turn) -> (prompt, output tokens as the server counted them) of each
+    measured main-session request that completed (the tool's own records)."""
 
 
 # -- the simulated server ---------------------------------------------------------
@@ -141,6 +149,42 @@ def served(profile: Path, backend: str, work: Path, fig: Figures,
 
 
 # -- AIPerf -----------------------------------------------------------------------
+_WORD_TOKENIZER = r'''
+import json, re, sys
+from pathlib import Path
+import aiperf
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+piece = re.compile(r"\w+|[^\w\s]")
+text = (Path(aiperf.__file__).parent / "dataset/generator/assets/shakespeare.txt").read_text()
+words = ["zzunk", "zzbos", "zzeos"] + sorted(set(piece.findall(text)))
+tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="zzunk"))
+tok.pre_tokenizer = pre_tokenizers.Sequence([
+    pre_tokenizers.WhitespaceSplit(),
+    pre_tokenizers.Split(Regex(r"\w+|[^\w\s]"), behavior="isolated")])
+tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # joins with single spaces
+out = sys.argv[1]
+tok.save(out + "/tokenizer.json")
+json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "zzbos",
+           "eos_token": "zzeos", "unk_token": "zzunk", "model_max_length": 1 << 24},
+          open(out + "/tokenizer_config.json", "w"))
+json.dump({"model_type": "llama", "vocab_size": len(words)}, open(out + "/config.json", "w"))
+'''
+
+
+def sim_word_tokenizer() -> Path:
+    """A tokenizer that splits text as the simulator's does (words and single symbols,
+    ``replay.servers.sim._tokenizer``; its vocabulary: AIPerf's prompt corpus, anything
+    else one unknown-word token), so every token of the prompts AIPerf builds to the
+    trace's counts is one token to the simulator too (the tiny Llama's sub-word text
+    reached it ~2.3x shorter). Made once with AIPerf's own ``tokenizers``."""
+    out = PEERS_DIR / "sim-split-tokenizer"
+    if not (out / "tokenizer.json").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        subprocess.run([str(PEERS_DIR / "aiperf" / "bin" / "python"), "-c", _WORD_TOKENIZER,
+                        str(out)], check=True)
+    return out
+
+
 def aiperf_command(url: str, model: str, args: argparse.Namespace, tokenizer: Path,
                    art: Path) -> list[str]:
     return [
@@ -213,6 +257,9 @@ def run_aiperf(url: str, model: str, args: argparse.Namespace, tokenizer: Path,
         fig.note = f"aiperf exited {code}; see {work / 'aiperf.log'}"
         return
     parse_aiperf(json.loads(found[-1].read_text()), fig)
+    records = found[-1].with_name("profile_export.jsonl")
+    if records.exists():
+        fig.measured = aiperf_measured(records.read_bytes().splitlines())
     metrics = found[-1].with_name("server_metrics_export.json")
     if metrics.exists():
         fig.prefix_share = aiperf_prefix_share(json.loads(metrics.read_text()))
@@ -231,6 +278,23 @@ def aiperf_prefix_share(data: dict[str, object]) -> float | None:
 
     queries = total("vllm:prefix_cache_queries")
     return total("vllm:prefix_cache_hits") / queries if queries else None
+
+
+_LANE = re.compile(r"lane=(\d+)\s.*?(root_next|start_turn)=\s*(\d+)/\s*\d+"
+                   r".*?trace_id=(\S+)")
+
+
+def aiperf_lanes(log_text: str) -> list[str]:
+    """``SESSION:TURN`` per lane, in lane order, from the table AIPerf logs when it builds
+    its trajectories (``TrajectorySource``): a timestamped trace's ``root_next`` is the
+    first root turn at or after its sampled t*, its first profiling turn; a trace
+    without timestamps logs ``start_turn``, its warmup turn, and profiles from the next.
+    The table is logged once; a lane seen again keeps its first line."""
+    lanes: dict[int, str] = {}
+    for m in _LANE.finditer(log_text):
+        turn = int(m.group(3)) + (m.group(2) == "start_turn")
+        lanes.setdefault(int(m.group(1)), f"{m.group(4)}:{turn}")
+    return [lanes[k] for k in sorted(lanes)]
 
 
 def _aiperf_env() -> dict[str, str]:
@@ -257,16 +321,20 @@ def has_scenario_preset() -> bool:
     return "--scenario" in out.stdout
 
 
-def agentreplay_flags(args: argparse.Namespace, preset: bool) -> list[str]:
-    """The AgentX rules as agentreplay flags: the preset, or its nearest equivalent."""
+def agentreplay_flags(args: argparse.Namespace, preset: bool,
+                      entries: Sequence[str] = ()) -> list[str]:
+    """The AgentX rules as agentreplay flags: the preset, or its nearest equivalent;
+    ``entries`` pin each user's first session and entry turn (``--entry``: AIPerf's
+    lanes), which the preset takes only with ``--scenario-unsafe``."""
     load = ["--users", str(args.concurrency), "--duration", str(args.duration),
             "--warmup", str(args.warmup), "--drain", str(args.grace), "--seed", "42"]
     if preset:
         # like AIPerf's --unsafe-override: a run under 900 s is stamped not satisfied
         name = "agentx-v1" if args.rules == "v1" else "agentx-mvp"
-        unsafe = ["--scenario-unsafe"] if args.duration < (3600 if args.rules == "v1"
-                                                            else 900) else []
-        return ["--scenario", name, *unsafe, *load]
+        short = args.duration < (3600 if args.rules == "v1" else 900)
+        unsafe = ["--scenario-unsafe"] if short or entries else []
+        pins = [f for e in entries for f in ("--entry", e)]
+        return ["--scenario", name, *unsafe, *pins, *load]
     # streaming, ignore_eos and the server's usage are how agentreplay always runs;
     # warmup starts users part-way into their sessions; a per-user salt busts the cache
     # after the shared prefix; think times capped per user
@@ -274,15 +342,17 @@ def agentreplay_flags(args: argparse.Namespace, preset: bool) -> list[str]:
 
 
 def run_agentreplay(url: str, workload: Path, args: argparse.Namespace, work: Path,
-                    fig: Figures, preset: bool) -> None:
+                    fig: Figures, preset: bool, entries: Sequence[str] = ()) -> None:
     run_dir = work / "run"
     log = work / "agentreplay.log"
     code = _cli("run", "--target", url, "--workload", str(workload), "--out", str(run_dir),
-                "--quiet", "--force", *agentreplay_flags(args, preset), log=log)
+                "--quiet", "--force", *agentreplay_flags(args, preset, entries), log=log)
     if code not in (0, 3):  # 3: stamped invalid, still has figures
         fig.note = f"agentreplay run exited {code}; see {log}"
         return
     _cli("report", str(run_dir), log=log)
+    if (run_dir / "requests.jsonl").exists():
+        fig.measured = agentreplay_measured((run_dir / "requests.jsonl").read_bytes().splitlines())
     summary = run_dir / "summary.json"
     if summary.exists():
         parse_summary(json.loads(summary.read_text()), fig)
@@ -339,7 +409,52 @@ def table(figs: dict[str, Figures]) -> str:
     for n in names:
         out.append(f"{n}: token count = {figs[n].token_count or '-'}"
                    + (f"; {figs[n].note}" if figs[n].note else ""))
+    if len(names) == 2:
+        out.append(same_requests(figs[names[0]].measured, figs[names[1]].measured))
     return "\n".join(out)
+
+
+def same_requests(a: Mapping[tuple[str, int], tuple[int, int]],
+                  b: Mapping[tuple[str, int], tuple[int, int]]) -> str:
+    """How alike the two tools' measured requests were: which (session, turn) both
+    measured (a session replayed twice counts once, its last replay's lengths), and over
+    those the prompt and output lengths as the server counted them."""
+    both = sorted(set(a) & set(b))
+    if not both:
+        return f"same requests: none of {len(a)} / {len(b)} measured (session, turn) in common"
+    gaps = [b[k][0] / a[k][0] - 1 for k in both if a[k][0]]
+    outs = sum(a[k][1] == b[k][1] for k in both)
+    return (f"same requests: {len(both)} (session, turn) measured by both (of {len(a)} / "
+            f"{len(b)} main-session ones); prompt tokens (server) differ by "
+            f"{np.mean(gaps):+.2%} on average (max |{max(abs(g) for g in gaps):.2%}|), "
+            f"output tokens equal on {outs} of {len(both)}")
+
+
+def aiperf_measured(lines: Sequence[bytes]) -> dict[tuple[str, int], tuple[int, int]]:
+    """Main-session profiling requests from AIPerf's ``profile_export.jsonl``."""
+    out: dict[tuple[str, int], tuple[int, int]] = {}
+    for line in lines:
+        rec = orjson.loads(line)
+        meta, metrics = rec.get("metadata", {}), rec.get("metrics", {})
+        if meta.get("benchmark_phase") != "profiling" or meta.get("agent_depth", 0) != 0 \
+                or rec.get("error") or "usage_prompt_tokens" not in metrics:
+            continue
+        key = (str(meta.get("conversation_id")), int(meta.get("turn_index", -1)))
+        out[key] = (int(metrics["usage_prompt_tokens"]["value"]),
+                    int(metrics.get("output_token_count", {}).get("value", 0)))
+    return out
+
+
+def agentreplay_measured(lines: Sequence[bytes]) -> dict[tuple[str, int], tuple[int, int]]:
+    """Main-session measured requests from agentreplay's ``requests.jsonl``."""
+    out: dict[tuple[str, int], tuple[int, int]] = {}
+    for line in lines:
+        rec = orjson.loads(line)
+        if rec.get("phase") != "measure" or rec.get("agent") is not None \
+                or rec.get("status") != "ok" or rec.get("prompt_tokens_server") is None:
+            continue
+        out[(rec["session"], rec["turn"])] = (rec["prompt_tokens_server"], rec["output_tokens"])
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -358,6 +473,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rules", choices=["mvp", "v1"], default="mvp",
                     help="AgentX MVP rules, or the agentx-harness 1.0.x ones")
     ap.add_argument("--out", type=Path, default=None, help="keep the runs here")
+    ap.add_argument("--own-entries", action="store_true",
+                    help="let agentreplay draw its lanes' entry turns itself (default: "
+                         "replay AIPerf's, --entry from its log)")
     args = ap.parse_args(argv)
     if args.warmup is None:
         args.warmup = 45.0 if args.rules == "v1" else 10.0
@@ -375,20 +493,23 @@ def main(argv: list[str] | None = None) -> int:
     tools = args.tools.split(",")
     if "aiperf" in tools:
         version = ensure_tool("aiperf")
-        tokenizer = ensure_tokenizer([PEERS_DIR / "aiperf" / "bin/python"])
+        tokenizer = sim_word_tokenizer()
         fig = figs[f"aiperf {version}"] = Figures()
         work = out / "aiperf"
         work.mkdir(exist_ok=True)
         served(profile, args.backend, work, fig,
                lambda url: run_aiperf(url, model, args, tokenizer, work, fig))
+    entries: list[str] = []
+    if "aiperf" in tools and not args.own_entries and (out / "aiperf" / "aiperf.log").exists():
+        entries = aiperf_lanes((out / "aiperf" / "aiperf.log").read_text(errors="replace"))
     if "agentreplay" in tools:
         preset = has_scenario_preset()
         fig = figs["agentreplay"] = Figures()
         work = out / "agentreplay"
         work.mkdir(exist_ok=True)
         served(profile, args.backend, work, fig,
-               lambda url: run_agentreplay(url, workload, args, work, fig, preset))
-        print("agentreplay flags: " + " ".join(agentreplay_flags(args, preset)))
+               lambda url: run_agentreplay(url, workload, args, work, fig, preset, entries))
+        print("agentreplay flags: " + " ".join(agentreplay_flags(args, preset, entries)))
     print(f"AgentX cross-check: {args.weka} on serve-sim {args.profile} ({args.backend}, "
           f"max_model_len widened), concurrency {args.concurrency}, {args.duration:g} s "
           f"measured; runs in {out}")

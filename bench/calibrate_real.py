@@ -1,9 +1,15 @@
 """The twin against a real vLLM CPU server: runs at 1, 2, 4 and 8 users, a twin fitted on
 1, 2, 4 with ``agentreplay calibrate --holdout 8``, and the held-out level's predicted vs
-measured P90 interactivity, P90 TTFT and output throughput, with the 15% target.
+measured P90 interactivity, P90 TTFT and output throughput, with the 15% target. Then
+the held-out level is run once more, and printed: the spread of each level's repeated
+runs, and the twin's stored prediction interval at the held-out level (as ``plan
+--twin`` draws it) beside every measured run's value and 95% interval, the rerun (a
+measurement the interval was not sized on) counted apart.
 
     python bench/calibrate_real.py --url http://127.0.0.1:8000   # a server started by hand
     python bench/calibrate_real.py                               # launches the tiny model
+    python bench/calibrate_real.py --duration 60 --repeats 2 --keep DIR
+    python bench/calibrate_real.py --report DIR                  # print a kept DIR again
 
 The accuracy is a figure, not a test: on a CPU shared with other work the runs
 themselves do not repeat (a busy 2-core machine gave -69%, -75% and +102% in three
@@ -28,6 +34,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
 
 from replay.errors import ConfigError  # noqa: E402
 
@@ -89,7 +96,8 @@ def calibrate(dirs: list[Path], workload: Path, twin: Path) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _server(url: str | None, pin_server: tuple[int, ...] | None) -> Iterator[str]:
+def _server(url: str | None, pin_server: tuple[int, ...] | None,
+            port: int | None = None) -> Iterator[str]:
     if url:
         yield url.rstrip("/")
         return
@@ -105,7 +113,8 @@ def _server(url: str | None, pin_server: tuple[int, ...] | None) -> Iterator[str
     )
 
     (spec,) = plan_arms(str(DEFAULT_MODEL), ["auto"],
-                        launcher=resolve_vllm_launcher(str(vllm_python())), port=free_port(),
+                        launcher=resolve_vllm_launcher(str(vllm_python())),
+                        port=port or free_port(),
                         served_model_name=SERVED_NAME, extra_args=CPU_ARGS, env=dict(CPU_ENV),
                         cpus=pin_server)
     log = Path(tempfile.mkdtemp()) / "server.log"
@@ -172,13 +181,32 @@ def main() -> None:
                    help="confine this client to these CPUs (default: the cores the server "
                    "was not given)")
     p.add_argument("--no-pin", action="store_true", help="let the server and client float")
+    p.add_argument("--port", type=int,
+                   help="the launched server's port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--report", metavar="DIR",
+                   help="print what a DIR kept by --keep shows (no server, no runs)")
     args = p.parse_args()
+    if args.report:
+        report(Path(args.report))
+        return
+    from replay.cli._signals import stop_signals
+
+    # a kill or a closed terminal stops like Ctrl-C: the launched server's whole
+    # process group is stopped on the way out, never left holding its CPU and port
+    with stop_signals() as received:
+        try:
+            _main(args)
+        except KeyboardInterrupt:
+            raise SystemExit(128 + received[0] if received else 130) from None
+
+
+def _main(args: argparse.Namespace) -> None:
     try:
         server_cpus, client_cpus = pinning(args)
     except ConfigError as exc:
         raise SystemExit(f"calibrate_real: {exc}") from None
     health: list[tuple[str, str]] = []
-    with tempfile.TemporaryDirectory() as tmp, _server(args.url, server_cpus) as url:
+    with tempfile.TemporaryDirectory() as tmp, _server(args.url, server_cpus, args.port) as url:
         if client_cpus is not None:
             from replay.servers.launch import pin_client
 
@@ -191,32 +219,74 @@ def main() -> None:
             order = LEVELS if k % 2 == 0 else LEVELS[::-1]
             dirs += run_levels(url, wl, root / "runs", args.duration, order,
                                f"-r{k}" if args.repeats > 1 else "", health)
-        cal = calibrate(dirs, wl, root / "twin.json")
+        calibrate(dirs, wl, root / "twin.json")
         # the held-out level once more: how far the measurement itself repeats is the
-        # floor under any prediction error
-        (again,) = run_levels(url, wl, root / "runs", args.duration, LEVELS[-1:], "-repeat",
-                              health)
-        from replay.twin import measured_metrics
+        # floor under any prediction error, and a measurement the interval was not
+        # sized on
+        run_levels(url, wl, root / "runs", args.duration, LEVELS[-1:], "-repeat", health)
+        print(f"pinned: server {_cpus(server_cpus)}, client {_cpus(client_cpus)}; "
+              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
+              f"({args.duration:g} s per level, {args.repeats} run(s) each)")
+        report(root, health)
 
-        repeat = measured_metrics(again).as_dict()
-    print(f"pinned: server {_cpus(server_cpus)}, client {_cpus(client_cpus)}")
+
+def _level_runs(runs: Path) -> dict[int, list[Path]]:
+    """The kept runs of each level (``u8``, ``u8-r0``, ``u8-repeat``), by users."""
+    out: dict[int, list[Path]] = {}
+    for d in sorted(runs.iterdir()):
+        head = d.name.split("-")[0]
+        if d.is_dir() and head[1:].isdigit() and (d / "run.json").exists():
+            out.setdefault(int(head[1:]), []).append(d)
+    return out
+
+
+def report(root: Path, health: list[tuple[str, str]] | None = None) -> None:
+    """What a kept DIR shows: each run's validity and client health, the held-out
+    errors, the rerun spread per level and the twin's interval at the held-out level
+    beside the measured values and their own 95% intervals."""
+    from _real_interval import interval_lines
+    from _real_spread import spread_lines
+
+    from replay.twin import interval_of, measured_metrics
+    from replay.twin._holdout import measured_level
+
+    by_level = _level_runs(root / "runs")
+    if health is None:  # a kept DIR read again: the load average then is not known
+        health = [health_line(d) for u in sorted(by_level) for d in by_level[u]]
     for _, line in health:
         print(line)
     verdicts = Counter(verdict for verdict, _ in health)
     print(f"of {len(health)} runs: {verdicts['valid']} valid, {verdicts['caveats']} with "
           f"caveats, {verdicts['invalid']} invalid"
           + (": the errors below rest on invalid runs" if verdicts["invalid"] else ""))
+    cal = json.loads((root / "twin.json").read_text())["calibration"]
     (hold,) = cal["holdouts"]
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
-          f"({args.duration:g} s per level, {args.repeats} run(s) each)")
+    users = int(hold["users"])
+    held = [d for d in by_level[users] if not d.name.endswith("-repeat")]
+    again = [d for d in by_level[users] if d.name.endswith("-repeat")]
+    repeat = measured_metrics(again[0]).as_dict() if again else {}
     for key, err in hold["relative_error"].items():
         mark = "" if err is None else (" (within 15%)" if abs(err) <= TARGET else " (over 15%)")
         shown = "n/a" if err is None else f"{err:+.1%}"
-        first, second = hold["measured"][key], repeat[key]
+        first, second = hold["measured"][key], repeat.get(key)
         rerun = "n/a" if not first or second is None else f"{second / first - 1:+.1%}"
-        print(f"held out {LEVELS[-1]} users, {key}: predicted {hold['predicted'][key]}, "
-              f"measured {first}, error {shown}{mark}; the same level rerun: {second} "
-              f"({rerun})")
+        print(f"held out {users} users, {key}: predicted {_g(hold['predicted'][key])}, "
+              f"measured {_g(first)} (mean of {len(held)} run(s)), error {shown}{mark}; "
+              f"the same level rerun: {_g(second)} ({rerun})")
+    for line in spread_lines({u: [measured_metrics(d).as_dict() for d in ds]
+                              for u, ds in by_level.items()}):
+        print(line)
+    interval = interval_of(cal)
+    if interval is None:
+        print("no prediction interval stored (calibrated without --holdout)")
+        return
+    for line in interval_lines(interval, hold["predicted"], [measured_level(d) for d in held],
+                               measured_level(again[0]) if again else None):
+        print(line)
+
+
+def _g(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.4g}"
 
 
 def _cpus(cpus: tuple[int, ...] | None) -> str:

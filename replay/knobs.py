@@ -169,7 +169,7 @@ def knob_error(exc: ValidationError, flags: Mapping[str, str]) -> ConfigError:
     shown = shown.replace("greater than", ">").replace("less than or equal to", "<=")
     got = problem.value
     tail = f" (got {got!r})" if got is not None and not isinstance(got, dict | tuple | list) \
-        else ""
+        and repr(got) not in shown else ""  # said once: a message may quote the value
     return ConfigError(f"{flags.get(loc[0], loc[0])}: {shown}{tail}")
 
 

@@ -57,6 +57,7 @@ from analysis.schema import (
     Validity,
     level_of,
 )
+from analysis.text import plural
 
 __all__ = ["Comparison", "HEADLINE", "Level", "Ratio", "compare_runs"]
 
@@ -227,11 +228,11 @@ def _evidence(sa: Samples, sb: Samples, validity: Validity, rules: Rules) -> str
         sent = len(s.req_status)
         if s.n_users < rules.min_users:
             where = f" across {len(s.runs)} runs" if len(s.runs) > 1 else ""
-            users = f"{s.n_users} user" + ("" if s.n_users == 1 else "s")
+            users = plural(s.n_users, 'user')
             return (f"arm {s.label!r} has {users}{where}, fewer than {rules.min_users} "
                     "independent users per arm")
         if sent < rules.min_requests:
-            return (f"arm {s.label!r} sent {sent} request(s) in the window, fewer than "
+            return (f"arm {s.label!r} sent {plural(sent, 'request')} in the window, fewer than "
                     f"{rules.min_requests} per arm")
     if validity.verdict == "invalid":
         codes = sorted({r.code for r in validity.reasons if r.severity == "invalid"})

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from analysis.metrics import RunSummary
 from analysis.read import RunData
 from analysis.schema import LoadSettings, RunManifest
+from analysis.text import plural
 
 __all__ = [
     "ALIASES", "ALIAS_NOTE", "SCENARIOS", "ScenarioName", "ScenarioRules", "ScenarioVerdict",
@@ -96,8 +97,23 @@ AGENTX_V1 = AGENTX.model_copy(update=dict(
     #   same defaults in ROCm ATOM's single-node AIPerf agentic recipe ("mirrors
     #   InferenceX's benchmarks/single_node/agentic recipe"; 0.10 there, 0.50 in its
     #   PD copy). Both still name the scenario ``inferencex-agentx-mvp`` and add the
-    #   1.0.x rules as flags; AIPerf's own docs (v0.13 and dev) document neither
-    #   ``--scenario agentx`` nor ``--warmup-requests-per-lane``: not confirmed there.
+    #   1.0.x rules as flags. Confirmed in AIPerf's own docs (search, 2026-12-05): the
+    #   v0.14.0 page "InferenceX AgentX MVP Benchmark"
+    #   (docs.nvidia.com/aiperf/v0.14.0/tutorials/datasets-inputs/
+    #   inference-x-agent-x-mvp-benchmark) says ``--scenario agentx`` supplies
+    #   streaming chat, a 3,600-second profiling duration, seed 42, trajectory start
+    #   ratios 0.25-0.75, 10 warmup requests per lane, a 0.10 live failure threshold,
+    #   a 300-second trace idle cap and server token counts (the v0.13 and dev pages
+    #   document neither ``--scenario agentx`` nor ``--warmup-requests-per-lane``).
+    # - how lanes pick sessions (AIPerf's AgentX FAQ,
+    #   ai-dynamo/aiperf docs/benchmark-modes/semianalysis-agentx-faq.md, section 6):
+    #   each lane starts at its own seeded t* in one trace drawn from the dataset
+    #   sampler (sequential for WEKA traces), and a lane that drains draws the next
+    #   trace from that one sampler and replays it from turn 0; agentreplay's lanes
+    #   under a scenario share one sequential sampler the same way
+    #   (``replay.load._lanes.closed_user``). Its t* is a wall-clock instant in the
+    #   trace (agentreplay draws a turn in the same 25-75% range by turn count);
+    #   ``run --entry`` pins the sessions and turns another tool chose.
     # - "priming each lane's history before its entry point": AIPerf 0.13.0 itself
     #   (installed by bench/peers.py; ``aiperf profile --help`` and
     #   aiperf/timing/trajectory_source.py) primes each stream active at the entry
@@ -151,7 +167,8 @@ def workload_notes(rules: ScenarioRules, source: str, params: Mapping[str, objec
     scale = p.get("token_scale")
     if cut:
         notes.append(f"--workload {path}: the import's {max_context}-token cap "
-                     f"compacted or truncated {cut} prompt(s); scenario {rules.name} forbids "
+                     f"compacted or truncated {plural(cut, 'prompt')}; scenario {rules.name} "
+                     "forbids "
                      "input truncation (import without --max-context)")
     if isinstance(scale, int | float) and not isinstance(scale, bool) and scale != 1:
         notes.append(f"--workload {path}: token sizes were scaled by {scale}; scenario "
@@ -224,6 +241,9 @@ def judge_scenario(
         notes.append(f"arrival was {load.arrival!r}; scenario {name} replays closed loop")
     notes += [_judged(x) for x in workload_notes(rules, source, header_params, max_context,
                                                  workload)]
+    if load.entries:
+        notes.append(f"entry turns pinned for {len(load.entries)} lane(s) (--entry); "
+                     f"scenario {name} draws each lane's entry turn with seed {rules.seed}")
     if rules.warmup_requests and load.warmup_s <= 0:
         notes.append(f"no warmup: scenario {name} primes each lane with "
                      f"{rules.warmup_requests} requests before its entry turn, sent during "
@@ -239,7 +259,8 @@ def judge_scenario(
         notes.append(f"{failure_share:.1%} of the window's requests failed; scenario {name} "
                      f"allows {rules.max_failure_share:.0%}")
     if uncounted:
-        notes.append(f"{uncounted} completed request(s) in the window came back without the "
+        notes.append(f"{plural(uncounted, 'completed request')} in the window came back "
+                     "without the "
                      f"server's token counts (usage); scenario {name} counts tokens as the "
                      "server reports them")
     return ScenarioVerdict(scenario=name, satisfied=not notes, notes=notes)

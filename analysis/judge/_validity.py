@@ -17,6 +17,7 @@ from analysis.judge._rules import DEFAULT_RULES, Rules
 from analysis.metrics import RunSummary
 from analysis.read import RunData, steady_window
 from analysis.schema import ClientHealth, ErrorKind, Severity, Validity, ValidityReason, Verdict
+from analysis.text import plural, verb
 
 __all__ = ["LENGTH_SENSITIVE", "assess_comparison", "assess_run", "length_evidence",
            "merge_validity", "mismatch_share"]
@@ -46,8 +47,8 @@ def _early_text(early: int, lanes: int, load_kind: str) -> str:
     """Why lanes stopped early, in the terms of the load: a closed-loop user stops when its
     next turn is due after the run (it is thinking), a plan or trace when it has ended."""
     if load_kind == "users":
-        return (f"{early} of {lanes} user(s) had no turn due before the run's end (the next "
-                f"one came after it) " + _THINK_FIX)
+        return (f"{early} of {plural(lanes, 'user')} had no turn due before the run's end "
+                "(the next one came after it) " + _THINK_FIX)
     return f"the arrival plan or trace ended before the window did ({early} of {lanes})"
 
 
@@ -67,7 +68,8 @@ def _coverage(run: RunData, s: RunSummary, found: _Found, rules: Rules) -> None:
     if s.counts.in_window == 0:
         causes = []
         if n_warm:
-            causes.append(f"{n_warm} warmup request(s) were still running through the window "
+            causes.append(f"{plural(n_warm, 'warmup request')} {verb(n_warm, 'was', 'were')} "
+                          "still running through the window "
                           "(longer --duration or fewer --users)")
         if early:
             causes.append(_early_text(early, lanes, m.load_kind))
@@ -77,14 +79,15 @@ def _coverage(run: RunData, s: RunSummary, found: _Found, rules: Rules) -> None:
                   + (": " + "; ".join(causes) if causes else ""))
         return
     if n_warm:
-        found.add("warmup_overrun", "caveat", f"{n_warm} warmup request(s) were still running "
+        found.add("warmup_overrun", "caveat", f"{plural(n_warm, 'warmup request')} "
+                  f"{verb(n_warm, 'was', 'were')} still running "
                   "at the window's end (their tokens count in throughput; longer --warmup)")
     if early:
         sev: Severity = "invalid" if lanes and early >= lanes else "caveat"
         found.add("lanes_done_early", sev, _early_text(early, lanes, m.load_kind)
                   + ": the load fell during the window")
     if s.counts.in_window < rules.min_window_requests:
-        found.add("window_thin", "caveat", f"only {s.counts.in_window} request(s) sent in "
+        found.add("window_thin", "caveat", f"only {plural(s.counts.in_window, 'request')} sent in "
                   f"the window (fewer than {rules.min_window_requests})")
 
 
@@ -100,20 +103,21 @@ def _failures(run: RunData, s: RunSummary, found: _Found, rules: Rules) -> None:
     sent = c.in_window - c.cancelled
     if c.incomplete and sent and c.incomplete / sent > rules.drain_cut_caveat:
         got = f"{c.cut_received / c.cut_asked:.0%}" if c.cut_asked else "none"
-        found.add("drain_cut", "caveat", f"{c.incomplete} of {sent} request(s) sent in the "
-                  f"window ({c.incomplete / sent:.1%}) were still running when the drain "
+        found.add("drain_cut", "caveat", f"{c.incomplete} of {plural(sent, 'request')} sent "
+                  f"in the window ({c.incomplete / sent:.1%}) "
+                  f"{verb(c.incomplete, 'was', 'were')} still running when the drain "
                   f"ended {run.manifest.load.drain_s:g} s after the window (they had "
                   f"received {c.cut_received:,} of the {c.cut_asked:,} tokens asked, {got}): "
                   "--drain was too short for them (leave it unset: the default covers the "
                   "workload's longest answer)")
     conn = sum(c.by_error_kind.get(k, 0) for k in _CONNECT_KINDS)
     if conn and sent and conn / sent > rules.max_failure_share:
-        found.add("server_unreachable", "invalid", f"{conn} of {sent} request(s) sent in the "
-                  "window could not connect to the server: it was down or refusing connections, "
-                  "so nothing about its speed was measured")
+        found.add("server_unreachable", "invalid", f"{conn} of {plural(sent, 'request')} "
+                  "sent in the window could not connect to the server: it was down or refusing "
+                  "connections, so nothing about its speed was measured")
     elif conn:
-        found.add("connection_failures", "caveat", f"{conn} request(s) could not connect to "
-                  "the server")
+        found.add("connection_failures", "caveat", f"{plural(conn, 'request')} could not "
+                  "connect to the server")
     watch = run.manifest.server_watch
     if watch is not None and watch.server_died:
         found.add("server_died", "invalid", "the server died during the run"
@@ -153,8 +157,9 @@ def _workers(run: RunData, found: _Found, rules: Rules) -> None:
     tiny = users <= cap * max(total, 1) and lost <= cap * max(n, 1)
     detail = "; ".join(f"worker {w.index}: {w.lost_detail or 'lost'}" for w in gone)
     found.add("worker_lost", "caveat" if tiny else "invalid",
-              f"{len(gone)} worker(s) lost mid-run ({detail}): {users} of {total} users "
-              f"stopped early and {lost} request(s) in flight or due on them are recorded "
+              f"{plural(len(gone), 'worker')} lost mid-run ({detail}): {users} of "
+              f"{plural(total, 'user')} stopped early and {plural(lost, 'request')} in flight "
+              f"or due on them {verb(lost, 'is', 'are')} recorded "
               f"as lost (outcome unknown)")
 
 
@@ -263,11 +268,12 @@ def _lengths(s: RunSummary, found: _Found, rules: Rules) -> None:
         return
     sev: Severity = "invalid" if share > rules.output_mismatch_invalid else "caveat"
     limit = rules.output_mismatch_invalid if sev == "invalid" else rules.output_mismatch_caveat
-    found.add("output_mismatch", sev, f"{s.counts.output_mismatch} of {s.counts.ok} ok "
-              f"request(s) ({share:.1%}, above {limit:.0%}) got an answer of another length "
-              "than asked (fewer tokens despite ignore_eos, or a usage count disagreeing with "
-              "the stream): a proxy or the server cut max_tokens, so the work measured is "
-              "not the workload's (its E2E and interactivity are not comparable)")
+    found.add("output_mismatch", sev, f"{s.counts.output_mismatch} of "
+              f"{plural(s.counts.ok, 'ok request')} ({share:.1%}, above {limit:.0%}) got an "
+              "answer of another length than asked (fewer tokens despite ignore_eos, or a "
+              "usage count disagreeing with the stream): a proxy or the server cut max_tokens, "
+              "so the work measured is not the workload's (its E2E and interactivity are not "
+              "comparable)")
 
 
 def assess_run(

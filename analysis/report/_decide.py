@@ -18,6 +18,7 @@ from typing import Any
 from analysis.judge import CapacityRow, Comparison, verdict_sentence
 from analysis.report._decision import level_label, measured_text
 from analysis.report._format import per_gpu_text
+from analysis.report._stored_plan import usable_twin
 from analysis.text import plural
 
 __all__ = ["ArmCapacity", "Decision", "TierDecision", "decide", "twin_text"]
@@ -36,7 +37,14 @@ class ArmCapacity:
     modelled and checked against the measured bracket; empty without one."""
 
     def text(self) -> str:
-        text = f"{self.arm or 'the run'} {self.measured} measured ({self.per_gpu})"
+        """``auto below 16 users measured (< 1.00 users per GPU), indeterminate at 4
+        (...)``: the bracket's note after its label, joined by commas, since semicolons
+        part the arms of a tier."""
+        words, _, note = self.measured.partition("; ")
+        text = (f"{self.arm or 'the run'} capacity unknown" if words == "unknown" else
+                f"{self.arm or 'the run'} {words} measured ({self.per_gpu})")
+        if note:
+            text += ", " + note.replace("; ", ", ")
         return text + (f", {self.modelled}" if self.modelled else "")
 
 
@@ -138,7 +146,7 @@ def _arm_twin_text(rec: Mapping[str, Any], twin: Mapping[str, Any], row: Capacit
     outside = (lo is not None and b.failed is not None and lo >= b.failed) or \
         (hi is not None and b.passed is not None and hi <= b.passed)
     text = (f"its twin ({plural(int(twin.get('replicas') or 1), 'replica')}) modelled "
-            f"{rec.get('text', 'n/a')}")
+            f"{str(rec.get('text', 'n/a')).replace('; ', ', ')}")  # ';' parts the arms
     if rec.get("interval"):
         text += f", prediction interval {rec['interval']}"
     return text + (", outside the measured bracket (the measurement holds)" if outside
@@ -148,7 +156,9 @@ def _arm_twin_text(rec: Mapping[str, Any], twin: Mapping[str, Any], row: Capacit
 def decide(c: Comparison, twin: Mapping[str, Any] | None = None) -> Decision:
     """The decision of a comparison, with a stored twin plan's tiers beside it: one
     twin's (``plan --twin``) after the tier's brackets, or each arm's own (``twins``,
-    the demo's: one fitted per arm) beside that arm's bracket."""
+    the demo's: one fitted per arm) beside that arm's bracket. A damaged stored plan is
+    left out (``usable_twin``)."""
+    twin = usable_twin(twin)
     per_arm = {str(t.get("arm")): t for t in (twin or {}).get("twins", [])
                if isinstance(t, Mapping)}
     arm_tiers = {a: _tiers_of(t) for a, t in per_arm.items()}
@@ -159,6 +169,9 @@ def decide(c: Comparison, twin: Mapping[str, Any] | None = None) -> Decision:
     tiers = []
     for label, rows in by_tier.items():
         rec = twin_tiers.get(rows[0].tier.name)
+        beside = (twin or {}).get("arms")
+        if isinstance(beside, list) and not any(r.arm in beside for r in rows):
+            rec = None  # a twin of another backend or replica count than these runs
         arms = [ArmCapacity(
             arm=r.arm, measured=r.bracket.text(r.load_kind),
             per_gpu=per_gpu_text(r.bracket.passed, r.bracket.failed, r.gpu_count, r.load_kind),

@@ -134,10 +134,19 @@ def _pareto(entries: Sequence[HistoryEntry]) -> str:
     return pareto_chart(history_series(entries), tiers)
 
 
+def _when(iso: str) -> str:
+    """``2026-12-05T05:08:39.919232Z`` as ``2026-12-05 05:08 UTC``: the entry column is
+    narrow, and a raw ISO stamp broke at its hyphens."""
+    date, sep, clock = iso.partition("T")
+    if not sep or len(clock) < 5 or not clock.endswith(("Z", "+00:00")):
+        return iso
+    return f"{date} {clock[:5]} UTC"
+
+
 def render_history(entries: Sequence[HistoryEntry], *, mixed: bool = False,
                    charts: bool = True) -> str:
     """The history view as one self-contained HTML string."""
-    rows = [{"name": e.name, "path": e.path, "started": e.started,
+    rows = [{"name": e.name, "path": e.path, "started": _when(e.started),
              "arms": ", ".join(a or "(unlabelled)" for a in e.comparison.arms),
              "decision": decide(e.comparison).lines(),
              "validity": validity_view(e.comparison, e.runs),

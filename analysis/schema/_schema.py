@@ -232,6 +232,10 @@ class LoadSettings(_Model):
     """Timestamp replay: arrival times multiplied by this (None = 1)."""
     warmup_start: Literal["midway", "start"] = "midway"
     max_tokens_policy: Literal["forced"] = "forced"
+    entries: tuple[str, ...] = ()
+    """``SESSION:TURN`` per closed-loop user (``run --entry``): each user's first
+    session and entry turn, pinned instead of a scenario's seeded draw (to replay
+    what another tool chose, e.g. AIPerf's AgentX lanes); empty: drawn."""
 
     @model_validator(mode="before")
     @classmethod

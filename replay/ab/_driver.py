@@ -95,6 +95,7 @@ def _execute(runs: Sequence[PlannedRun], url_of: Callable[[str], str], workload:
     """Run (or skip, when complete and not stamped invalid) each planned run in order;
     returns runs seen. ``watch_of(arm)``: the launched server's watch, read by the run."""
     seen = done_before
+    said = False  # the default drain's line: every run of the comparison has the same
     for run in runs:
         seen += 1
         run_dir = out / "runs" / run.name
@@ -115,7 +116,9 @@ def _execute(runs: Sequence[PlannedRun], url_of: Callable[[str], str], workload:
         state.record(run, status="running", prefix_cache_reset=reset, skipped=False)
         try:
             run_load_sync(opts.config(url, run.users, run.arm, rate=run.rate), workload,
-                          run_dir, live=live, watch=watch_of(run.arm) if watch_of else None)
+                          run_dir, live=live, watch=watch_of(run.arm) if watch_of else None,
+                          say_drain=not said)
+            said = True
         except BaseException:
             state.record(run, status="interrupted")
             raise

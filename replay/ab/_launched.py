@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from analysis import judge_fairness
+from analysis.text import plural
 from replay.ab._driver import (
     CompareResult,
     Live,
@@ -162,7 +163,8 @@ def _sequential(run: _Launched, arms: Sequence[str]) -> None:
 
     groups = launch_groups(run.plan)
     _say(run.live, f"plan: {len(run.plan)} runs in A B B A order; launched one at a time "
-                   f"that is {len(groups)} server starts ({len(groups) - len(arms)} restart(s) "
+                   f"that is {len(groups)} server starts "
+                   f"({plural(len(groups) - len(arms), 'restart')} "
                    "beyond one per arm, the price of keeping drift between runs off the "
                    "arms' difference)")
     first: tuple[str, str, ServerFacts] | None = None

@@ -164,15 +164,20 @@ def unknown_flag(argv: Sequence[str], known: Sequence[str]) -> str | None:
     with the closest known flag; None when every flag is known."""
     import difflib
 
+    longs = [k for k in known if k.startswith("--")]
     for token in argv:
         if token == "--":
             break
-        if not token.startswith("--"):
+        short = not token.startswith("--") and token[1:2].isalpha() and token[0] == "-"
+        if not token.startswith("--") and not short:
             continue
         flag = token.split("=", 1)[0]
         if flag in known:
             continue
-        close = difflib.get_close_matches(flag, [k for k in known if k.startswith("--")], n=1)
+        if short and len(flag) == 2:  # -o where this command spells it --out
+            close = [k for k in longs if k[2:3] == flag[1]][:1]
+        else:
+            close = difflib.get_close_matches("-" + flag if short else flag, longs, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
         return f"unrecognized argument {flag}{hint}"
     return None

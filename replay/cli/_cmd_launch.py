@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from analysis.text import plural
 from replay.errors import TargetError
 
 __all__ = ["register"]
@@ -129,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
     previous = {sig: signal.signal(sig, _raise_interrupt) for sig in _STOP_SIGNALS}
     code = 0
     try:
-        print(f"starting {len(to_start)} server(s); logs in {args.log_dir}", file=sys.stderr)
+        print(f"starting {plural(len(to_start), 'server')}; logs in {args.log_dir}",
+              file=sys.stderr)
         with launch_arms(to_start, args.log_dir, startup_timeout=timeout) as arms:
             for arm in arms:
                 print(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from analysis.text import plural
 from replay.cli._results import (
@@ -29,6 +29,8 @@ from replay.cli._results import (
 )
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from analysis import RunData, SloTier
     from analysis.judge import CapacityRow
     from replay.twin import (
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
         TierCapacity,
     )
 
-__all__ = ["register"]
+__all__ = ["capacity_table", "register"]
 
 LABEL = "modelled (twin)"
 
@@ -63,8 +65,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run_plan(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
 
     from analysis import capacity_view
 
@@ -86,28 +86,7 @@ def run_plan(args: argparse.Namespace) -> int:
         console.print("[SIMULATED] runs served by a performance model, not GPUs",
                       style="yellow", markup=False)
     view = capacity_view(comparison)
-    table = Table(caption="per GPU: the bracket over the arm's GPU count; tok/s/GPU: decode "
-                          "throughput measured at the passing level",
-                  title=f"Capacity: measured load ({view['unit']}) bracketing each SLO tier "
-                        "(met at the lower level, failed at the upper; nothing interpolated)")
-    table.add_column("tier")
-    for a in view["arms"]:
-        table.add_column(Text(f"{a or 'run'}: {view['unit']}"), justify="right")
-        table.add_column("per GPU", justify="right")
-        table.add_column("tok/s/GPU", justify="right")
-    for o in view["others"]:
-        head = f"{o} / {view['arms'][0]}"
-        table.add_column(Text(head), justify="right", min_width=len(head))
-    for row in view["rows"]:
-        cells: list[Text | str] = [Text(row["tier"])]
-        for x in row["arms"]:
-            if x is None:
-                cells += ["not measured", "", ""]
-                continue
-            cells += [Text(x["users"]), x["per_gpu"], x["decode"]]
-        cells += [Text(r["value"]) for r in row["ratios"]]
-        table.add_row(*cells)
-    console.print(table)
+    console.print(capacity_table(view))
     if view["others"]:
         console.print("ratio: capacity over the baseline's as bounded by the two brackets "
                       "(A in [a1, a2), B in [b1, b2): B/A between b1/a2 and b2/a1); unknown "
@@ -119,6 +98,40 @@ def run_plan(args: argparse.Namespace) -> int:
     return EXIT_INVALID if invalid(comparison) else 0
 
 
+def capacity_table(view: dict[str, Any]) -> Table:
+    """The capacity view as rows of (tier, arm) and a ratio row per other arm: five
+    columns, so it fits an 80- or 100-column terminal (a column per arm and a ratio
+    column did not, and rich cropped the ratio, the answer, off the right edge)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(caption="per GPU: the bracket over the arm's GPU count; tok/s/GPU: decode "
+                          "throughput measured at the passing level",
+                  title=f"Capacity: measured load ({view['unit']}) bracketing each SLO tier "
+                        "(met at the lower level, failed at the upper; nothing interpolated)")
+    table.add_column("tier")
+    table.add_column("arm")
+    table.add_column(Text(f"capacity ({view['unit']})"), justify="right")
+    table.add_column("per GPU", justify="right")
+    table.add_column("tok/s/GPU", justify="right")
+    base = view["arms"][0] if view["arms"] else ""
+    for row in view["rows"]:
+        first = True
+        for a, x in zip(view["arms"], row["arms"], strict=True):
+            cells: list[Text | str] = [Text(row["tier"]) if first else "", Text(a or "run")]
+            first = False
+            if x is None:
+                cells += ["not measured", "", ""]
+            else:
+                cells += [Text(x["users"]), x["per_gpu"], x["decode"]]
+            table.add_row(*cells)
+        for o, r in zip(view["others"], row["ratios"], strict=True):
+            table.add_row("", Text(f"{o} / {base}", style="italic"),
+                          Text(r["value"], style="italic"), "", "")
+        table.add_section()
+    return table
+
+
 def _twin_plan(args: argparse.Namespace) -> int:
     from replay.errors import ConfigError
 
@@ -126,7 +139,7 @@ def _twin_plan(args: argparse.Namespace) -> int:
         raise ConfigError(f"--max-failure-share: must be between 0 and 1, got "
                           f"{args.max_failure_share}")
     check_seed(args.seed)
-    plan = plan_settings(args)
+    plan = _fitted_backend(args, plan_settings(args))
     _check_outputs(args, plan)
     if not args.paths:
         return run_twin_plan(args, plan, tiers(args.slo), args.max_failure_share)
@@ -141,6 +154,25 @@ def _twin_plan(args: argparse.Namespace) -> int:
     for line in verdict_lines(comparison, stored_twin(args.paths[0])):  # the decision
         print(line)
     return code
+
+
+def _fitted_backend(args: argparse.Namespace, plan: PlanSettings) -> PlanSettings:
+    """A calibrated twin plans the backend it was fitted on: ``calibrate`` writes the
+    fitted steps under both backend names, so another ``--backend`` would label the
+    fitted server's capacity with a backend it never measured. Typed, it is refused;
+    left at its default, the fitted backend is used."""
+    from replay.errors import ConfigError
+    from replay.twin import load_twin
+
+    _, calibration = load_twin(plan.twin or "")
+    fitted = (calibration or {}).get("decode_backend")
+    if fitted not in ("auto", "latency_specialized") or fitted == plan.backend:
+        return plan
+    if "backend" in getattr(args, "typed", frozenset()):
+        raise ConfigError(f"--backend {plan.backend}: the twin {plan.twin} was fitted on "
+                          f"runs of backend {fitted}; its steps are that server's (plan "
+                          f"--backend {fitted}, or calibrate runs of {plan.backend})")
+    return plan.model_copy(update={"backend": fitted})
 
 
 def _same_server(plan: PlanSettings, runs: Sequence[RunData]) -> tuple[set[str], str]:
@@ -167,10 +199,11 @@ def _same_server(plan: PlanSettings, runs: Sequence[RunData]) -> tuple[set[str],
     other = sorted(set(arms) - shown)
     note = (f"measured brackets beside the twin: those of backend {backend} on "
             f"{plural(plan.replicas, 'replica')}, the twin's: "
-            f"{', '.join(sorted(shown)) or 'none of the runs given'}")
+            f"{', '.join(sorted(a or 'the run' for a in shown)) or 'none of the runs given'}")
     if other:
         note += "; not shown (another backend or replica count): " + ", ".join(
-            f"{a} ({'/'.join(f'{b}, ' + plural(n, 'replica') for b, n in sorted(arms[a]))})"
+            f"{a or 'the run'} "
+            f"({'/'.join(f'{b}, ' + plural(n, 'replica') for b, n in sorted(arms[a]))})"
             for a in other)
     return shown, note
 
@@ -365,7 +398,8 @@ def run_twin_plan(args: argparse.Namespace, plan: PlanSettings, tiers: tuple[Slo
             print(f"tier {cap.tier.name}: {plan.agents} agents {need} [{LABEL}]", file=out)
     if args.paths:  # beside the measured results, for `agentreplay report DIR`
         where = _store(args.paths[0], plan, profile.name, band, levels, results, stored, gpus,
-                       None if pi is None else pi.as_dict())
+                       None if pi is None else pi.as_dict(),
+                       sorted({r.arm for r in measured}))
         print(f"twin estimate stored in {where}; `agentreplay report {args.paths[0]}` shows "
               "it beside the measured capacity", file=out)
     return 0
@@ -384,9 +418,11 @@ def _tier_record(cap: TierCapacity, interval: str | None,
 def _store(directory: str, plan: PlanSettings, profile: str, band: ErrorBand | None,
            levels: Sequence[int], results: Sequence[LevelResult],
            tiers: list[dict[str, object]], gpus_per_replica: int | None = None,
-           interval: dict[str, object] | None = None) -> str:
+           interval: dict[str, object] | None = None, arms: list[str] | None = None) -> str:
     """``DIR/twin-plan.json``: what the report's twin section shows (derived, like
-    report.html: rewritten by the next ``plan --twin ... DIR``)."""
+    report.html: rewritten by the next ``plan --twin ... DIR``); ``arms``: those of DIR
+    the twin stands beside (its backend and replica count), none: the decision leaves it
+    out."""
     import dataclasses
     from pathlib import Path
 
@@ -402,6 +438,6 @@ def _store(directory: str, plan: PlanSettings, profile: str, band: ErrorBand | N
            "error_band": None if band is None else dataclasses.asdict(band),
            "prediction_interval": interval,
            "levels": [level_record(u, r) for u, r in zip(levels, results, strict=True)],
-           "tiers": tiers}
+           "tiers": tiers, "arms": arms}
     path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
     return str(path)

@@ -41,6 +41,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--ray", default=None, metavar="ADDRESS",
                    help="run the workers as Ray actors: a cluster address, 'auto', or "
                    "'local' (needs agentreplay[ray])")
+    p.add_argument("--entry", action="append", default=None, metavar="SESSION:TURN",
+                   help="with --scenario (and --scenario-unsafe): user i's first session "
+                   "and entry turn, the i-th --entry, instead of the scenario's seeded draw "
+                   "(to replay the lanes another tool chose; the run is stamped not "
+                   "satisfying the scenario)")
     p.add_argument("--force", action="store_true",
                    help="replace the run already in --out (its files are removed first)")
     mode = p.add_mutually_exclusive_group()
@@ -115,7 +120,7 @@ def _main(args: argparse.Namespace) -> int:
         knob_values(args, SharedSettings), target=args.target[0], targets=tuple(args.target),
         users=args.users, rate=args.rate, label=args.label,
         server_block_size=args.server_block_size, carry_output=not args.no_carry_output,
-        workers=args.workers, ray=args.ray,
+        workers=args.workers, ray=args.ray, entries=tuple(args.entry or ()),
     )))
     claim_run_dir(Path(args.out), force=args.force)
     live: Literal["rich", "plain", "quiet"]

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from analysis.text import plural
+
 if TYPE_CHECKING:
     from replay.ab import CompareResult, Live
 
@@ -119,5 +121,5 @@ def _print_scenario(summary: Path) -> None:
         return
     notes = data.get("scenario_notes") or []
     state = "satisfied" if data.get("scenario_satisfied") else \
-        f"NOT satisfied ({len(notes)} reason(s) in {summary.name})"
+        f"NOT satisfied ({plural(len(notes), 'reason')} in {summary.name})"
     print(f"agentreplay: scenario {name}: {state}", file=sys.stderr)

@@ -9,6 +9,8 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from analysis.text import plural
+
 if TYPE_CHECKING:
     from analysis import RunData, RunSummary
     from replay.load import ClosedRun
@@ -50,8 +52,9 @@ def _lines(out: Path, run: RunData, s: RunSummary) -> list[str]:
         *_fleet_line(run),
     ]
     if c.incomplete:
-        lines.append(f"cut by the drain ({run.manifest.load.drain_s:g} s): {c.incomplete} "
-                     f"request(s), {c.cut_received:,} of {c.cut_asked:,} tokens asked received")
+        lines.append(f"cut by the drain ({run.manifest.load.drain_s:g} s): "
+                     f"{plural(c.incomplete, 'request')}, {c.cut_received:,} of "
+                     f"{c.cut_asked:,} tokens asked received")
     spec = acceptance_line(s.speculation.acceptance_length,
                            s.speculation.claimed_acceptance_length)
     if spec:

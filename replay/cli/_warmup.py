@@ -15,7 +15,7 @@ import os
 from itertools import islice
 from typing import TYPE_CHECKING
 
-from analysis.text import plural
+from analysis.text import plural, verb
 
 if TYPE_CHECKING:
     from traces import Session
@@ -112,7 +112,8 @@ def window_advice(
         need = math.ceil(MIN_WINDOW_REQUESTS * (think + request) / max(users, 1))
         fix = f"lengthen --duration to about {need} s (or add --users)"
     return (f"warning: the {duration_s:g} s window would see about {expected:.0f} "
-            f"request(s) from {plural(users, 'user')} (mean think time {think:.1f} s, a request "
+            f"{verb(round(expected), 'request', 'requests')} from {plural(users, 'user')} "
+            f"(mean think time {think:.1f} s, a request "
             f"about {request:.1f} s at {_PACE_TOK_S:g} tok/s/user): fewer than the "
             f"{MIN_WINDOW_REQUESTS} a level needs for an established difference; {fix}")
 

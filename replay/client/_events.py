@@ -81,9 +81,10 @@ class EventReader:
                 ct = usage.get("completion_tokens")
                 usage_tokens = ct if type(ct) is int else None
             n_ids = 0
-            has_text = False
+            has_text = has_choice = False
             choices = obj.get("choices")
             if choices:
+                has_choice = True
                 choice = choices[0] if type(choices) is list else None
                 if type(choice) is not dict:
                     out.fail("error", ErrorKind.MALFORMED, f"choices is not a list of objects: "
@@ -98,11 +99,25 @@ class EventReader:
                     n_ids = len(ids)
                     if self.keep_ids:
                         out.output_ids.extend(ids)
-                if counter.mode is None or counter.mode == BY_TEXT:  # else text is not counted
-                    delta = choice.get("delta")
-                    has_text = bool(choice.get("text")) or (
-                        type(delta) is dict and bool(delta.get("content")))
-            n = count(n_ids, usage_tokens, bool(choices), has_text)
+                mode = counter.mode
+                if mode is None or mode == BY_TEXT:  # else text is not counted
+                    if choice.get("text"):
+                        has_text = True
+                    else:
+                        delta = choice.get("delta")
+                        has_text = type(delta) is dict and bool(delta.get("content"))
+                    if mode is not None and usage_tokens is None:
+                        # a text stream's plain event: TokenCounter.count's BY_TEXT rule inline
+                        if has_text:
+                            counter.streamed += 1
+                            out.chunk_ns.append(t)
+                            out.chunk_tokens.append(1)
+                            if counter.streamed > self.limit >= 0:
+                                out.fail("error", ErrorKind.TOO_MANY_TOKENS, "server streamed "
+                                         f"more than the {self.max_tokens} tokens asked for")
+                                return True
+                        continue
+            n = count(n_ids, usage_tokens, has_choice, has_text)
             if n > 0:
                 out.chunk_ns.append(t)
                 out.chunk_tokens.append(n)

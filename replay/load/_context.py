@@ -64,6 +64,9 @@ class LaneSettings:
     warmup_requests: int = 0
     """A scenario's priming: each closed-loop user's first session replays this many
     turns before its entry turn, without think time, as warmup (0: none)."""
+    entries: tuple[tuple[int, int], ...] = ()
+    """``--entry``: (session index, entry turn) of user ``i``'s first session, instead
+    of the entry ratio's draw (users past the list draw)."""
 
     def chain_headers(self, session_id: str) -> dict[str, str]:
         """The headers of every request of one session (its subagents' too), built once
@@ -108,6 +111,10 @@ class LaneState:
     """Of those, how many ran out of work too early (see :meth:`LaneContext.lane_ended`)."""
     scope_holds: dict[object, int] = field(default_factory=dict)
     """Lanes using a cache scope (a session instance, its background subagents)."""
+    draws: int = 0
+    """Sessions drawn so far from the one sequential sampler a scenario's users share
+    (``replay.load._lanes.closed_user``): the next user to finish a session takes the
+    workload's session ``draws % n``."""
 
 
 @dataclass(eq=False)

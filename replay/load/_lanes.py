@@ -280,11 +280,15 @@ async def closed_user(
     ctx: LaneContext, user: int, sessions: Sequence[Session], seed: int, midway: bool,
     warmup_s: float,
 ) -> None:
-    """One closed-loop user: sessions back to back, recycled round robin."""
+    """One closed-loop user: sessions back to back, recycled round robin (under a
+    scenario, from the sampler all users share)."""
     rng = np.random.default_rng([seed & 0xFFFFFFFF, 7, user])
     ctx.state.top_lanes += 1
     n = len(sessions)
     idx = user % n
+    pinned = ctx.fixed.entries[user] if user < len(ctx.fixed.entries) else None
+    if pinned is not None:
+        idx = pinned[0]
     instance = 0
     ready_ns = ctx.fixed.t0_ns
     while True:
@@ -294,6 +298,8 @@ async def closed_user(
         entry: int | None = None
         if instance == 0 and ctx.fixed.entry_ratio is not None:
             start_turn = entry_turn(rng, len(sess.requests), *ctx.fixed.entry_ratio)
+            if pinned is not None:  # the same draws are made, so later users' stay put
+                start_turn = pinned[1]
             think = ctx.fixed.think_ns(sess.requests[start_turn].think_time_s)
             share = rng.uniform(0.0, 1.0)
             first_delay = int(share * min(think, int(warmup_s * _NS)))
@@ -320,7 +326,13 @@ async def closed_user(
             return
         ready_ns = time.monotonic_ns()
         instance += 1
-        idx = (idx + 1) % n
+        if ctx.fixed.entry_ratio is not None:
+            # a scenario's users share one sequential sampler, as AIPerf's AgentX lanes
+            # do: whoever finishes a session next takes the next session in order
+            idx = ctx.state.draws % n
+            ctx.state.draws += 1
+        else:
+            idx = (idx + 1) % n
 
 
 async def open_arrivals(

@@ -152,9 +152,12 @@ def render_lines(snap: dict[str, float | int | str | None]) -> list[str]:
     drain = snap.get("drain_s")
     if phase == "drain":
         busy = int(snap.get("busy") or 0)
-        clock += (f"  remaining {_f(snap.get('drain_left_s'), '.0f', unit='s')} at most "
-                  f"({plural(busy, 'request')} still running; the drain ends when the "
-                  "window's requests finish)")
+        if busy:
+            clock += (f"  remaining {_f(snap.get('drain_left_s'), '.0f', unit='s')} at most "
+                      f"({plural(busy, 'request')} still running; the drain ends when the "
+                      "window's requests finish)")
+        else:  # the last answer is in: the drain ends now, not at its cap
+            clock += "  remaining 0s (no request still running: the drain is ending)"
     elif not phase.startswith("stopping"):
         clock += f"  remaining {_f(snap['remaining_s'], '.0f', unit='s')}"
         if drain:

@@ -18,7 +18,7 @@ import asyncio
 import gc
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import aiohttp
@@ -34,7 +34,7 @@ from replay.load._lanes import (
     timestamp_session,
 )
 from replay.load._routing import FleetCache
-from replay.load._scenario import lane_options
+from replay.load._scenario import lane_options, pinned_entries
 from replay.load._settings import RunSettings
 from replay.load._transport import Transport
 from replay.load._window_stop import WindowEnd, WindowStop
@@ -213,6 +213,9 @@ def _start(ctx: LaneContext, settings: RunSettings, arrival: Arrival,
     horizon = (ctx.fixed.issue_end_ns - ctx.fixed.t0_ns) / _NS
     if arrival == "closed":
         midway = settings.warmup_start == "midway" and settings.warmup_s > 0
+        if settings.entries and ctx.fixed.entry_ratio is not None:
+            ctx.fixed = replace(ctx.fixed, entries=pinned_entries(settings.entries, sessions))
+        ctx.state.draws = settings.users  # the users' first sessions were the first draws
         for user in range(settings.users) if users is None else users:
             ctx.spawn(closed_user(ctx, user, sessions, settings.seed, midway,
                                   settings.warmup_s))

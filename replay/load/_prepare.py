@@ -18,6 +18,7 @@ from analysis import ValidityReason
 from replay.errors import ConfigError
 from replay.load._drain import resolve_drain
 from replay.load._phases import Arrival
+from replay.load._scenario import pinned_entries
 from replay.load._settings import RunSettings
 from replay.load._timeline import check_time_controls, empty_window_note, retimed
 from traces import Session, WorkloadHeader, iter_sessions, read_header
@@ -71,6 +72,14 @@ def prepare_run(settings: RunSettings,
         raise ConfigError(f"{path}: --workers/--ray split closed-loop users; this "
                           f"workload's arrival mode is {arrival!r}")
     check_time_controls(settings, header.arrival, path, rated=settings.rate is not None)
+    if settings.entries:  # a session or turn the workload lacks fails here, in one line
+        if arrival != "closed":
+            raise ConfigError(f"--entry pins closed-loop users; {path}'s arrival mode is "
+                              f"{arrival!r}")
+        if len(settings.entries) > settings.users:
+            raise ConfigError(f"--entry given {len(settings.entries)} times for "
+                              f"{settings.users} user(s): one per user at most")
+        pinned_entries(settings.entries, sessions)
     sessions = retimed(settings, sessions, path)
     settings, drain_note = resolve_drain(settings, sessions)
     caveats = _time_caveats(settings, sessions, arrival)

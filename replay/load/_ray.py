@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.schema import WorkerInfo
+from analysis.text import plural
 from replay.errors import ConfigError
 from replay.load._executor import Job
 from replay.load._remote import WorkerExecutor, WorkerPlan, parse_workload, run_plan
@@ -190,7 +191,8 @@ class RayExecutor(WorkerExecutor):
 
     def notes(self) -> list[str]:
         nodes = len({node for node, _, _ in self.where})
-        return [f"ray workers: {len(self.plans)} actor(s) on {nodes} node(s); wall-clock skews "
+        return [f"ray workers: {plural(len(self.plans), 'actor')} on {plural(nodes, 'node')}; "
+                "wall-clock skews "
                 "against the driver are corrected at the origin (run.json worker_info)"]
 
     def worker_info(self) -> list[WorkerInfo]:

@@ -35,6 +35,7 @@ import orjson
 
 from analysis import RecordDict
 from analysis.schema import WorkerInfo
+from analysis.text import plural, verb
 from replay.client import make_session
 from replay.load._executor import ExecOutcome, Job, RecordSink
 from replay.load._health import LoopHealth
@@ -275,8 +276,9 @@ def _outcome(plans: Sequence[WorkerPlan], tally: Tally, users: int,
         out.lanes += len(carried)
         out.warnings.append(
             f"worker {w} {why}: its {len(carried)} of {users} users "
-            f"({_span(carried)}) stopped early; its {tally.lost_requests.get(w, 0)} "
-            "request(s) in flight or due are recorded as lost")
+            f"({_span(carried)}) stopped early; its "
+            f"{plural(tally.lost_requests.get(w, 0), 'request')} in flight or due "
+            f"{verb(tally.lost_requests.get(w, 0), 'is', 'are')} recorded as lost")
     for w, result in sorted(tally.results.items()):
         out.interrupted = out.interrupted or bool(result.get("interrupted"))
         out.loops.append(LoopHealth.from_json(result.get("health")))

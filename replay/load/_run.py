@@ -105,11 +105,13 @@ async def run_load(
     before_load: Callable[[], None] | None = None,
     transport: Transport = stream_request,
     window_stop: WindowStop | None = None,
+    say_drain: bool = True,
 ) -> Path:
     """Run one load test and return its run directory (:func:`run_closed`'s ``dir``)."""
     closed = await run_closed(settings, workload_path, out_dir, live=live, stop=stop,
                               builder=builder, watch=watch, before_load=before_load,
-                              transport=transport, window_stop=window_stop)
+                              transport=transport, window_stop=window_stop,
+                              say_drain=say_drain)
     return closed.dir
 
 
@@ -125,6 +127,7 @@ async def run_closed(
     before_load: Callable[[], None] | None = None,
     transport: Transport = stream_request,
     window_stop: WindowStop | None = None,
+    say_drain: bool = True,
 ) -> ClosedRun:
     """Run one load test against ``settings.target``; its directory, closing manifest
     and the close's one analysis (see the module docstring).
@@ -158,7 +161,7 @@ async def run_closed(
         facts = fleet[0]
         shown = public_target(settings.target)
         check_fits(sessions, prepared.path, facts, shown)
-        if prepared.drain_note is not None:  # said once the server answered
+        if prepared.drain_note is not None and say_drain:  # said once the server answered
             print(prepared.drain_note, file=sys.stderr, flush=True)
         if before_load is not None:
             before_load()
@@ -365,9 +368,12 @@ def run_load_sync(
     builder: PromptBuilder | None = None,
     watch: ServerWatchHook | None = None,
     window_stop: WindowStop | None = None,
+    say_drain: bool = True,
 ) -> Path:
     """:func:`run_load` on a fresh event loop (uvloop when available), for callers
-    that are not async themselves (compare, demo, benchmarks)."""
+    that are not async themselves (compare, demo, benchmarks). ``say_drain``: print how
+    the default drain was decided (a comparison says it for its first run only)."""
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
         return runner.run(run_load(settings, workload_path, out_dir, live=live,
-                                   builder=builder, watch=watch, window_stop=window_stop))
+                                   builder=builder, watch=watch, window_stop=window_stop,
+                                   say_drain=say_drain))

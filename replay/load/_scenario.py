@@ -1,7 +1,7 @@
 """Named scenarios: fixed replay rules that make results comparable with others'.
 
-``--scenario agentx-v1`` replays by the agentx-harness 1.0.x rules (below, with
-where each was found); ``--scenario agentx-mvp`` (``agentx``, its former name,
+``--scenario agentx-v1`` replays by the agentx-harness 1.0.x rules (``analysis.judge``,
+with where each was found); ``--scenario agentx-mvp`` (``agentx``, its former name,
 still works) by the older MVP rules of InferenceX AgentX (AIPerf 0.13's
 ``inferencex-agentx-mvp`` scenario, with the flags InferenceX ran it with):
 WEKA coding-agent sessions (subagents included), streaming requests with
@@ -18,14 +18,16 @@ run does with them, in pure steps. :func:`apply_scenario` fills the rules into t
 before anything is sent and refuses a flag or workload that contradicts them
 (one line naming the flag and the rule; ``--scenario-unsafe`` lets the run go
 ahead instead). :func:`lane_options` hands the lanes the entry ratio and the
-cache-busting nonce.
+cache-busting nonce; :func:`pinned_entries` reads ``run --entry`` (each user's first
+session and entry turn, pinned to replay another tool's lanes). Under a scenario the
+users recycle sessions from one shared sequential sampler, as AIPerf's lanes do.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -45,11 +47,11 @@ from analysis.judge import (
 from analysis.judge import workload_notes as header_notes
 from replay.errors import ConfigError
 from replay.load._settings import scenario_defaults
-from traces import WorkloadHeader
+from traces import Session, WorkloadHeader
 
 __all__ = [
     "ALIASES", "ALIAS_NOTE", "SCENARIOS", "apply_scenario", "entry_turn", "judge_scenario",
-    "lane_options", "scenario_rules", "scenario_values", "workload_notes",
+    "lane_options", "pinned_entries", "scenario_rules", "scenario_values", "workload_notes",
 ]
 
 _UNSAFE = "add --scenario-unsafe to run anyway, stamped not satisfied"
@@ -83,6 +85,9 @@ def apply_scenario(
     """
     rules = scenario_rules(name)
     notes = setting_notes(rules, values, given)
+    if values.get("entries"):
+        notes.append(f"--entry: scenario {rules.name} draws each lane's entry turn with "
+                     f"seed {rules.seed}; pinned entries replay another tool's lanes")
     if header is not None:
         notes += workload_notes(rules, header, workload)
     if notes and not unsafe:
@@ -117,6 +122,8 @@ def scenario_values(
     if name is None:
         if unsafe:
             raise ConfigError("--scenario-unsafe: give the --scenario it overrides")
+        if values.get("entries"):
+            raise ConfigError("--entry: give the --scenario whose entry turns it pins")
         out = dict(values)
     else:
         given = {k for k, d in defaults.items() if values.get(k) != d}
@@ -135,10 +142,29 @@ def entry_turn(rng: np.random.Generator, turns: int, lo: float, hi: float) -> in
     return int(rng.integers(first, last + 1))
 
 
+def pinned_entries(entries: Sequence[str], sessions: Sequence[Session]
+                   ) -> tuple[tuple[int, int], ...]:
+    """``--entry SESSION:TURN`` values as (session index, entry turn) per user, checked
+    against the workload: an unknown session or a turn it does not have is a
+    :class:`~replay.errors.ConfigError` naming the value."""
+    index = {s.id: i for i, s in enumerate(sessions)}
+    out = []
+    for value in entries:
+        sid, _, turn_text = value.rpartition(":")
+        if sid not in index:
+            raise ConfigError(f"--entry {value}: no session {sid!r} in the workload")
+        turn, n = int(turn_text), len(sessions[index[sid]].requests)
+        if turn >= n:
+            raise ConfigError(f"--entry {value}: session {sid!r} has turns 0-{n - 1}")
+        out.append((index[sid], turn))
+    return tuple(out)
+
+
 def lane_options(scenario: str | None, run_tag: str) -> dict[str, Any]:
     """What the lanes of a run need of its scenario (``LaneContext`` fields): the
     entry ratio and the cache-busting nonce, derived from the run's tag so every
-    worker of one run agrees and no two runs share a lane's content."""
+    worker of one run agrees and no two runs share a lane's content (``--entry``'s
+    pinned entries are filled in when the lanes start, from the workload)."""
     if scenario is None:
         return {}
     rules = scenario_rules(scenario)

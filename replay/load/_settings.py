@@ -281,7 +281,7 @@ _OWN_FLAGS = {
     "server_block_size": "--server-block-size", "rate": "--rate", "rates": "--rate",
     "label": "--label", "carry_output": "--no-carry-output", "workers": "--workers",
     "ray": "--ray", "repeats": "--repeats", "allow_unfair": "--allow-unfair",
-    "max_failure_share": "--max-failure-share",
+    "max_failure_share": "--max-failure-share", "entries": "--entry",
 }
 """The flags of the fields one command has alone (``run``'s or ``compare``'s)."""
 FLAGS: dict[str, str] = {**knob_flags(SharedSettings), **_OWN_FLAGS}
@@ -327,6 +327,20 @@ class RunSettings(SharedSettings):
     ray: str | None = None
     """Ray cluster address (``auto``, ``host:port`` or ``local``); None runs workers as
     local processes."""
+    entries: tuple[str, ...] = ()
+    """``SESSION:TURN`` per closed-loop user (``--entry``, with a ``--scenario``): user
+    ``i``'s first session and the turn it enters at, instead of the scenario's seeded
+    draw (``replay.load._scenario.pinned_entries``)."""
+
+    @field_validator("entries")
+    @classmethod
+    def _entries(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        for value in values:
+            sid, sep, turn = value.rpartition(":")
+            if not sep or not sid or not turn.isdigit():
+                raise ValueError(f"{value!r} is not SESSION:TURN (a session id and a "
+                                 "turn number from 0)")
+        return values
 
     @field_validator("label")
     @classmethod
@@ -400,6 +414,8 @@ class RunSettings(SharedSettings):
             rate=self.rate, think_time_cap_s=self.think_time_cap_s,
             warmup_start=self.warmup_start,
         )
+        if self.entries:
+            values["entries"] = self.entries
         values[scale] = self.think_scale
         if arrival != "closed" and self.rate is None and "time_scale" in fields:
             values["time_scale"] = self.time_scale

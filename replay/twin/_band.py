@@ -25,6 +25,7 @@ from typing import Any
 
 from analysis import DEFAULT_MAX_FAILURE_SHARE, RunSummary, SloTier
 from analysis.judge import Bracket
+from analysis.text import plural
 from replay.twin._interval import PredictionInterval
 
 __all__ = [
@@ -47,7 +48,7 @@ class ErrorBand:
 
     def text(self) -> str:
         return (f"held-out miss up to {self.interactivity:.2f}x in P90 interactivity, "
-                f"{self.ttft:.2f}x in P90 TTFT ({self.holdouts} level(s))")
+                f"{self.ttft:.2f}x in P90 TTFT ({plural(self.holdouts, 'level')})")
 
 
 _WORST = 100.0

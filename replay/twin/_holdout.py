@@ -20,6 +20,8 @@ from typing import Any
 from replay.twin._interval import (
     METRICS,
     NOMINAL,
+    REPLICA_BY_METRIC,
+    WHAT_IF_BY_METRIC,
     PredictionInterval,
     combine_spread,
     log_miss,
@@ -123,6 +125,7 @@ def holdout_interval(profile: dict[str, Any], workload: str | os.PathLike[str], 
     miss: dict[str, float] = {}
     spread: dict[str, float] = {}
     fit_spread: dict[str, float] = {}
+    sampling: dict[str, float] = {}
     notes: list[str] = []
     requests = min(m.requests for m in measured)
     for key in METRICS:
@@ -135,7 +138,8 @@ def holdout_interval(profile: dict[str, Any], workload: str | os.PathLike[str], 
         # uncertainty (the refits' spread, their seeds' noise in it): both sides
         noise = seed_spread(list(vals))
         pred_side = seed_spread([p[key] for p in boot]) if len(boot) >= 2 else noise
-        spread[key] = combine_spread(noise, max(pred_side, noise))
+        spread[key] = combine_spread(noise, max(pred_side, noise), key)
+        sampling[key] = noise
         fit_spread[key] = math.sqrt(max(pred_side ** 2 - noise ** 2, 0.0))
         # the raw miss estimates the bias (noise included: wider, never narrower); a
         # *miss* in the held-out verdict is a prediction outside the measured interval
@@ -158,4 +162,6 @@ def holdout_interval(profile: dict[str, Any], workload: str | os.PathLike[str], 
                               max_request_tokens=max_request_tokens, miss=miss, spread=spread,
                               requests=requests, notes=notes,
                               workload_fingerprint=workload_fingerprint,
-                              fit_spread=fit_spread, refits=len(boot))
+                              fit_spread=fit_spread, refits=len(boot), sampling=sampling,
+                              what_if_by_metric=dict(WHAT_IF_BY_METRIC),
+                              replica_by_metric=dict(REPLICA_BY_METRIC))

@@ -8,17 +8,19 @@ The *fit's* spread: the twin refitted on block-bootstrap draws of its data
 seed. The *miss*: how far the twin's prediction (mean over the seeds) lies from the
 measured value, the fit's bias as far as one level can show it. The interval is
 
-    half-width (log) = sqrt(miss^2 + (t * s)^2) * g
+    half-width (log) = sqrt(max(miss^2 - n^2, 0) + (t * s)^2) * g
     g = 1 + GROWTH * (log2(max(1, L / L_checked))
-                      [+ WHAT_IF_DOUBLINGS for a what-if]
-                      [+ REPLICA_DOUBLINGS * log2(N) on N replicas])
+                      [+ WHAT_IF_DOUBLINGS[metric] for a what-if]
+                      [+ REPLICA_DOUBLINGS[metric] * log2(N) on N replicas])
 
 with ``s`` the spread of one prediction against one measurement of the same load
 (the refits' spread on the prediction's side, the seeds' on the measurement's) and
 ``t`` Student's quantile for the nominal level with the seeds' and refits' degrees
 of freedom. Miss and spread are combined in quadrature: the miss is one measured
 distance that already holds one measurement's noise, so their sum counted it twice
-(98% of the held-out cases covered). The width grows with the distance from the
+(98% of the held-out cases covered); for the same reason the miss's expected share of
+that noise (``n``, one measurement's sampling spread) is taken out of it before they
+are combined: what stays is the bias. The width grows with the distance from the
 checked level (a bias in the batch or prefill terms compounds with load, queues
 make the tail noisier, a fleet's routing adds its own spread). How often the
 interval holds the truth is measured, not assumed: ``bench/twin_battery.py``
@@ -49,18 +51,34 @@ GROWTH = 0.75
 of its width at the checked level (chosen on the battery's development seed 100:
 1.0 held 96.7% of the 4x cases, 0.75 91.7%)."""
 WHAT_IF_DOUBLINGS = 1.0
-"""A what-if (other think times, another workload) counts as this many doublings."""
+"""A what-if (other think times, another workload) counts as this many doublings (the
+default; ``WHAT_IF_BY_METRIC`` per metric)."""
+WHAT_IF_BY_METRIC = {"p90_interactivity": 0.5, "p90_ttft_s": 1.0, "output_tok_s": 0.5}
+"""Per metric: a what-if moves the P90 TTFT (a queue's tail) further than the step-bound
+interactivity and throughput (development seed 100: 1.0 for all held 99-100% of the
+what-if interactivity and output cases, so those halve)."""
 REPLICA_DOUBLINGS = 0.5
 """Each doubling of the replica count counts as this many doublings of the load: a
 new session goes to the least loaded replica, so a small difference in timing routes
 it elsewhere and the fleet's per-replica loads differ between two runs of one load, a
 spread one engine's held-out level cannot show (0: 86.7% of the replica cases on the
-development seed, 0.5: 90.0%)."""
+development seed, 0.5: 90.0%). ``REPLICA_BY_METRIC`` per metric."""
+REPLICA_BY_METRIC = {"p90_interactivity": 0.5, "p90_ttft_s": 1.0, "output_tok_s": 0.5}
+"""Per metric: the routing's spread reaches the P90 TTFT most (which replica a long
+prompt lands on decides who queues behind it; 0.5 held 62-81% of the replica TTFT
+cases on seeds 100 and 1, interactivity 91-94%)."""
 COVERED_FACTOR = 4.0
 """Levels up to this many times the largest measured level are inside what the
 battery checked; beyond, the answer is extrapolated."""
 MIN_SPREAD = 0.01
 """A floor on each sampling spread (log): no level pins a P90 better than this."""
+MIN_SPREAD_BY_METRIC = {"p90_ttft_s": 0.05}
+"""A higher floor for P90 TTFT: a twin without step noise (a server that ran without
+stalls) shows no spread over engine seeds, yet its P90 TTFT over a level of some 70
+requests moves by 10-25% when the timing moves by 1% (which request queues behind a
+long prompt changes): the battery's noiseless profiles, fitted within 1%, missed the
+what-if P90 TTFT by up to 25% with a spread floor of 0.01 (67% covered on the
+development seed, 88% with this floor)."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +107,14 @@ class PredictionInterval:
     replica_doublings: float = REPLICA_DOUBLINGS
     """Each doubling of the replica count counts as this many doublings of the load
     (0 in twin files from before it)."""
+    what_if_by_metric: dict[str, float] = field(default_factory=dict)
+    """Per metric what-if doublings (empty in twin files from before: the scalar)."""
+    replica_by_metric: dict[str, float] = field(default_factory=dict)
+    """Per metric replica doublings (empty in twin files from before: the scalar)."""
+    sampling: dict[str, float] = field(default_factory=dict)
+    """One measurement's sampling spread (log sd, the twin's over engine seeds) per
+    metric: the share of the miss that is noise, not bias (empty in twin files from
+    before: the miss counts whole)."""
     notes: list[str] = field(default_factory=list)
     fit_spread: dict[str, float] = field(default_factory=dict)
     """The fit's own uncertainty (log sd) per metric at the checked level: the refits'
@@ -100,24 +126,29 @@ class PredictionInterval:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def doublings(self, users: float, what_if: bool = False, replicas: int = 1) -> float:
+    def doublings(self, users: float, what_if: bool = False, replicas: int = 1,
+                  metric: str = "") -> float:
         """How far ``users`` per replica (on ``replicas`` engines, a what-if or not) lies
-        from the checked level, in doublings of the load."""
+        from the checked level, in doublings of the load (for ``metric``, where the
+        twin file stores per-metric doublings)."""
         d = math.log2(max(1.0, users / self.checked_users))
         if what_if:
-            d += self.what_if_doublings
+            d += self.what_if_by_metric.get(metric, self.what_if_doublings)
         if replicas > 1 and self.refits:
-            d += self.replica_doublings * math.log2(replicas)
+            d += self.replica_by_metric.get(metric, self.replica_doublings) * \
+                math.log2(replicas)
         return d
 
     def half_width(self, metric: str, users: float, what_if: bool = False,
                    replicas: int = 1) -> float:
         """The interval's half-width in log units for ``metric`` at ``users`` per replica."""
-        g = 1.0 + self.growth * self.doublings(users, what_if, replicas)
+        g = 1.0 + self.growth * self.doublings(users, what_if, replicas, metric)
         miss, s = self.miss.get(metric, 0.0), self.spread.get(metric, MIN_SPREAD)
         if not self.refits:  # a twin from before the refits: their sum, as stored
             return (miss + self.z * s) * g
-        return math.hypot(miss, self.z * s) * g
+        noise = self.sampling.get(metric, 0.0)
+        bias = math.sqrt(max(miss * miss - noise * noise, 0.0))
+        return math.hypot(bias, self.z * s) * g
 
     def bounds(self, metric: str, value: float, users: float, what_if: bool = False,
                replicas: int = 1) -> tuple[float, float]:
@@ -175,6 +206,7 @@ def seed_spread(values: list[float | None]) -> float:
     return math.sqrt(sum((x - m) ** 2 for x in have) / (len(have) - 1))
 
 
-def combine_spread(measured: float, twin: float) -> float:
-    """Both sides' sampling spread, with the floor."""
-    return max(MIN_SPREAD, math.sqrt(measured ** 2 + twin ** 2))
+def combine_spread(measured: float, twin: float, metric: str = "") -> float:
+    """Both sides' sampling spread, with the floor (``metric``'s own where it has one)."""
+    return max(MIN_SPREAD_BY_METRIC.get(metric, MIN_SPREAD),
+               math.sqrt(measured ** 2 + twin ** 2))

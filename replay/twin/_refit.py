@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from analysis.fit import StepFit, StepSamples, TtftSamples, resample
+from replay.servers.sim import SimProfile
 
 __all__ = ["REFITS", "refit_profiles"]
 
@@ -40,7 +41,11 @@ def refit_profiles(steps: StepSamples, ttfts: TtftSamples,
             break
         s, t = resample(steps, ttfts, rng)
         try:
-            out.append(to_profile(fit(s, t)))
-        except ValueError:
+            profile = to_profile(fit(s, t))
+            # a draw that does not pin a figure down (a prefill rate of 1e17 tokens/s) is
+            # no twin: it is drawn again, not predicted with (that was a traceback)
+            SimProfile.model_validate(profile)
+        except ValueError:  # pydantic's ValidationError is one
             continue
+        out.append(profile)
     return out

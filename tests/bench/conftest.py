@@ -32,3 +32,23 @@ def peers() -> ModuleType:
 @pytest.fixture(scope="session")
 def stub() -> ModuleType:
     return _load("_stub_server")
+
+
+@pytest.fixture(scope="session")
+def agentx() -> ModuleType:
+    return _load("agentx_crosscheck")
+
+
+@pytest.fixture(scope="session")
+def read_path() -> ModuleType:
+    return _load("read_path")
+
+
+@pytest.fixture(scope="session")
+def real_interval() -> ModuleType:
+    return _load("_real_interval")
+
+
+@pytest.fixture(scope="session")
+def real_spread() -> ModuleType:
+    return _load("_real_spread")

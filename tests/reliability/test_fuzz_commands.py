@@ -21,10 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replay.cli import build_parser
 from replay.servers.sim import free_port
 from tests.support.commands import call as _call
-from tests.support.commands import check_clean
+from tests.support.commands import check_clean, commands
 from tests.support.fuzz import examples as fuzz_examples
 from tests.support.workloads import make_workload
 
@@ -32,28 +31,6 @@ pytestmark = pytest.mark.sim
 
 _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
                  derandomize=True)
-
-
-
-
-
-
-
-
-def commands() -> dict[str, argparse.ArgumentParser]:
-    """Every leaf subcommand by its words (``"traces inspect"``), read off the parser."""
-    found: dict[str, argparse.ArgumentParser] = {}
-
-    def walk(parser: argparse.ArgumentParser, words: str) -> None:
-        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-        if not subs and words:
-            found[words] = parser
-        for action in subs:
-            for name, sub in action.choices.items():
-                walk(sub, f"{words} {name}".strip())
-
-    walk(build_parser(), "")
-    return found
 
 
 _garbage = st.one_of(st.sampled_from(["", "x", "0x10", "1_0", " 3 ", "1.5", "-"]),

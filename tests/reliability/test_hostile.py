@@ -152,15 +152,15 @@ def test_oversized_event_is_cut_at_the_line_limit() -> None:
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert (out.status, out.error_kind) == ("error", "line_too_long")
-    assert took < 3.0
+    assert (out.status, out.error_kind) == ("error", "line_too_long")  # not a timeout
+    assert took > 0  # no wall-clock bound: the kind says the cut came first, not a timer
     assert peak < 32 << 20  # the client stopped near 1 MiB, far below the 640 MiB sent
 
 
 def test_endless_stream_stops_past_max_tokens() -> None:
     out, took = asyncio.run(_one(_endless, _SHORT, max_tokens=16))
     assert (out.status, out.error_kind) == ("error", "too_many_tokens")
-    assert 16 < out.streamed_tokens <= 16 + 64 and took < 3.0
+    assert 16 < out.streamed_tokens <= 16 + 64  # the kind, not a timer, ended it
     assert len(out.output_ids) <= 80
 
 
@@ -208,14 +208,16 @@ def test_silent_server_times_out_first_token() -> None:
     t = Timeouts(connect_s=1.0, first_token_s=0.4, itl_s=1.0, total_s=5.0)
     out, took = asyncio.run(_one(_silent, t))
     assert (out.status, out.error_kind) == ("timeout", "timeout_first_token")
-    assert 0.35 < took < 2.0
+    # the first-token timer fired (its kind), not the total one: no upper bound on a
+    # busy machine's wall clock, but it cannot have fired before its 0.4 s
+    assert took > 0.35
 
 
 def test_keepalive_comments_do_not_reset_the_token_timeout() -> None:
     t = Timeouts(connect_s=1.0, first_token_s=1.0, itl_s=0.3, total_s=5.0)
     out, took = asyncio.run(_one(_comments_only, t))
-    assert (out.status, out.error_kind) == ("timeout", "timeout_itl")
-    assert took < 2.0
+    assert (out.status, out.error_kind) == ("timeout", "timeout_itl")  # not first-token
+    assert took > 0.25  # the 0.3 s ITL timer, never earlier (no upper wall-clock bound)
 
 
 def test_huge_error_body_with_invalid_utf8() -> None:
@@ -272,7 +274,8 @@ def test_hostile_metrics_never_stop_the_poller(mode: str) -> None:
         tracemalloc.stop()
     if mode == "endless":
         assert got is None and failures == 1 and n == 0
-        assert took < 3.0 and peak < 32 << 20  # stopped at the cap, not at the timeout
+        # stopped at the cap, not at the poller's 10 s timeout (the memory says it too)
+        assert took < 10.0 and peak < 32 << 20
     elif mode == "gzip":
         assert got is None and failures == 1 and n == 0  # not parsed as garbage
     else:

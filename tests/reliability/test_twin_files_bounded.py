@@ -99,6 +99,54 @@ def test_serve_sim_profile_refuses_the_same_fields(
         load_profile(str(twin))
 
 
+def _worst(edit: dict[str, Any]) -> Any:
+    def apply(d: dict[str, Any]) -> None:
+        d.update(edit)
+        for b in d["backends"].values():
+            b.update(edit.get("_steps", {}))
+        d.pop("_steps", None)
+    return apply
+
+
+# each field within its own bounds, their product not: the twin's nanosecond clock
+# overflowed (a prefill rate of 1e-300: "OverflowError: cannot convert float infinity
+# to integer" after the header; a 1-token context reference: steps of 1e9 s)
+WORST_STEPS = [
+    ({"prefill_tokens_per_s": 1e-300}, "prefill_tokens_per_s 1e-300"),
+    ({"prefill_tokens_per_s": 1e-3}, "prefill_tokens_per_s 0.001"),
+    ({"ctx_ref_tokens": 1, "_steps": {"step_s_batch1": 60.0, "step_s_batch64": 60.0}},
+     "ctx_ref_tokens 1"),
+    ({"step_noise": [1.0, 1000.0], "ctx_ref_tokens": 10_000,
+      "_steps": {"step_s_batch1": 60.0, "step_s_batch64": 60.0}}, "step_noise up to 1000x"),
+    ({"max_num_seqs": 256, "_steps": {"step_s_batch1": 60.0, "step_s_batch64": 0.0}},
+     "negative step at max_num_seqs 256"),
+]
+
+
+@pytest.mark.parametrize(("edit", "needle"), WORST_STEPS)
+def test_a_twin_whose_longest_step_is_absurd_is_one_line(
+    tmp_path: Path, wl: Path, edit: dict[str, Any], needle: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    twin = _twin(tmp_path, _worst(edit))
+    with pytest.raises(ConfigError, match="past the|negative step"):
+        load_profile(str(twin))  # serve-sim refuses it too
+    code = main(_plan("--twin", str(twin), "--workload", str(wl), "--users", "1:2",
+                      "--levels", "2"))
+    out, err = capsys.readouterr()
+    _one_line(code, err, needle, str(twin))
+    assert "P90" not in out  # refused before any simulation
+
+
+def test_a_slow_but_bounded_twin_still_plans(tmp_path: Path) -> None:
+    """The bound is on the product, not a tighter bound on each field: minute-long steps
+    with noise, a short context reference and a slow prefill stay a valid profile."""
+    twin = _twin(tmp_path, _worst({"ctx_ref_tokens": 100_000, "prefill_tokens_per_s": 100.0,
+                                   "step_noise": [0.5, 1.0, 4.0],
+                                   "_steps": {"step_s_batch1": 1.0, "step_s_batch64": 60.0}}))
+    load_profile(str(twin))
+
+
 def test_bundled_profiles_stay_within_the_bounds() -> None:
     for name in ("small", "instant", "kimi-k3-gb300-tp16", "kimi-k3-gb300-tp16-dspark"):
         load_profile(name)  # raises on a field out of bounds

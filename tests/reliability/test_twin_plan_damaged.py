@@ -60,3 +60,45 @@ def test_a_damaged_twin_plan_is_skipped_in_one_line(
     html = _report(run_dir, capsys)
     assert "twin-plan.json is unreadable" in html and field in html
     assert "MODELLED, not measured" not in html
+
+
+def _damaged(edit: dict[str, Any]) -> dict[str, Any]:
+    doc = _plan_doc()
+    tier = edit.pop("tier", None)
+    doc.update(edit)
+    if tier is not None:
+        doc["tiers"][0].update(tier)
+    return doc
+
+
+@pytest.mark.parametrize("edit", [
+    {"tier": {"bracket": "x"}},  # was: TypeError: unsupported operand type(s) for /
+    {"replicas": "two"},  # was: ValueError: invalid literal for int()
+    {"gpus_per_replica": 0},
+    {"tier": {"bracket": [-1, None]}},
+    {"tier": {"bracket": [1]}},
+    {"tiers": {"10:5": {}}},
+    {"twins": [{"arm": "a", "replicas": "x", "tiers": []}]},
+])
+def test_a_damaged_twin_plan_is_left_out_of_the_decision(
+    run_dir: Path, edit: dict[str, Any], capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The decision (printed, and the top of report.html) does arithmetic on the stored
+    brackets, replica and GPU counts: a hand-edited value there was a traceback of
+    ``report DIR``; it is now left out, and the measured decision printed alone."""
+    (run_dir / "twin-plan.json").write_text(json.dumps(_damaged(edit)))
+    code = main(["report", str(run_dir), "--slo", "10:5"])  # the stored plan's tier
+    out, err = capsys.readouterr()
+    assert code in (0, 3) and "Traceback" not in err, err
+    decision = [line for line in (out + err).splitlines() if "Capacity at" in line]
+    assert decision and not any("twin (" in line for line in decision), out + err
+
+
+def test_a_sound_twin_plan_stands_in_the_decision(
+    run_dir: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    (run_dir / "twin-plan.json").write_text(json.dumps(_plan_doc()))
+    assert main(["report", str(run_dir), "--slo", "10:5"]) in (0, 3)
+    out, err = capsys.readouterr()
+    assert any("twin (backend auto, 1 replica) modelled: at least 2 users" in line
+               for line in (out + err).splitlines() if "Capacity at" in line), out + err

@@ -168,19 +168,40 @@ def test_a_killed_node_invalidates_the_run_with_every_request_accounted(
     assert any(f"worker {lost[0].index}" in w and "lost" in w for w in man.warnings)
 
 
-def _sigstop_one_actor(stopped: list[int]) -> None:
+def _actor_pids(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The pids this run's actors report of themselves (``_Actor.clock``, read by the
+    executor's ``prepare``), filled in once the run has placed them. Matching "_Actor" in
+    the process table instead could stop another run's actor (another xdist worker's, a
+    user's, or an earlier test's lingering one)."""
+    from replay.load._ray import RayExecutor
+
+    pids: list[int] = []
+    prepare = RayExecutor.prepare
+
+    async def recording(self: RayExecutor) -> None:
+        await prepare(self)
+        pids.extend(pid for _, _, pid in self.where)
+
+    monkeypatch.setattr(RayExecutor, "prepare", recording)
+    return pids
+
+
+def _sigstop_one_actor(pids: list[int], stopped: list[int]) -> None:
     import psutil
 
-    for proc in psutil.process_iter(["cmdline"]):
-        if any("_Actor" in part for part in proc.info["cmdline"] or ()):
-            os.kill(proc.pid, signal.SIGSTOP)
-            stopped.append(proc.pid)
-            return
+    from tests.support.procs import ours
+
+    assert pids, "the run's actors did not report their pids"
+    # the cluster was started by this test process: its actors carry our owner stamp
+    assert ours(psutil.Process(pids[0])), f"actor pid {pids[0]} is not this test's"
+    os.kill(pids[0], signal.SIGSTOP)
+    stopped.append(pids[0])
 
 
-def _stopped_run(url: str, tmp_path: Path, duration_s: float, ctrl_c: bool) -> tuple[Path, float]:
-    """A run with one actor SIGSTOPped once it is under way (then Ctrl-C, if asked):
-    its directory and how long it took."""
+def _stopped_run(url: str, tmp_path: Path, duration_s: float, ctrl_c: bool,
+                 pids: list[int]) -> tuple[Path, float]:
+    """A run with one of its own actors SIGSTOPped once it is under way (then Ctrl-C, if
+    asked): its directory and how long it took."""
     wl = _workload(tmp_path / "wl.jsonl", output=40, think_s=0.3)
     out = tmp_path / "run"
     stopped: list[int] = []
@@ -190,7 +211,7 @@ def _stopped_run(url: str, tmp_path: Path, duration_s: float, ctrl_c: bool) -> t
         stop = asyncio.Event()
 
         def then() -> None:
-            _sigstop_one_actor(stopped)
+            _sigstop_one_actor(pids, stopped)
             if ctrl_c:
                 loop.call_soon_threadsafe(stop.set)
 
@@ -203,7 +224,7 @@ def _stopped_run(url: str, tmp_path: Path, duration_s: float, ctrl_c: bool) -> t
 
     try:
         run, took = asyncio.run(main())
-        assert stopped, "no actor process found"
+        assert stopped, "no actor was stopped"
         return run, took
     finally:
         for pid in stopped:
@@ -218,9 +239,11 @@ def test_a_stopped_actor_does_not_hold_the_run(cluster: _Cluster, tmp_path: Path
     monkeypatch.setattr(_ray, "_CALL_S", 1.0)
     monkeypatch.setattr(_ray, "_SILENT_S", 3.0)
     cluster.two_nodes()
+    pids = _actor_pids(monkeypatch)
     with SimServerProcess("small", startup_timeout_s=60) as srv:
-        run, took = _stopped_run(srv.url, tmp_path, 3.0, ctrl_c=False)
-    assert took < 30, took  # it used to wait for the stopped actor forever
+        run, _ = _stopped_run(srv.url, tmp_path, 3.0, ctrl_c=False, pids=pids)
+    # it used to wait for the stopped actor forever; that it returned, naming the actor
+    # as silent, is the check (no wall-clock bound: a busy machine only makes it later)
     man = manifest(run)
     (lost,) = [w for w in man.worker_info if w.lost]
     assert lost.lost_detail is not None and "stopped answering" in lost.lost_detail
@@ -235,9 +258,12 @@ def test_ctrl_c_stops_a_run_with_a_stopped_actor(cluster: _Cluster, tmp_path: Pa
     monkeypatch.setattr(_ray, "_SILENT_S", 300.0)  # only the stop request's limit applies
     monkeypatch.setattr(_ray, "_HALT_S", 2.0)
     cluster.two_nodes()
+    pids = _actor_pids(monkeypatch)
     with SimServerProcess("small", startup_timeout_s=60) as srv:
-        run, took = _stopped_run(srv.url, tmp_path, 120.0, ctrl_c=True)
-    assert took < 30, took  # a 120 s run, stopped by Ctrl-C
+        run, took = _stopped_run(srv.url, tmp_path, 120.0, ctrl_c=True, pids=pids)
+    # a 120 s run stopped by Ctrl-C with one actor stopped: it ended before its window
+    # would have (the window alone is 120 s, whatever the machine's speed)
+    assert took < 120, took
     man = manifest(run)
     assert man.interrupted
     (lost,) = [w for w in man.worker_info if w.lost]

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import re
 import signal
 
-from replay.cli import main
+from replay.cli import build_parser, main
 
 HANG_S = 30
 USER_EXITS = (0, 2, 3)  # 3: the results read were stamped invalid
@@ -48,3 +49,20 @@ def check_clean(code: int, err: str, argv: list[str]) -> None:
     if code == 2 and "usage:" not in err:
         lines = [ln for ln in err.splitlines() if ERROR_LINE.match(ln)]
         assert len(lines) == 1, (argv, err)
+
+
+def commands() -> dict[str, argparse.ArgumentParser]:
+    """Every leaf subcommand by its words (``"traces inspect"``), read off the parser, so
+    a command added later is covered by the tests that walk them."""
+    found: dict[str, argparse.ArgumentParser] = {}
+
+    def walk(parser: argparse.ArgumentParser, words: str) -> None:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs and words:
+            found[words] = parser
+        for action in subs:
+            for name, sub in action.choices.items():
+                walk(sub, f"{words} {name}".strip())
+
+    walk(build_parser(), "")
+    return found

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.calibrate_real import LEVELS, calibrate, make_workload, run_levels
+from bench.calibrate_real import LEVELS, calibrate, make_workload, report, run_levels
 from replay.servers.launch._launcher import LaunchedArm
 from replay.servers.sim import load_profile
 
@@ -52,7 +52,18 @@ def test_calibrate_fits_a_real_server_by_its_own_account(
         p, m = hold["predicted"][key], hold["measured"][key]
         if err is not None:
             assert err == pytest.approx(p / m - 1)
+    # what a kept DIR shows: every run's health, and the stored interval at the
+    # held-out level beside each measured metric
+    capsys.readouterr()
+    report(tmp_path)
+    shown = capsys.readouterr().out
+    assert f"of {len(LEVELS)} runs:" in shown
+    assert f"prediction interval at the held-out {LEVELS[-1]} users" in shown
+    for name in ("P90 interactivity: twin", "P90 TTFT from schedule: twin",
+                 "output throughput: twin"):
+        assert name in shown, shown
     with capsys.disabled():
+        print(shown)
         print(f"\nreal vLLM, held out {LEVELS[-1]} users: predicted {hold['predicted']}, "
               f"measured {hold['measured']}, relative errors {hold['relative_error']} "
               "(accuracy target 15% on a quiet machine: bench/calibrate_real.py)")

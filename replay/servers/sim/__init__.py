@@ -38,6 +38,7 @@ from replay.servers.sim._faults import FAULT_OUTCOMES, FaultKind, FaultSpec, par
 from replay.servers.sim._process import SimServerProcess, free_port
 from replay.servers.sim._profile import (
     MAX_GPU_BLOCKS,
+    MAX_MODELLED_STEP_S,
     MAX_STEP_NOISE,
     MAX_STEP_S,
     Backend,
@@ -64,6 +65,7 @@ __all__ = [
     "FaultKind",
     "FaultSpec",
     "MAX_GPU_BLOCKS",
+    "MAX_MODELLED_STEP_S",
     "MAX_STEP_NOISE",
     "MAX_STEP_S",
     "PowerMeter",

@@ -28,6 +28,7 @@ from traces import first_problem
 
 __all__ = [
     "MAX_GPU_BLOCKS",
+    "MAX_MODELLED_STEP_S",
     "MAX_STEP_NOISE",
     "MAX_STEP_S",
     "Backend",
@@ -50,6 +51,12 @@ MAX_TOKENS = 2**24
 """Context length, step token budget and vocabulary at most."""
 MAX_STEP_NOISE = 1000.0
 """A step-noise quantile at most (a step a thousand times its modelled time)."""
+MAX_MODELLED_STEP_S = 86_400.0
+"""The longest step a profile may model at all (a day): its full batch at a full KV
+cache, times its largest noise, plus a full step budget of prefill. Each field may be in
+bounds while their product is not (a prefill rate of 1e-300 tokens/s, a context
+reference of 1 token): such a step overflowed the twin's nanosecond clock (a traceback,
+or steps of 1 ns)."""
 
 _Time = Annotated[float, Field(ge=0, le=MAX_STEP_S, allow_inf_nan=False)]
 _Tokens = Annotated[int, Field(gt=0, le=MAX_TOKENS)]
@@ -157,7 +164,41 @@ class SimProfile(_Model):
                               or any(b < a for a, b in zip(q, q[1:], strict=False))):
             raise ValueError("step_noise must be at least 2 quantiles, above 0 and "
                              "non-decreasing")
+        self._check_longest_step()
         return self
+
+    def _check_longest_step(self) -> None:
+        """Refuse a profile whose worst step is negative or past MAX_MODELLED_STEP_S:
+        the full batch (``max_num_seqs``) over the whole KV cache, at the largest noise
+        quantile, plus ``max_num_batched_tokens`` of prefill. Named by the field that
+        makes it so."""
+        n = self.max_num_seqs
+        for name, timing in self.backends.items():
+            if timing.batch_step_s(n) < 0:
+                raise ValueError(
+                    f"backends.{name}: step_s_batch64 {timing.step_s_batch64:g} below "
+                    f"step_s_batch1 {timing.step_s_batch1:g} extrapolates to a negative "
+                    f"step at max_num_seqs {n}")
+        decode = max(max(t.step_s_batch1, t.batch_step_s(n)) for t in self.backends.values())
+        ctx = min(n * self.max_model_len, self.num_gpu_blocks * self.block_size)
+        stretch = 1.0 + ctx / self.ctx_ref_tokens if self.ctx_ref_tokens else 1.0
+        noise = self.step_noise[-1] if self.step_noise else 1.0
+        prefill = (self.max_num_batched_tokens / self.prefill_tokens_per_s
+                   if self.prefill_tokens_per_s else 0.0)
+        worst = decode * stretch * noise + prefill
+        if worst <= MAX_MODELLED_STEP_S:
+            return
+        if prefill > decode * stretch * noise:
+            why = (f"prefill_tokens_per_s {self.prefill_tokens_per_s:g} makes a step of "
+                   f"{self.max_num_batched_tokens} prefill tokens take {prefill:.3g} s")
+        elif stretch >= noise:
+            why = (f"ctx_ref_tokens {self.ctx_ref_tokens} stretches a {decode:g} s step "
+                   f"{stretch:.3g}x at a full KV cache ({ctx} tokens)")
+        else:
+            why = (f"step_noise up to {noise:g}x on steps of {decode * stretch:.3g} s "
+                   "(at a full KV cache)")
+        raise ValueError(f"{why}: the longest step would be {worst:.3g} s, past the "
+                         f"{MAX_MODELLED_STEP_S:g} s a profile may model")
 
     @property
     def gpu_count(self) -> int:

@@ -34,12 +34,24 @@ def test_the_verdict_reads_the_failure_share_and_the_uncounted_requests() -> Non
     assert verdict is not None and not verdict.satisfied
     assert "30.0% of the window's requests failed; scenario agentx-mvp allows 5%" \
         in verdict.notes
-    assert any(n.startswith("1 completed request(s) in the window came back without")
+    assert any(n.startswith("1 completed request in the window came back without")
                for n in verdict.notes)
     assert "window 100 s is below the minimum (scenario agentx-mvp measures at least 900 s)" \
         in verdict.notes
     stamp_scenario(m, verdict)
     assert m.scenario_satisfied is False and m.scenario_notes == verdict.notes
+
+
+def test_the_uncounted_note_agrees_with_its_count() -> None:
+    """Two requests without usage read as a plural ('2 completed requests')."""
+    m = RunManifest.model_validate(manifest(scenario="agentx-mvp", load=_LOAD))
+    records = [rec(i, prompt_tokens_server=None if i in (5, 6) else 100) for i in range(10)]
+    run = run_data(m, b"".join(orjson.dumps(r) + b"\n" for r in records), [])
+    verdict = judge_run_scenario(m, run, analyse_run(run, bootstrap=False, assess=False),
+                                 header_params={}, max_context=None)
+    assert verdict is not None
+    assert any(n.startswith("2 completed requests in the window came back without")
+               for n in verdict.notes)
 
 
 def test_unreadable_records_and_no_scenario() -> None:

@@ -51,8 +51,21 @@ def test_a_lost_worker_invalidates_the_run(tmp_path: Path) -> None:
     assert v.verdict == "invalid"
     (r,) = [r for r in v.reasons if r.code == "worker_lost"]
     assert r.severity == "invalid"
-    assert "1 of 2 users" in r.message and "1 request(s)" in r.message
+    assert r.message.startswith("1 worker lost mid-run")
+    assert "1 of 2 users stopped early" in r.message
+    assert "1 request in flight or due on them is recorded as lost" in r.message
     assert "ActorDiedError" in r.message
+
+
+def test_the_lost_worker_reason_agrees_with_its_counts(tmp_path: Path) -> None:
+    """Plural counts read as plurals: 2 lost requests 'are' recorded, of 3 users."""
+    records = [rec(i) for i in range(6)] + [_lost(6), _lost(7)]
+    v = assess_run(read_run(make_run(tmp_path, records, workers=2,
+                                     worker_info=_workers((2, 1), lost=1, lost_requests=2))))
+    (r,) = [r for r in v.reasons if r.code == "worker_lost"]
+    assert "1 of 3 users stopped early" in r.message
+    assert "2 requests in flight or due on them are recorded as lost" in r.message
+    assert "(s)" not in r.message
 
 
 def test_a_tiny_lost_share_is_a_caveat(tmp_path: Path) -> None:

@@ -122,3 +122,23 @@ def test_search_section_prints_levels_as_numbers_not_floats(tmp_path: Path) -> N
          "how": "bracketed", "evidence": []}]}))
     row = read_extras(tmp_path)["search"]["table"]["rows"][0]
     assert row[3] == "met at 3 \u2013 failed at 4"  # was "met at 3.0 - failed at 4.0"
+
+
+def test_a_bracket_note_stays_with_its_arm() -> None:
+    """The bracket's label ('measured', per GPU) follows its words, its note follows by a
+    comma: semicolons part the arms, so a note after one reads as its own arm's."""
+    from analysis.judge import Bracket
+    from analysis.report._decide import ArmCapacity
+
+    b = Bracket(passed=None, failed=16, indeterminate=[4], passed_above=[32])
+    text = ArmCapacity(arm="auto", measured=b.text(), per_gpu="< 1.00 users per GPU").text()
+    assert text == ("auto below 16 users measured (< 1.00 users per GPU), not monotone: met "
+                    "again at 32, indeterminate at 4 (too few requests to tell)")
+    assert ";" not in text
+    plain = ArmCapacity(arm="ls", measured=Bracket(passed=4, failed=None).text(),
+                        per_gpu="\u2265 0.25 users per GPU").text()
+    assert plain == "ls at least 4 users measured (\u2265 0.25 users per GPU)"
+    unknown = ArmCapacity(arm="a", measured=Bracket(passed=None, failed=None,
+                                                    indeterminate=[4]).text(),
+                          per_gpu="users per GPU: unknown").text()
+    assert unknown == "a capacity unknown, indeterminate at 4 (too few requests to tell)"

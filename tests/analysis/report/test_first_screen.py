@@ -13,7 +13,7 @@ import pytest
 
 from replay.cli import main
 from tests.analysis.report.builders import make_sweep
-from tests.analysis.report.chromium import _run, in_first_screen, measure
+from tests.analysis.report.chromium import WIDTH, _run, in_first_screen, measure
 
 pytestmark = pytest.mark.integration  # a browser
 
@@ -77,6 +77,17 @@ def test_report_first_screen_holds_decision_and_pareto(sweeps: tuple[Path, Path]
     assert len(spans) == 6  # 2 arms x 3 tiers
     for s in spans:  # each span lies in the last panel (the brackets'), no data panel
         assert s["plots"] == [False, False, True], s
+
+
+@pytest.mark.browser
+def test_the_capacity_table_fits_the_page_width(sweeps: tuple[Path, Path],
+                                                tmp_path: Path) -> None:
+    """Two arms of six columns and a ratio column: the ratio (the answer) is not cut off
+    behind a horizontal scroll at 1400 px."""
+    out = tmp_path / "w" / "report.html"
+    assert main(["report", str(sweeps[0]), "-o", str(out)]) == 0
+    box = measure(out, ["capacity-table"], tmp_path)["boxes"]["capacity-table"]
+    assert box is not None and box["right"] <= WIDTH, box
 
 
 @pytest.mark.browser

@@ -4,12 +4,14 @@ an http(s) scheme says what to write."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from replay.cli import main
 from tests.analysis.builders import make_run, rec
+from tests.support.commands import call, commands
 
 W, R, OUT = "{workload}", "{rundir}", "{out}"
 _RUN = ["run", "--target", "http://127.0.0.1:9", "--workload", W, "--out", OUT,
@@ -90,4 +92,71 @@ def test_a_bad_value_is_one_line_naming_the_flag(
     assert len(lines) == 1 and "usage:" not in got.err, got.err
     assert lines[0].startswith("agentreplay"), lines[0]
     assert want in lines[0], lines[0]
+    assert not re.search(r"'([^']+)'.*\(got '\1'\)", lines[0]), lines[0]  # a value said once
     assert not Path(paths["out"]).exists()  # refused before anything is written
+
+
+def _typed_options() -> list[tuple[str, str, str]]:
+    """(command, flag, bad value) for every option of every command whose value the parser
+    converts (a number or a choice): read off the parser, so a flag added later is covered."""
+    out = []
+    for name, parser in commands().items():
+        for action in parser._actions:
+            if not action.option_strings or action.nargs == 0 or action.dest == "help":
+                continue
+            flag = action.option_strings[-1]
+            if action.choices is not None:
+                out.append((name, flag, "zz-not-a-choice"))
+            elif action.type in (int, float):
+                out.append((name, flag, "x1"))
+    return out
+
+
+TYPED = _typed_options()
+
+
+def test_the_walk_covers_every_command_and_kind() -> None:
+    """Every command with a typed option is walked, and ints, floats and choices each are."""
+    named = {c for c, _, _ in TYPED}
+    assert named >= set(commands()) - {"demo", "traces inspect", "traces validate",
+                                       "calibrate"} and "calibrate" in named
+    assert {v for _, _, v in TYPED} == {"zz-not-a-choice", "x1"}
+
+
+@pytest.mark.parametrize(("command", "flag", "value"), TYPED,
+                         ids=[f"{c}{f}" for c, f, _ in TYPED])
+def test_every_typed_flag_refuses_a_bad_value_in_one_line(
+        command: str, flag: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = call([*command.split(), flag, value])
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert len(lines) == 1 and "usage:" not in err, err
+    assert lines[0].startswith(f"agentreplay {command}: error: {flag} '{value}': "), lines[0]
+
+
+def _long_flags(command: str) -> list[str]:
+    return [f for a in commands()[command]._actions for f in a.option_strings
+            if f.startswith("--") and f != "--help"]
+
+
+@pytest.mark.parametrize("command", [c for c in sorted(commands()) if _long_flags(c)])
+def test_every_command_suggests_its_closest_flag(command: str) -> None:
+    """Each command's longest flag, one letter dropped, is named back with the fix."""
+    flag = max(_long_flags(command), key=len)
+    typo = flag[:-2] + flag[-1]
+    code, err = call([*command.split(), typo, "1"])
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert f"unrecognized argument {typo} (did you mean {flag}?)" in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(("argv", "fix"), [
+    (["demo", "-o", "x"], "--out"), (["report", "-x"], None), (["run", "-u", "4"], "--users"),
+])
+def test_an_unknown_short_flag_is_named(argv: list[str], fix: str | None) -> None:
+    """``demo -o DIR`` (other commands take ``-o``) names ``-o`` and the long flag meant."""
+    code, err = call(argv)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert f"unrecognized argument {argv[1]}" in lines[0], lines[0]
+    assert (f"(did you mean {fix}?)" in lines[0]) if fix else "did you mean" not in lines[0]

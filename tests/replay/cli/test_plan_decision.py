@@ -46,3 +46,29 @@ def test_plan_twin_per_gpu_and_the_decision(tmp_path: Path,
     assert "modelled: " in decision[0] and "1 replica x 1 GPU" in decision[0]
     assert decision[0].index(" measured ") < decision[0].index("modelled")
     assert lines[-1].startswith("Interactivity: ") or lines[-1].startswith("Measured: ")
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_the_capacity_table_fits_a_narrow_terminal(tmp_path: Path, width: int) -> None:
+    """Rows of (tier, arm) and a ratio row: every line within the terminal, the ratio
+    printed whole (a column per arm cropped the ratio off the right edge)."""
+    import io
+
+    from rich.console import Console
+
+    from analysis import capacity_view, compare_runs, read_runs
+    from replay.cli._cmd_plan import capacity_table
+
+    root = make_sweep(tmp_path / "m", arms={"auto": 0.008, "latency_specialized": 0.004},
+                      levels=(1, 4), per_user=40)
+    view = capacity_view(compare_runs(read_runs([root])))
+    out = io.StringIO()
+    Console(file=out, width=width, force_terminal=False).print(capacity_table(view))
+    text = out.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= width, text
+    ratios = [r["value"] for row in view["rows"] for r in row["ratios"]]
+    assert len(ratios) == len(view["rows"]) >= 2
+    flat = " ".join(text.split())
+    for value in ratios:  # whole, though perhaps wrapped over two lines of its cell
+        words = value.split()
+        assert all(w in flat for w in words), (value, text)

@@ -98,3 +98,41 @@ def test_real_vllm_streams_have_no_junk(name: str) -> None:
     p = SSEParser()
     payloads = p.feed_payloads(raw)
     assert payloads[-1] == b"[DONE]" and p.junk is None
+
+
+def _payloads(parser: SSEParser, pieces: list[bytes]) -> list[bytes]:
+    out: list[bytes] = []
+    for piece in pieces:
+        out.extend(parser.feed_payloads(piece))
+    out.extend(ev.data for ev in parser.close())
+    return out
+
+
+READS = [  # one read each, as a token stream's packets arrive
+    b"data: {\"a\": 1}\n\n", b"data: {\"b\": 2}\n\n", b"data: two\ndata: lines\n\n",
+    b"data: x\n\n", b": comment\n\n", b"data: tail\nmore\n\n", b"data:no-space\n\n",
+    b"data: \n\n", b"event: e\ndata: y\n\n", b"data: half", b" done\n\n", b"data: z\n\n\n",
+    b"data: crlf\r\n\r\n", b"data: after-cr\n\n", b"data: [DONE]\n\n",
+]
+
+
+def test_one_event_per_read_gives_what_the_line_parser_gives() -> None:
+    """The one-event read (the commonest) must agree with the general line parser on
+    every read shape: multi-line data, comments, junk lines, an event split over two
+    reads, an extra blank line, CR line endings; then every prefix of the sequence."""
+    for n in range(1, len(READS) + 1):
+        line = SSEParser()
+        want = [ev.data for ev in line.feed(b"".join(READS[:n]))] + [
+            ev.data for ev in line.close()]
+        assert _payloads(SSEParser(), READS[:n]) == want, n
+
+
+@pytest.mark.parametrize("limit", [7, 8, 9])
+def test_one_event_read_keeps_the_line_limit(limit: int) -> None:
+    """``data: xy`` is 8 bytes: over a 7-byte limit it is an error, never a payload."""
+    p = SSEParser(max_line_bytes=limit)
+    if limit < 8:
+        with pytest.raises(SSEError):
+            p.feed_payloads(b"data: xy\n\n")
+    else:
+        assert p.feed_payloads(b"data: xy\n\n") == [b"xy"]

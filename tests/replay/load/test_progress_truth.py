@@ -38,6 +38,9 @@ def test_remaining_is_the_schedule_and_the_drain_is_its_cap_apart() -> None:
     drain = _line("drain", 31.0, busy=1)
     assert re.search(r"drain\s+elapsed 31s\s+remaining 540s at most", drain), drain
     assert "1 request still running" in drain
+    ended = _line("drain", 31.0, busy=0)  # the drain ends with its last answer, not its cap
+    assert re.search(r"remaining 0s \(no request still running", ended), ended
+    assert "540s" not in ended
 
 
 def test_caveats_name_the_run_directory_not_its_id(tmp_path: Path) -> None:
@@ -71,6 +74,8 @@ def test_history_goes_to_the_working_directory_not_into_the_first(
     html = (here / "history.html").read_text(encoding="utf-8")
     # the verdict reads as the decision's short lines, one item each, not a wall of prose
     assert html.count('<td class="verdict"><ul class="decision"><li>') == 2
+    # each entry's start reads as a date and a UTC time, not a raw ISO stamp
+    assert html.count("2026-12-01 00:00 UTC") == 2 and "2026-12-01T00:00:00Z" not in html
     assert os.getcwd() == str(here)
 
 

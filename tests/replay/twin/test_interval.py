@@ -87,3 +87,46 @@ def test_plan_prints_capacity_as_an_interval_and_labels_extrapolation(
     inside = next(x for x in capsys.readouterr().out.splitlines()
                   if "prediction interval (nominal 90%)" in x)
     assert "extrapolated" not in inside
+
+
+def test_the_miss_counts_its_bias_only_and_ttft_widens_most_for_what_ifs_and_fleets() -> None:
+    from replay.twin._interval import REPLICA_BY_METRIC, WHAT_IF_BY_METRIC
+
+    # a twin with refits: miss and spread in quadrature, the miss's own sampling
+    # noise (0.03 of its 0.05) taken out first: the bias left is 0.04
+    pi = _interval(refits=5, growth=0.75, sampling={"p90_interactivity": 0.03},
+                   what_if_by_metric=dict(WHAT_IF_BY_METRIC),
+                   replica_by_metric=dict(REPLICA_BY_METRIC))
+    at = pi.half_width("p90_interactivity", 8)
+    assert at == pytest.approx(math.hypot(0.04, 2.0 * 0.01))
+    # a miss smaller than its noise is all noise: the spread alone is left
+    small = _interval(refits=5, sampling={"p90_interactivity": 0.2})
+    assert small.half_width("p90_interactivity", 8) == pytest.approx(2.0 * 0.01)
+    # a what-if: half a doubling for interactivity, a whole one for P90 TTFT
+    assert pi.half_width("p90_interactivity", 8, what_if=True) == \
+        pytest.approx(at * (1 + 0.75 * WHAT_IF_BY_METRIC["p90_interactivity"]))
+    ttft = pi.half_width("p90_ttft_s", 8)
+    assert pi.half_width("p90_ttft_s", 8, what_if=True) == \
+        pytest.approx(ttft * (1 + 0.75 * WHAT_IF_BY_METRIC["p90_ttft_s"]))
+    # 4 replicas of 8 users each: two doublings of the fleet, TTFT's count more
+    assert pi.half_width("p90_ttft_s", 8, replicas=4) == \
+        pytest.approx(ttft * (1 + 0.75 * 2 * REPLICA_BY_METRIC["p90_ttft_s"]))
+    assert pi.half_width("p90_interactivity", 8, replicas=4) == \
+        pytest.approx(at * (1 + 0.75 * 2 * REPLICA_BY_METRIC["p90_interactivity"]))
+    assert REPLICA_BY_METRIC["p90_ttft_s"] > REPLICA_BY_METRIC["p90_interactivity"]
+    # a twin file from before the per-metric doublings keeps its scalar ones
+    old = _interval(refits=5, growth=0.75, what_if_doublings=1.0, replica_doublings=0.5)
+    base = old.half_width("p90_interactivity", 8)
+    assert old.half_width("p90_interactivity", 8, what_if=True) == pytest.approx(1.75 * base)
+    assert old.half_width("p90_interactivity", 8, replicas=4) == pytest.approx(1.75 * base)
+
+
+def test_a_noiseless_twin_still_gets_a_p90_ttft_spread() -> None:
+    from replay.twin._interval import MIN_SPREAD, MIN_SPREAD_BY_METRIC, combine_spread
+
+    # no spread over engine seeds (a twin without step noise): the floors apply
+    assert combine_spread(0.0, 0.0, "p90_ttft_s") == MIN_SPREAD_BY_METRIC["p90_ttft_s"]
+    assert combine_spread(0.0, 0.0, "p90_interactivity") == MIN_SPREAD
+    assert MIN_SPREAD_BY_METRIC["p90_ttft_s"] > MIN_SPREAD
+    # a measured spread above the floor stands
+    assert combine_spread(0.3, 0.4, "p90_ttft_s") == pytest.approx(0.5)

@@ -86,3 +86,51 @@ def test_a_twin_of_another_model_is_refused(measured: tuple[Path, Path, Path],
     assert code == 2
     assert "other-org/Other-Model" in err and load_profile("small").model in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_calibrated_twin_plans_the_backend_it_was_fitted_on(
+        measured: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """``calibrate`` writes the fitted steps under both backend names: planned at the
+    default ``--backend`` (latency_specialized) a twin of ``auto`` was labelled
+    latency_specialized in twin-plan.json and the decision, beside auto's bracket."""
+    wl, runs, twin = measured
+    capsys.readouterr()
+    code = main(["plan", "--twin", str(twin), "--workload", str(wl), "--users", "1:4",
+                 "--levels", "2", "--duration", "20", "--jobs", "1", "--slo", "10:5",
+                 str(runs)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert json.loads((runs / "twin-plan.json").read_text())["backend"] == "auto"
+    assert "twin (backend latency_specialized" not in out
+    assert "twin (backend auto" in out
+
+
+def test_another_backend_typed_for_a_calibrated_twin_is_refused(
+        measured: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    wl, _, twin = measured
+    capsys.readouterr()
+    code = main(["plan", "--twin", str(twin), "--workload", str(wl), "--users", "1:2",
+                 "--levels", "2", "--duration", "10", "--jobs", "1",
+                 "--backend", "latency_specialized"])
+    out, err = capsys.readouterr()
+    assert code == 2 and "P90" not in out
+    assert len(err.strip().splitlines()) == 1
+    assert "--backend latency_specialized" in err and "fitted on runs of backend auto" in err
+
+
+def test_a_twin_shown_beside_no_run_stays_out_of_the_decision(
+        measured: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """A 2-replica twin beside 1-replica runs: the note said "none of the runs given",
+    yet the decision (printed and in report.html) set the twin's capacity beside every
+    arm's bracket."""
+    wl, runs, twin = measured
+    capsys.readouterr()
+    code = main(["plan", "--twin", str(twin), "--workload", str(wl), "--users", "2:4",
+                 "--levels", "2", "--duration", "20", "--replicas", "2", "--jobs", "1",
+                 "--slo", "10:5", str(runs)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "the twin's: none of the runs given" in out
+    decision = [line for line in out.splitlines() if "Capacity at" in line]
+    assert decision and not any("twin (" in line for line in decision), decision
+    assert json.loads((runs / "twin-plan.json").read_text())["arms"] == []
