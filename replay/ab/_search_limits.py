@@ -38,7 +38,7 @@ class SearchLimits(BaseModel):
     bisection's (bench/README.md)."""
     full_window: Annotated[bool, Knob(
         "--search-full-window", "run every probe's whole window (default: a probe stops "
-        "once every searched tier's verdict is settled at 99%, whichever way its requests "
+        "once every searched tier's verdict is settled at 99%%, whichever way its requests "
         "in flight end, after at least 40 requests and a quarter of the window)")] = False
     """Early stop is the search's default: a probe is asked one question per tier."""
 
