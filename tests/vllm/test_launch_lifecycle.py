@@ -102,6 +102,38 @@ def test_error_inside_block_still_stops(tmp_path: Path) -> None:
     assert _gone(pid, within=0.5)
 
 
+def test_ctrl_c_while_the_server_process_is_being_created_still_stops_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The interrupt lands at the worst moment on purpose (the child forked, ``Popen``
+    not returned): the launcher still holds the child and stops its group. Before,
+    the KeyboardInterrupt left Popen with the pid unrecorded; the server came up on
+    its port seconds later, and the rerun's own server could not bind."""
+    import subprocess
+
+    spec = _spec("--fake-startup-s", "60")
+    forked: list[int] = []
+    real = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+
+    def interrupted(self: subprocess.Popen[bytes], *args: object, **kwargs: object) -> None:
+        real(self, *args, **kwargs)
+        forked.append(self.pid)
+        signal.raise_signal(signal.SIGINT)  # as a SIGTERM under stop_signals() would
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        monkeypatch.setattr(subprocess.Popen, "_execute_child", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            with launch_arm(spec, tmp_path / "a.log", startup_timeout=30, stop_grace=5):
+                pytest.fail("must not yield")
+    finally:
+        monkeypatch.undo()
+        signal.signal(signal.SIGINT, previous)
+    assert len(forked) == 1
+    assert _gone(forked[0], within=10), "the launched server outlived the interrupt"
+    assert _free(spec.port)
+
+
 def test_busy_port_is_refused_before_starting(tmp_path: Path) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -64,12 +64,15 @@ def _compare_args(tmp_path: Path, port: int, workload: Path) -> list[str]:
 
 
 def _sim_servers() -> list[int]:
-    """Processes serving the simulator for a launched arm (the stand-in's exec)."""
+    """Processes serving the simulator for a launched arm (the stand-in's exec), and
+    stand-ins still "loading" (not yet exec'd: ``serve-sim`` not in their command
+    line yet, but they will bind the arm's port when their startup delay ends)."""
     left = []
     for proc in psutil.process_iter(["cmdline", "status"]):
         cmd = proc.info["cmdline"] or []
-        if proc.info["status"] != psutil.STATUS_ZOMBIE and "serve-sim" in cmd \
-                and "vllm.entrypoints" not in " ".join(cmd) and proc.pid != os.getpid() \
+        launched = "serve-sim" in cmd or "vllm.entrypoints.openai.api_server" in cmd
+        if proc.info["status"] != psutil.STATUS_ZOMBIE and launched \
+                and proc.pid != os.getpid() \
                 and any(str(SIM_VLLM) in e for e in _environ(proc)) and ours(proc):
             left.append(proc.pid)
     return left
