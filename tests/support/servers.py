@@ -37,6 +37,21 @@ def profile_variant(tmp: Path, **changes: object) -> Path:
     return path
 
 
+BIG_KV_BLOCKS = 200_000
+"""A KV cache no test's workload fills: nothing is evicted, so every cached prefix the
+truth log shows is what the client's expectation must match."""
+
+
+def big_kv_profile(tmp: Path, **changes: object) -> Path:
+    """The ``small`` profile with a KV cache that never evicts here (and ``changes``),
+    as a new profile file in ``tmp``."""
+    data = load_profile("small").model_dump(mode="json")
+    data.update(num_gpu_blocks=BIG_KV_BLOCKS, **changes)
+    path = tmp / f"big-kv-{len(list(tmp.glob('big-kv-*.json')))}.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
 def exit_for(out: Path) -> int:
     """The exit code ``compare`` (or ``run``) owes for the comparison (or run) in ``out``:
     3 when its summary (``run.json`` for a run) is stamped invalid, else 0. Whether a
