@@ -45,7 +45,7 @@ def _gone(pgid: int, within: float = 5.0) -> bool:
 
 def test_launch_yields_verified_server_and_stops_whole_group(tmp_path: Path) -> None:
     spec = _spec("--fake-child")
-    with launch_arm(spec, tmp_path / "a.log", startup_timeout=30) as arm:
+    with launch_arm(spec, tmp_path / "a.log", startup_timeout=120) as arm:
         assert arm.url == spec.url
         assert len(group_members(arm.pid)) == 2  # server and its helper child
         info = fetch_server_info(arm.url)
@@ -60,7 +60,7 @@ def test_launch_yields_verified_server_and_stops_whole_group(tmp_path: Path) -> 
 def test_server_reporting_another_backend_is_rejected_and_stopped(tmp_path: Path) -> None:
     spec = _spec("--fake-report-backend", "auto", backend="latency_specialized")
     with pytest.raises(TargetError, match="decode_backend='auto', asked for 'latency_spec"):
-        with launch_arm(spec, tmp_path / "a.log", startup_timeout=30):
+        with launch_arm(spec, tmp_path / "a.log", startup_timeout=120):
             pytest.fail("must not yield")
     assert _free(spec.port)
     assert not _leftover_fakes()
@@ -88,7 +88,7 @@ def test_startup_timeout_fails_and_stops(tmp_path: Path) -> None:
 
 def test_sigterm_ignoring_server_is_killed_after_grace(tmp_path: Path) -> None:
     spec = _spec("--fake-ignore-sigterm")
-    with launch_arm(spec, tmp_path / "a.log", startup_timeout=30, stop_grace=0.5) as arm:
+    with launch_arm(spec, tmp_path / "a.log", startup_timeout=120, stop_grace=0.5) as arm:
         pid = arm.pid
     assert _gone(pid, within=0.5)
 
@@ -96,7 +96,7 @@ def test_sigterm_ignoring_server_is_killed_after_grace(tmp_path: Path) -> None:
 def test_error_inside_block_still_stops(tmp_path: Path) -> None:
     spec = _spec()
     with pytest.raises(KeyboardInterrupt):
-        with launch_arm(spec, tmp_path / "a.log", startup_timeout=30) as arm:
+        with launch_arm(spec, tmp_path / "a.log", startup_timeout=120) as arm:
             pid = arm.pid
             raise KeyboardInterrupt
     assert _gone(pid, within=0.5)
@@ -124,7 +124,7 @@ def test_ctrl_c_while_the_server_process_is_being_created_still_stops_it(
     try:
         monkeypatch.setattr(subprocess.Popen, "_execute_child", interrupted)
         with pytest.raises(KeyboardInterrupt):
-            with launch_arm(spec, tmp_path / "a.log", startup_timeout=30, stop_grace=5):
+            with launch_arm(spec, tmp_path / "a.log", startup_timeout=120, stop_grace=5):
                 pytest.fail("must not yield")
     finally:
         monkeypatch.undo()
@@ -149,7 +149,7 @@ def test_busy_port_is_refused_before_starting(tmp_path: Path) -> None:
 def test_side_by_side_arms_start_together_on_their_gpu_sets(tmp_path: Path) -> None:
     specs = plan_arms("m", ["auto", "latency_specialized"], launcher=fake_launcher(),
                       port=free_port_run(2), mode=LaunchMode.SIDE_BY_SIDE, gpus_per_arm=2)
-    with launch_arms(specs, tmp_path, startup_timeout=30) as arms:
+    with launch_arms(specs, tmp_path, startup_timeout=120) as arms:
         infos = [fetch_server_info(a.url) for a in arms]
         pids = [a.pid for a in arms]
     got = [(i["vllm_config"]["additional_config"]["decode_backend"],
@@ -224,7 +224,7 @@ def test_second_ctrl_c_while_stopping_kills_at_once(tmp_path: Path, monkeypatch)
     spec = _spec("--fake-ignore-sigterm")
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
-        with launch_arm(spec, tmp_path / "a.log", startup_timeout=30, stop_grace=600) as arm:
+        with launch_arm(spec, tmp_path / "a.log", startup_timeout=120, stop_grace=600) as arm:
             pid = arm.pid
     assert graces == [600, 0.0]
     assert time.monotonic() - started < 30

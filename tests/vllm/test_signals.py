@@ -206,8 +206,10 @@ def test_run_and_serve_sim_exit_143_on_sigterm(tmp_path: Path) -> None:
     port = free_port()
     sim = subprocess.Popen([sys.executable, "-m", "replay.cli", "serve-sim", "--port",
                             str(port)], stderr=subprocess.PIPE, text=True)
+    run: subprocess.Popen[str] | None = None
     try:
-        _wait(lambda: not port_is_free("127.0.0.1", port), 30, "serve-sim to listen")
+        # a deadline for a hang, not a speed: a starved machine took over 30 s to start it
+        _wait(lambda: not port_is_free("127.0.0.1", port), 120, "serve-sim to listen")
         workload = _workload(tmp_path / "w.jsonl")
         out = tmp_path / "run"
         run = subprocess.Popen([sys.executable, "-m", "replay.cli", "run", "--target",
@@ -215,7 +217,7 @@ def test_run_and_serve_sim_exit_143_on_sigterm(tmp_path: Path) -> None:
                                 "--users", "2", "--duration", "30", "--out", str(out),
                                 "--plain"], stderr=subprocess.PIPE, text=True)
         _wait(lambda: (out / "requests.jsonl").exists()
-              and (out / "requests.jsonl").stat().st_size > 0, 60, "records")
+              and (out / "requests.jsonl").stat().st_size > 0, 120, "records")
         run.send_signal(signal.SIGTERM)
         _, err = run.communicate(timeout=60)
         assert run.returncode == 143, err[-3000:]
@@ -226,9 +228,11 @@ def test_run_and_serve_sim_exit_143_on_sigterm(tmp_path: Path) -> None:
         assert sim.returncode == 143, err[-2000:]
         assert port_is_free("127.0.0.1", port)
     finally:
-        for p in (sim,):
-            if p.poll() is None:
+        for p in (run, sim):
+            if p is not None and p.poll() is None:
                 p.kill()
+            if p is not None:
+                p.communicate()  # reaped, pipes closed: nothing left to warn the next test
 
 
 def test_server_dying_mid_run_is_stamped_and_redone_on_resume(tmp_path: Path) -> None:
