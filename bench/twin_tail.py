@@ -4,9 +4,10 @@
 
 Reads a battery run's stored outcomes (``DIR/outcomes.jsonl``, ``bench/twin_battery.py
 --work DIR``), takes the worst held-out and 2x P90 TTFT errors, and runs each such
-level again with ``--seeds`` step-noise seeds on both sides: the hidden profile (the
+level again with ``--seeds`` workload orders (load seeds) and step-noise seeds on both
+sides: the hidden profile (the
 truth) and the fitted twin (``DIR/case-NNN/twin.json``). It prints, per case, the
-single-run error the battery reported, the error of the twin's mean over seeds against
+single-run error the battery reported, the error of the twin's mean over them against
 the truth's mean (the bias: what a fit could fix) and the spread of each side over
 seeds (the noise: what no fit can), with the case's profile facts (step noise,
 preemption, prefill rate fitted/true, chunk size) to classify the case by.
@@ -73,9 +74,10 @@ def main(argv: list[str] | None = None) -> int:
         wl = load_workload(write_workload_spec(case.workload, args.work / "tail" /
                                                f"{case.workload.name}.jsonl"))
         users = r["users"]
-        truth = [_sim(hidden, wl, users, s, engine_seed=TRUTH_ENGINE_SEED + o["number"] + 37 * k)
+        truth = [_sim(hidden, wl, users, s, seed=k,
+                      engine_seed=TRUTH_ENGINE_SEED + o["number"] + 37 * k)
                  .summary.ttft_due.p90 for k in range(args.seeds)]
-        pred = [_sim(twin, wl, users, s, engine_seed=7 + 37 * k).summary.ttft_due.p90
+        pred = [_sim(twin, wl, users, s, seed=k, engine_seed=7 + 37 * k).summary.ttft_due.p90
                 for k in range(args.seeds)]
         fit, tp = o["fit"], o["truth_profile"]
         rate = fit.get("prefill_tokens_per_s") or 0.0
