@@ -159,6 +159,9 @@ class Command:
     parse: Callable[[], float | None]
     """Reads the tool's own TPOT (ms) from its output files after it exits."""
     cwd: Path | None = None
+    ok_exits: frozenset[int] = frozenset({0})
+    """Exit statuses of a run that finished and wrote its results (agentreplay's 3: done,
+    stamped invalid; a starved client still streamed every token it counts)."""
 
 
 def measure(cmd: Command, stub: Stub, core: int, timeout_s: float, log: Path, interval: float) -> (
@@ -202,6 +205,6 @@ def measure(cmd: Command, stub: Stub, core: int, timeout_s: float, log: Path, in
         samples.append(Sample(wall, whole_cpu, tokens, sc.user + sc.system))
     if killed:
         raise TimeoutError(f"ran past {timeout_s:.0f} s")
-    if proc.returncode != 0:
+    if proc.returncode not in cmd.ok_exits:
         raise RuntimeError(f"exit {proc.returncode}; see {log}")
     return samples, whole_cpu, wall, tokens

@@ -154,5 +154,9 @@ def describe(r: Result) -> str:
     running = r.extra.get("mean_running")
     if isinstance(running, float) and r.true_tpot_ms is not None:
         true += f" mean running {running:.1f}"
+    stamp = r.extra.get("validity")
+    stamped = f"  run stamped {stamp}" if isinstance(stamp, str) and stamp.startswith(
+        "invalid") else ""
     return (f"{r.tool:12s} {r.mode:6s} {steady}  whole {r.whole_tokens_per_cpu_s:>9,.0f} "
-            f"tok/CPU-s  wall {r.wall_s:5.1f} s  {r.extra.get('requests')} req{tpot}{true}")
+            f"tok/CPU-s  wall {r.wall_s:5.1f} s  {r.extra.get('requests')} req{tpot}{true}"
+            f"{stamped}")

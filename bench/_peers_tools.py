@@ -240,7 +240,7 @@ def build_command(tool: str, url: str, users: int, duration: float, work: Path, 
              "--users", str(users), "--duration", str(duration), "--warmup", "2",
              "--drain", "10", "--out", str(out), "--vocab-size", str(vocab_size),
              "--metrics-interval", "0", "--quiet"],
-            _env(True), parse_ar, cwd=REPO,
+            _env(True), parse_ar, cwd=REPO, ok_exits=frozenset({0, 3}),
         )
     if tool == "vllm":
         out = work / "vllm.json"

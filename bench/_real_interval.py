@@ -107,10 +107,14 @@ def interval_lines(interval: PredictionInterval, predicted: Mapping[str, float |
         runs = "; ".join(_run_text(metric, m) for m in measured)
         cover = ", ".join(_yes(f, "inside", "OUTSIDE") for f in c.covered)
         over = ", ".join(_yes(f, "overlap", "DISJOINT") for f in c.overlaps)
+        b = interval.between_runs.get(metric)
+        between = "" if b is None else (
+            f", between-run spread {b:.1%} on {interval.between_dof.get(metric, 0)} dof"
+            f" adds {interval.between_excess(metric):.1%}")
         line = (f"  {name}: twin {_value(metric, p)} {unit}, interval "
                 f"[{_value(metric, c.low)}, {_value(metric, c.high)}] (+-{c.half_width:.1%} "
-                f"log, of which miss {c.miss:.1%}); measured {runs}: value {cover}, "
-                f"intervals {over}")
+                f"log, of which miss {c.miss:.1%}{between}); measured {runs}: value "
+                f"{cover}, intervals {over}")
         if rerun is not None and c.rerun_covered is not None:
             total += 1
             held += c.rerun_covered

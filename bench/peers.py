@@ -131,6 +131,8 @@ def run_one(tool: str, mode: str, users: int, duration: float, args: argparse.Na
                      extra={"users": users, "requests": st.get("requests_finished"),
                             "max_running": st.get("max_running"),
                             "mean_running": st.get("mean_running_per_step")})
+        if tool == "agentreplay":
+            res.extra["validity"] = run_validity(work / "run" / "run.json")
         try:
             res.tpot_ms = cmd.parse()
         except (OSError, ValueError) as exc:
@@ -141,6 +143,19 @@ def run_one(tool: str, mode: str, users: int, duration: float, args: argparse.Na
         return res
     finally:
         stub.close()
+
+
+def run_validity(manifest: Path) -> str:
+    """An agentreplay run's validity stamp as one word and its reasons' codes: a
+    starved client's run is stamped invalid (exit 3) yet measured every token."""
+    try:
+        v = json.loads(manifest.read_text()).get("validity") or {}
+    except (OSError, ValueError):
+        return "unknown"
+    codes = sorted({r.get("code", "?") for r in v.get("reasons", [])
+                    if r.get("severity") == "invalid"})
+    verdict = str(v.get("verdict", "unknown"))
+    return f"{verdict} ({', '.join(codes)})" if codes else verdict
 
 
 def _num_prompts(mode: str, users: int, duration: float, bare_rate: float | None) -> int:

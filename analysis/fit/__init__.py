@@ -14,6 +14,7 @@ from analysis.fit._phases import (
     prefill_check,
     prefill_pinned,
 )
+from analysis.fit._repeats import BetweenRuns, between_runs, between_runs_by_metric
 from analysis.fit._resample import WINDOWS, resample
 from analysis.fit._samples import (
     StepSamples,
@@ -24,12 +25,15 @@ from analysis.fit._samples import (
 )
 
 __all__ = [
+    "BetweenRuns",
     "GroupResidual",
     "PrefillCheck",
     "StepFit",
     "StepSamples",
     "TtftSamples",
     "WINDOWS",
+    "between_runs",
+    "between_runs_by_metric",
     "fit_steps",
     "level_stall_factor",
     "overhead_given_rate",

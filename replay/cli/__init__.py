@@ -8,6 +8,12 @@ touches one file. User errors end with one line on stderr and exit code 2.
 
 from __future__ import annotations
 
+# isort: off
+# First, before any slower import: when this process is the agentreplay program, a
+# Ctrl-C from here until the command starts exits 130 in one line (see _startup).
+from replay.cli import _startup
+# isort: on
+
 import argparse
 import errno
 import importlib
@@ -191,7 +197,28 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the console script; returns the exit code."""
+    """Entry point of the console script; returns the exit code.
+
+    Called with no ``argv``, this process is the program: Ctrl-C before the command
+    runs, or after it has returned, exits quietly (``_startup``)."""
+    program = argv is None
+    if program:
+        _startup.quiet_until_started()
+    try:
+        code = _parse_and_call(argv)
+    except SystemExit as exc:  # argparse: --help, --version, a usage error
+        if program:
+            _startup.command_ended(exc.code if isinstance(exc.code, int) else EXIT_USAGE)
+        raise
+    except KeyboardInterrupt:  # between the hand-over and the command's own handling
+        print("agentreplay: interrupted", file=sys.stderr)
+        code = EXIT_INTERRUPTED
+    if program:
+        _startup.command_ended(code)
+    return code
+
+
+def _parse_and_call(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     _Parser.argv = list(sys.argv[1:] if argv is None else argv)
     for token in _Parser.argv:
@@ -207,6 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     from replay.cli._signals import exit_code, stop_signals
 
+    _startup.command_starts()  # Ctrl-C is KeyboardInterrupt again: the command stops in order
     with stop_signals() as received:  # SIGTERM/SIGHUP stop in order, as Ctrl-C does
         return exit_code(_call(func, args), received)
 

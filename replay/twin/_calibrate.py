@@ -20,6 +20,7 @@ from analysis.fit import (
     StepFit,
     StepSamples,
     TtftSamples,
+    between_runs_by_metric,
     fit_steps,
     level_stall_factor,
     overhead_given_rate,
@@ -35,6 +36,7 @@ from analysis.schema import level_of
 from replay.errors import ConfigError
 from replay.twin._fitted_profile import clock_scale, decode_backend, step_budget, twin_profile
 from replay.twin._holdout import holdout_interval, measured_level
+from replay.twin._interval import METRICS, with_between_runs
 from replay.twin._level_facts import LevelFacts
 from replay.twin._misfit import misfit_warnings
 from replay.twin._predict import (
@@ -276,6 +278,7 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
                 run.manifest.workload.fingerprint, refits=refits, main=pred.as_dict())
     profile["calibration"] = _block(cal, fitted, holdout, assumed, scale, backend)
     if interval is not None:
+        interval = _widen_by_repeats(interval, by_level, cal.holdouts)
         profile["calibration"]["interval"] = interval.as_dict()
         profile["calibration"]["notes"] += interval.notes
     profile["calibration"]["notes"] += _invalid_notes(runs)
@@ -290,6 +293,24 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
     profile["calibration"]["prefill_source"] = source
     profile["calibration"]["warnings"] = misfit_warnings(levels, fit, fitted, checks)
     return cal
+
+
+def _widen_by_repeats(interval: Any, by_level: dict[int, list[RunData]],
+                      holdouts: list[Holdout]) -> Any:
+    """The interval widened by how far repeated runs of one level differ (every level
+    measured more than once, fitted or held out): the in-run bootstrap and the twin's
+    seeds do not see what changes between runs (``analysis.fit.between_runs``)."""
+    held = {h.users: [m.as_dict() for m in h.each] for h in holdouts}
+    runs = {u: held.get(u) or [measured_metrics(r.path).as_dict() for r in rs]
+            for u, rs in by_level.items() if len(rs) >= 2}
+    between = between_runs_by_metric(runs, METRICS)
+    if not between:
+        return interval
+    levels = max(b.levels for b in between.values())
+    note = (f"between-run spread (log sd, {levels} repeated level(s)): "
+            + ", ".join(f"{k} {b.sd:.1%} on {b.dof} dof" for k, b in between.items())
+            + "; the interval is widened where it exceeds the twin's seed spread")
+    return replace(with_between_runs(interval, between), notes=[*interval.notes, note])
 
 
 def _prefill_from_histograms(fit: StepFit, t: TtftSamples,

@@ -111,7 +111,7 @@ class _Replica:
 
     def __init__(self, profile: SimProfile, backend: Backend, seed: int) -> None:
         self.engine = Engine(profile, backend, seed=seed)
-        self.ends = np.zeros(1 << 14, dtype=np.int64)
+        self.ends = np.zeros(256, dtype=np.int64)  # grows by doubling (``_stamp``)
         self.pending_index: int | None = None
         """Index of the step in flight (None: idle)."""
         self.pending_end = 0
@@ -197,6 +197,10 @@ class TwinEngines:
         if profile.speculative is not None or profile.burst_tokens > 1:
             for r in self.replicas:
                 r.sizes = {}
+        self._active: set[int] = set()
+        """Replicas with queued work or a step in flight: the only ones an event visits,
+        so an idle replica costs neither time nor (its engine's state being built on
+        first use) memory, whatever ``replicas`` is."""
         self._owner: dict[int, int] = {}
         self._now = 0
         self.requests = 0
@@ -207,13 +211,18 @@ class TwinEngines:
     def advance(self, now: int, until: int | None) -> int:
         """Run steps inside ``[now, until]``; stop early when a request finishes."""
         reps = self.replicas
+        active = self._active
         while True:
             nxt: int | None = None
-            for r in reps:
+            order = sorted(active) if len(active) > 1 else list(active)  # replica order
+            for k in order:
+                r = reps[k]
                 if r.pending_index is None and r.engine.has_work():
                     r.start(now, until)
                 if r.pending_index is not None and (nxt is None or r.pending_end < nxt):
                     nxt = r.pending_end
+                elif r.pending_index is None:
+                    active.discard(k)  # nothing queued, nothing in flight
             if nxt is None:
                 if until is None:
                     raise Deadlock("simulated time: no timer pending and the engines idle")
@@ -224,7 +233,8 @@ class TwinEngines:
                 return until
             now = nxt
             woke = False
-            for r in reps:
+            for k in order:
+                r = reps[k]
                 if r.pending_index is not None and r.pending_end == now:
                     woke = r.complete() or woke
             if woke:
@@ -251,8 +261,21 @@ class TwinEngines:
                 k = owner.get(h)
                 if k is not None:
                     return k
-        loads = [r.load() for r in self.replicas]
-        return loads.index(min(loads))
+        return self._least_loaded()
+
+    def _least_loaded(self) -> int:
+        """The first replica (by index) among those with the fewest requests, visiting
+        only the active ones: any other has none."""
+        best, best_load = -1, 0
+        for k in sorted(self._active):
+            load = self.replicas[k].load()
+            if best < 0 or load < best_load:
+                best, best_load = k, load
+        idle = next(k for k in range(len(self._active) + 1) if k not in self._active) \
+            if len(self._active) < len(self.replicas) else -1
+        if idle >= 0 and (best < 0 or best_load > 0 or idle < best):
+            return idle
+        return best
 
     def _prompt(self, body: bytes) -> tuple[list[int], list[int]]:
         """The request's prompt ids and block hashes: from the tapped array when it is
@@ -292,6 +315,7 @@ class TwinEngines:
             self._owner[hashes[-1]] = k
         asked = max_tokens if max_tokens is not None else int(orjson.loads(body)["max_tokens"])
         req = rep.engine.add(rid, prompt, asked)
+        self._active.add(k)
         req.hashes = hashes  # the engine would hash the same chain on admission
         fut: asyncio.Future[None] = loop.create_future()
         rep.waiters[req] = fut

@@ -38,7 +38,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["COVERED_FACTOR", "METRICS", "PredictionInterval", "interval_of"]
+__all__ = ["COVERED_FACTOR", "METRICS", "PredictionInterval", "interval_of",
+           "with_between_runs"]
 
 METRICS = ("p90_interactivity", "p90_ttft_s", "output_tok_s")
 """The metrics an interval is stored for (TTFT: from the schedule, as the tiers judge)."""
@@ -122,6 +123,14 @@ class PredictionInterval:
     refits: int = 0
     """Bootstrap refits the spread was measured with (0: a twin from before them, whose
     interval adds miss and spread and does not count replicas)."""
+    between_runs: dict[str, float] = field(default_factory=dict)
+    """Per metric, how far one run of a level lies from another (pooled log sd over the
+    levels measured more than once, ``analysis.fit.between_runs``): where it exceeds the
+    twin's sampling spread, the measurement side of the interval is that wide (empty: no
+    level was repeated, the twin's seeds stand in for it)."""
+    between_dof: dict[str, int] = field(default_factory=dict)
+    z_between: dict[str, float] = field(default_factory=dict)
+    """Student's quantile for the nominal level on ``between_dof`` (few repeats: wide)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -148,7 +157,16 @@ class PredictionInterval:
             return (miss + self.z * s) * g
         noise = self.sampling.get(metric, 0.0)
         bias = math.sqrt(max(miss * miss - noise * noise, 0.0))
-        return math.hypot(bias, self.z * s) * g
+        return math.hypot(bias, self.z * s, self.between_excess(metric)) * g
+
+    def between_excess(self, metric: str) -> float:
+        """The between-run spread beyond the twin's sampling spread, times its quantile
+        (log): what repeated runs showed that the seeds did not (0: no repeats)."""
+        b = self.between_runs.get(metric)
+        if not b:
+            return 0.0
+        noise = self.sampling.get(metric, 0.0)
+        return self.z_between.get(metric, self.z) * math.sqrt(max(b * b - noise * noise, 0.0))
 
     def bounds(self, metric: str, value: float, users: float, what_if: bool = False,
                replicas: int = 1) -> tuple[float, float]:
@@ -210,3 +228,20 @@ def combine_spread(measured: float, twin: float, metric: str = "") -> float:
     """Both sides' sampling spread, with the floor (``metric``'s own where it has one)."""
     return max(MIN_SPREAD_BY_METRIC.get(metric, MIN_SPREAD),
                math.sqrt(measured ** 2 + twin ** 2))
+
+
+def with_between_runs(interval: PredictionInterval,
+                      between: Mapping[str, Any]) -> PredictionInterval:
+    """``interval`` widened by the between-run spread of repeated levels (``between``:
+    metric -> ``analysis.fit.BetweenRuns``). A level measured twice on a busy host can
+    differ by far more than the twin's seeds move it; that spread is the measurement's,
+    and a prediction is judged against one measurement. Widening happens only where
+    the repeats spread more than the seeds (``between_excess``)."""
+    from dataclasses import replace
+
+    from scipy import stats
+
+    sd = {k: float(b.sd) for k, b in between.items()}
+    dof = {k: int(b.dof) for k, b in between.items()}
+    z = {k: float(stats.t.ppf(0.5 + interval.nominal / 2, max(d, 1))) for k, d in dof.items()}
+    return replace(interval, between_runs=sd, between_dof=dof, z_between=z)

@@ -1,7 +1,8 @@
 """bench/peers.py end to end, briefly: stream mode for the bare loop, agentreplay and
 ``vllm bench serve`` (the vLLM CPU venv, so tier ``vllm``: CI installs it), and the
-lines a reader takes figures from, parsed. No speed is asserted: the figures are
-checked against each other (the printed ratio and busy shares against the
+lines a reader takes figures from, parsed. No speed is asserted, nor that agentreplay's
+run is stamped valid (on a starved machine it is not: exit 3, said on its line); the
+figures are checked against each other (the printed ratio and busy shares against the
 results file) and against the stub's truth (users, tokens per answer, step)."""
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ USERS = 8
 RUN_LINE = re.compile(
     r"^(?P<tool>\S+)\s+stream\s+steady\s+(?P<rate>[\d,]+) tok/CPU-s\s+[\d,]+ tok/s "
     r"\(client\s+(?P<client>\d+)%, server\s+(?P<server>\d+)% busy\).* "
-    r"tpot (?P<tpot>[\d.]+) ms \(server (?P<step>[\d.]+) ms\) mean running (?P<running>[\d.]+)$")
+    r"tpot (?P<tpot>[\d.]+) ms \(server (?P<step>[\d.]+) ms\) mean running (?P<running>[\d.]+)"
+    r"(  run stamped (?P<stamp>invalid.*))?$")
 RATIO_LINE = re.compile(
     r"^ratio_vs_best_peer_stream=(?P<ratio>[\d.]+) best_peer=vllm "
     r"stub_busy=(?P<stub_ours>\d+)%/(?P<stub_peer>\d+)% "
@@ -55,6 +57,17 @@ def test_stream_mode_runs_and_prints_parseable_lines(tmp_path):
         assert float(m["tpot"]) == pytest.approx(r["tpot_ms"], abs=5e-4)
         assert abs(int(m["rate"].replace(",", "")) - r["steady_tokens_per_cpu_s"]) <= 1
         assert abs(int(m["server"]) - 100 * r["server_busy"]) <= 1
+
+    # agentreplay's run finished (exit 0 or 3) whatever the machine's speed; a starved
+    # client's run is stamped invalid (exit 3, schedule lag) and the line says so:
+    # the stamp is asserted to be the run's own, not to be valid
+    manifest = json.loads((work / "agentreplay-stream" / "run" / "run.json").read_text())
+    verdict = manifest["validity"]["verdict"]
+    stamp = runs["agentreplay"]["stamp"]
+    assert saved["agentreplay"]["validity"].split()[0] == verdict
+    assert (stamp is not None) == (verdict == "invalid"), (stamp, verdict)
+    if stamp is not None:
+        assert stamp == saved["agentreplay"]["validity"]
 
     # every answer agentreplay recorded carried the stub's 256 tokens
     records = [json.loads(x) for x in

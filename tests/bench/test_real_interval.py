@@ -89,3 +89,29 @@ def test_spread_needs_two_values(real_spread):
     s = real_spread.level_spread([{"p90_interactivity": 1.0}, {"p90_interactivity": None}])
     assert s["p90_interactivity"] is None and s["output_tok_s"] is None
     assert real_spread.spread_lines({8: [{"p90_interactivity": 1.0}]}) == []
+
+
+def test_repeats_widen_the_interval_that_a_rerun_is_judged_by(real_interval):
+    """The busy-host case: the held-out level run twice read 104 and 130 tok/s/user
+    (log spread 0.158 on 1 dof); the seeds' interval (+-5%) misses a rerun at 96,
+    the one widened by the repeats holds it, and the line says what widened it."""
+    from analysis.fit import between_runs_by_metric
+    from replay.twin._interval import with_between_runs
+
+    runs = {8: [{"p90_interactivity": 104.0}, {"p90_interactivity": 130.0}]}
+    base = _interval(0.03, 0.02)
+    wide = with_between_runs(base, between_runs_by_metric(runs, ("p90_interactivity",)))
+    rerun = _level(96.0, (90.0, 102.0))
+    held = [_level(104.0, None), _level(130.0, None)]
+    narrow = real_interval.check_metric(base, "p90_interactivity", 115.0, held, rerun)
+    widened = real_interval.check_metric(wide, "p90_interactivity", 115.0, held, rerun)
+    b = math.log(130 / 104) / math.sqrt(2)
+    assert wide.between_runs["p90_interactivity"] == pytest.approx(b)
+    assert narrow.rerun_covered is False and widened.rerun_covered is True
+    # t(0.95, 1 dof) = 6.31: one repeated level says little, so the interval is wide
+    assert widened.half_width == pytest.approx(math.hypot(0.05, 6.3138 * b), rel=1e-3)
+    lines = real_interval.interval_lines(
+        wide, {"p90_interactivity": 115.0, "p90_ttft_s": 0.1, "output_tok_s": 100.0},
+        held, rerun)
+    inter = next(line for line in lines if "P90 interactivity" in line)
+    assert "between-run spread 15.8% on 1 dof" in inter

@@ -28,13 +28,26 @@ def sims(*specs: tuple[str, str]) -> Iterator[list[str]]:
         yield urls
 
 
-def profile_variant(tmp: Path, **changes: object) -> Path:
+def profile_variant(tmp: Path, file_name: str = "small-variant.json",
+                    **changes: object) -> Path:
     """The ``small`` profile with some figures changed, as a profile file."""
     data = load_profile("small").model_dump(mode="json")
     data.update(changes)
-    path = tmp / "small-variant.json"
+    path = tmp / file_name
     path.write_text(json.dumps(data))
     return path
+
+
+BIG_KV_BLOCKS = 200_000
+"""A KV cache no test's workload fills: nothing is evicted, so every cached prefix the
+truth log shows is what the client's expectation must match."""
+
+
+def big_kv_profile(tmp: Path, **changes: object) -> Path:
+    """The ``small`` profile with a KV cache that never evicts here (and ``changes``),
+    as a new profile file in ``tmp``."""
+    name = f"big-kv-{len(list(tmp.glob('big-kv-*.json')))}.json"
+    return profile_variant(tmp, name, num_gpu_blocks=BIG_KV_BLOCKS, **changes)
 
 
 def exit_for(out: Path) -> int:

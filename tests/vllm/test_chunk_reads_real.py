@@ -6,11 +6,11 @@ The analysis reports "share of chunks in the same read" and "ITL over reads",
 which are only right if the client stamps once per read and never splits or
 merges reads. A proxy between client and server makes the reads known: it
 forwards the server's bytes in bursts (everything that arrived in a 25 ms
-window, cut at an event boundary), 15 ms apart. The client's runs of equal
-timestamps must then be the bursts' token-event counts: never part of a burst,
-whole bursts merged only when the client's loop was late (it stamps when it
-reads; on a loaded machine that happens). The analysis's same-read share and
-ITL over reads follow from them.
+window, cut at event boundaries into pieces of at most 16 KiB), 15 ms apart.
+The client's runs of equal timestamps must then be the bursts' token-event
+counts: never part of a burst, whole bursts merged only when the client's loop
+was late (it stamps when it reads; on a loaded machine that happens). The
+analysis's same-read share and ITL over reads follow from them.
 """
 
 from __future__ import annotations
@@ -33,6 +33,10 @@ pytestmark = pytest.mark.vllm
 
 WINDOW_S = 0.025
 GAP_S = 0.015
+MAX_BURST = 16 * 1024
+"""A burst is written in one go and well under the 64 KiB the client reads at a time,
+so it arrives as one read; a larger one (a starved proxy gathering the whole answer)
+would be read in two and its stamps would rightly split it."""
 _EVENT = re.compile(rb"data: (\{.*\})")
 
 
@@ -86,17 +90,19 @@ class BurstProxy:
                     if not more:
                         break
                     buf += more
-                cut = buf.rfind(b"\n\n") + 2 if b"\n\n" in buf else len(buf)
-                out, buf = buf[:cut], buf[cut:]
-                self.bursts.append(out)
-                cwriter.write(out)
-                await cwriter.drain()
-                await asyncio.sleep(GAP_S)
-            if buf:
-                self.bursts.append(buf)
-                cwriter.write(buf)
-                await cwriter.drain()
+                while b"\n\n" in buf:  # whole events only, at most MAX_BURST each
+                    out, buf = _cut(buf)
+                    await send(out)
+            while buf:
+                out, buf = _cut(buf) if b"\n\n" in buf else (buf, b"")
+                await send(out)
             cwriter.close()
+
+        async def send(out: bytes) -> None:
+            self.bursts.append(out)
+            cwriter.write(out)
+            await cwriter.drain()
+            await asyncio.sleep(GAP_S)
 
         try:
             await asyncio.gather(up(), down(), return_exceptions=True)
@@ -112,6 +118,15 @@ class BurstProxy:
     def __exit__(self, *exc: object) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
+
+
+def _cut(buf: bytes) -> tuple[bytes, bytes]:
+    """The longest run of whole events up to MAX_BURST bytes (one event if it alone is
+    longer), and the rest."""
+    cut = buf.rfind(b"\n\n", 0, MAX_BURST - 1) + 2
+    if cut < 2:
+        cut = buf.index(b"\n\n") + 2
+    return buf[:cut], buf[cut:]
 
 
 def _token_events(burst: bytes) -> int:

@@ -45,7 +45,7 @@ def _gone(pgid: int, within: float = 5.0) -> bool:
 
 def test_launch_yields_verified_server_and_stops_whole_group(tmp_path: Path) -> None:
     spec = _spec("--fake-child")
-    with launch_arm(spec, tmp_path / "a.log", startup_timeout=30) as arm:
+    with launch_arm(spec, tmp_path / "a.log", startup_timeout=120) as arm:
         assert arm.url == spec.url
         assert len(group_members(arm.pid)) == 2  # server and its helper child
         info = fetch_server_info(arm.url)
@@ -60,7 +60,7 @@ def test_launch_yields_verified_server_and_stops_whole_group(tmp_path: Path) -> 
 def test_server_reporting_another_backend_is_rejected_and_stopped(tmp_path: Path) -> None:
     spec = _spec("--fake-report-backend", "auto", backend="latency_specialized")
     with pytest.raises(TargetError, match="decode_backend='auto', asked for 'latency_spec"):
-        with launch_arm(spec, tmp_path / "a.log", startup_timeout=30):
+        with launch_arm(spec, tmp_path / "a.log", startup_timeout=120):
             pytest.fail("must not yield")
     assert _free(spec.port)
     assert not _leftover_fakes()
@@ -88,7 +88,7 @@ def test_startup_timeout_fails_and_stops(tmp_path: Path) -> None:
 
 def test_sigterm_ignoring_server_is_killed_after_grace(tmp_path: Path) -> None:
     spec = _spec("--fake-ignore-sigterm")
-    with launch_arm(spec, tmp_path / "a.log", startup_timeout=30, stop_grace=0.5) as arm:
+    with launch_arm(spec, tmp_path / "a.log", startup_timeout=120, stop_grace=0.5) as arm:
         pid = arm.pid
     assert _gone(pid, within=0.5)
 
@@ -96,10 +96,42 @@ def test_sigterm_ignoring_server_is_killed_after_grace(tmp_path: Path) -> None:
 def test_error_inside_block_still_stops(tmp_path: Path) -> None:
     spec = _spec()
     with pytest.raises(KeyboardInterrupt):
-        with launch_arm(spec, tmp_path / "a.log", startup_timeout=30) as arm:
+        with launch_arm(spec, tmp_path / "a.log", startup_timeout=120) as arm:
             pid = arm.pid
             raise KeyboardInterrupt
     assert _gone(pid, within=0.5)
+
+
+def test_ctrl_c_while_the_server_process_is_being_created_still_stops_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The interrupt lands at the worst moment on purpose (the child forked, ``Popen``
+    not returned): the launcher still holds the child and stops its group. Before,
+    the KeyboardInterrupt left Popen with the pid unrecorded; the server came up on
+    its port seconds later, and the rerun's own server could not bind."""
+    import subprocess
+
+    spec = _spec("--fake-startup-s", "60")
+    forked: list[int] = []
+    real = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+
+    def interrupted(self: subprocess.Popen[bytes], *args: object, **kwargs: object) -> None:
+        real(self, *args, **kwargs)
+        forked.append(self.pid)
+        signal.raise_signal(signal.SIGINT)  # as a SIGTERM under stop_signals() would
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        monkeypatch.setattr(subprocess.Popen, "_execute_child", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            with launch_arm(spec, tmp_path / "a.log", startup_timeout=120, stop_grace=5):
+                pytest.fail("must not yield")
+    finally:
+        monkeypatch.undo()
+        signal.signal(signal.SIGINT, previous)
+    assert len(forked) == 1
+    assert _gone(forked[0], within=10), "the launched server outlived the interrupt"
+    assert _free(spec.port)
 
 
 def test_busy_port_is_refused_before_starting(tmp_path: Path) -> None:
@@ -117,7 +149,7 @@ def test_busy_port_is_refused_before_starting(tmp_path: Path) -> None:
 def test_side_by_side_arms_start_together_on_their_gpu_sets(tmp_path: Path) -> None:
     specs = plan_arms("m", ["auto", "latency_specialized"], launcher=fake_launcher(),
                       port=free_port_run(2), mode=LaunchMode.SIDE_BY_SIDE, gpus_per_arm=2)
-    with launch_arms(specs, tmp_path, startup_timeout=30) as arms:
+    with launch_arms(specs, tmp_path, startup_timeout=120) as arms:
         infos = [fetch_server_info(a.url) for a in arms]
         pids = [a.pid for a in arms]
     got = [(i["vllm_config"]["additional_config"]["decode_backend"],
@@ -192,7 +224,7 @@ def test_second_ctrl_c_while_stopping_kills_at_once(tmp_path: Path, monkeypatch)
     spec = _spec("--fake-ignore-sigterm")
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
-        with launch_arm(spec, tmp_path / "a.log", startup_timeout=30, stop_grace=600) as arm:
+        with launch_arm(spec, tmp_path / "a.log", startup_timeout=120, stop_grace=600) as arm:
             pid = arm.pid
     assert graces == [600, 0.0]
     assert time.monotonic() - started < 30

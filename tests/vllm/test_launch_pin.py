@@ -34,7 +34,7 @@ def test_launched_server_and_its_child_run_only_on_the_given_cpus(tmp_path: Path
     (spec,) = plan_arms("fake-model", ["auto"], launcher=fake_launcher(), port=free_port(),
                         extra_args=("--fake-child",), cpus=cpus)
     assert "taskset -c" in format_command(spec)
-    with launch_arm(spec, tmp_path / "a.log", startup_timeout=30) as arm:
+    with launch_arm(spec, tmp_path / "a.log", startup_timeout=120) as arm:
         members = group_members(arm.pid)
         assert len(members) == 2  # the server and the helper it started after the pin
         for pid in members:
@@ -46,7 +46,7 @@ def test_launched_server_and_its_child_run_only_on_the_given_cpus(tmp_path: Path
 
 def test_unpinned_server_gets_no_binding(tmp_path: Path) -> None:
     (spec,) = plan_arms("fake-model", ["auto"], launcher=fake_launcher(), port=free_port())
-    with launch_arm(spec, tmp_path / "a.log", startup_timeout=30) as arm:
+    with launch_arm(spec, tmp_path / "a.log", startup_timeout=120) as arm:
         assert os.sched_getaffinity(arm.pid) == set(CORES)
         assert fetch_server_info(arm.url)["vllm_env"]["VLLM_CPU_OMP_THREADS_BIND"] is None
 

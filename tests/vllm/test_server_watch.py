@@ -22,7 +22,7 @@ def _spec():
 
 
 def test_healthy_server_is_not_flagged(tmp_path: Path) -> None:
-    with launch_arm(_spec(), tmp_path / "a.log", startup_timeout=30) as arm:
+    with launch_arm(_spec(), tmp_path / "a.log", startup_timeout=120) as arm:
         watcher = ServerWatcher(arm.pid, arm.url, "auto", interval_s=0.05)
         with watcher:
             failures = 0
@@ -39,7 +39,7 @@ def test_killed_server_is_seen_and_reported_once(tmp_path: Path) -> None:
         calls.append(1)
         called.set()
 
-    with launch_arm(_spec(), tmp_path / "a.log", startup_timeout=30) as arm:
+    with launch_arm(_spec(), tmp_path / "a.log", startup_timeout=120) as arm:
         with ServerWatcher(arm.pid, arm.url, "auto", interval_s=0.05,
                            on_death=on_death) as watcher:
             os.killpg(arm.pid, signal.SIGKILL)
@@ -49,7 +49,7 @@ def test_killed_server_is_seen_and_reported_once(tmp_path: Path) -> None:
 
 
 def test_unanswered_health_counts_as_dead(tmp_path: Path) -> None:
-    with launch_arm(_spec(), tmp_path / "a.log", startup_timeout=30) as arm:
+    with launch_arm(_spec(), tmp_path / "a.log", startup_timeout=120) as arm:
         watcher = ServerWatcher(arm.pid, "http://127.0.0.1:9", "auto", health_timeout_s=0.5)
         failures = 0
         for _ in range(HEALTH_FAILURES):

@@ -64,12 +64,15 @@ def _compare_args(tmp_path: Path, port: int, workload: Path) -> list[str]:
 
 
 def _sim_servers() -> list[int]:
-    """Processes serving the simulator for a launched arm (the stand-in's exec)."""
+    """Processes serving the simulator for a launched arm (the stand-in's exec), and
+    stand-ins still "loading" (not yet exec'd: ``serve-sim`` not in their command
+    line yet, but they will bind the arm's port when their startup delay ends)."""
     left = []
     for proc in psutil.process_iter(["cmdline", "status"]):
         cmd = proc.info["cmdline"] or []
-        if proc.info["status"] != psutil.STATUS_ZOMBIE and "serve-sim" in cmd \
-                and "vllm.entrypoints" not in " ".join(cmd) and proc.pid != os.getpid() \
+        launched = "serve-sim" in cmd or "vllm.entrypoints.openai.api_server" in cmd
+        if proc.info["status"] != psutil.STATUS_ZOMBIE and launched \
+                and proc.pid != os.getpid() \
                 and any(str(SIM_VLLM) in e for e in _environ(proc)) and ours(proc):
             left.append(proc.pid)
     return left
@@ -98,6 +101,17 @@ def _first_run(out: Path) -> dict[str, object] | None:
         except ValueError:
             continue
     return None
+
+
+def _runs(out: Path) -> list[dict[str, object]]:
+    """Every run's manifest, in the order the runs started."""
+    found = []
+    for path in (out / "runs").glob("*/run.json") if (out / "runs").exists() else ():
+        try:
+            found.append(dict(json.loads(path.read_text())))
+        except ValueError:
+            continue
+    return sorted(found, key=lambda m: m["clock"]["t0_monotonic_ns"])  # type: ignore[index]
 
 
 def _in_phase(out: Path, phase: str) -> bool:
@@ -143,8 +157,13 @@ def test_compare_launch_stops_cleanly_at_every_phase(tmp_path: Path, phase: str,
     statuses = [r.get("status") for r in state.get("runs", {}).values()]
     assert "running" not in statuses, statuses
     if phase != "starting":
-        manifest = _first_run(out)
-        assert manifest is not None and manifest["interrupted"] is True
+        # the run in progress when the signal came is marked interrupted. Usually the
+        # first; on a busy machine this test's own poll may wake after the first run
+        # ended, and the signal then lands in the second: either way exactly one run,
+        # the last one started, is interrupted and none is left unmarked
+        manifests = _runs(out)
+        assert manifests and manifests[-1]["interrupted"] is True, manifests
+        assert not any(m["interrupted"] for m in manifests[:-1])
     if phase == "starting":  # no load was sent: a corrected command is not refused
         fixed = subprocess.run(args + ["--", "--max-num-seqs", "2"], env=_env(),
                                capture_output=True, text=True, timeout=300)
@@ -167,14 +186,15 @@ def test_compare_refuses_changed_vllm_args_before_launch(tmp_path: Path) -> None
     first = subprocess.run(args + ["--", "--max-num-seqs", "4"], env=_env(),
                            capture_output=True, text=True, timeout=300)
     assert first.returncode in (0, 3), first.stderr[-3000:]
-    logs = sorted((tmp_path / "cmp" / "logs").iterdir())
-    started = time.monotonic()
+    logs = {p.name: p.read_bytes() for p in (tmp_path / "cmp" / "logs").iterdir()}
     again = subprocess.run(args + ["--", "--max-num-seqs", "8"], env=_env(startup_s=30),
                            capture_output=True, text=True, timeout=120)
     assert again.returncode == 2, again.stderr[-3000:]
     assert "launch_vllm_args" in again.stderr and "--max-num-seqs" in again.stderr
-    assert time.monotonic() - started < 20, "refused only after starting a server"
-    assert sorted((tmp_path / "cmp" / "logs").iterdir()) == logs
+    # refused before starting a server: a launch opens (or appends to) an arm's log
+    # first, so the logs are the truth; no wall-clock bound (a busy machine is slow to
+    # start Python, not to refuse)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "cmp" / "logs").iterdir()} == logs
     (tmp_path / "model" / "config.json").write_text(json.dumps({"vocab_size": 4096}))
     changed = subprocess.run(args + ["--", "--max-num-seqs", "4"], env=_env(startup_s=30),
                              capture_output=True, text=True, timeout=120)
@@ -186,8 +206,10 @@ def test_run_and_serve_sim_exit_143_on_sigterm(tmp_path: Path) -> None:
     port = free_port()
     sim = subprocess.Popen([sys.executable, "-m", "replay.cli", "serve-sim", "--port",
                             str(port)], stderr=subprocess.PIPE, text=True)
+    run: subprocess.Popen[str] | None = None
     try:
-        _wait(lambda: not port_is_free("127.0.0.1", port), 30, "serve-sim to listen")
+        # a deadline for a hang, not a speed: a starved machine took over 30 s to start it
+        _wait(lambda: not port_is_free("127.0.0.1", port), 120, "serve-sim to listen")
         workload = _workload(tmp_path / "w.jsonl")
         out = tmp_path / "run"
         run = subprocess.Popen([sys.executable, "-m", "replay.cli", "run", "--target",
@@ -195,7 +217,7 @@ def test_run_and_serve_sim_exit_143_on_sigterm(tmp_path: Path) -> None:
                                 "--users", "2", "--duration", "30", "--out", str(out),
                                 "--plain"], stderr=subprocess.PIPE, text=True)
         _wait(lambda: (out / "requests.jsonl").exists()
-              and (out / "requests.jsonl").stat().st_size > 0, 60, "records")
+              and (out / "requests.jsonl").stat().st_size > 0, 120, "records")
         run.send_signal(signal.SIGTERM)
         _, err = run.communicate(timeout=60)
         assert run.returncode == 143, err[-3000:]
@@ -206,9 +228,11 @@ def test_run_and_serve_sim_exit_143_on_sigterm(tmp_path: Path) -> None:
         assert sim.returncode == 143, err[-2000:]
         assert port_is_free("127.0.0.1", port)
     finally:
-        for p in (sim,):
-            if p.poll() is None:
+        for p in (run, sim):
+            if p is not None and p.poll() is None:
                 p.kill()
+            if p is not None:
+                p.communicate()  # reaped, pipes closed: nothing left to warn the next test
 
 
 def test_server_dying_mid_run_is_stamped_and_redone_on_resume(tmp_path: Path) -> None:
@@ -230,10 +254,12 @@ def test_server_dying_mid_run_is_stamped_and_redone_on_resume(tmp_path: Path) ->
     assert proc.returncode == 2, stderr[-3000:]  # stopped at once, one clear line
     assert "Traceback" not in stderr, stderr[-3000:]
     assert "exited during the run" in stderr and "rerun the same command" in stderr
-    first = _first_run(out)
-    assert first is not None and first["server_watch"]["server_died"] is True
+    # the run in progress (the first, or the second where this test's poll woke late)
+    died = _runs(out)
+    assert died and died[-1]["server_watch"]["server_died"] is True, died  # type: ignore[index]
     again = subprocess.run(args, env=_env(), capture_output=True, text=True, timeout=300)
     assert again.returncode in (0, 3), again.stderr[-3000:]
-    redone = _first_run(out)
-    assert redone is not None and not (redone.get("server_watch") or {}).get("server_died")
+    redone = _runs(out)
+    assert len(redone) >= len(died)
+    assert not any((m.get("server_watch") or {}).get("server_died") for m in redone)  # type: ignore[union-attr]
     assert not _sim_servers()

@@ -12,10 +12,11 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from analysis import REDACTED
@@ -86,6 +87,31 @@ def _group_alive(pgid: int) -> bool:
     return bool(group_members(pgid))
 
 
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """A Ctrl-C (or a SIGTERM turned into one) that comes inside is raised on the way
+    out, not in the middle.
+
+    Around ``Popen``: a ``KeyboardInterrupt`` raised after the child was forked but
+    before ``Popen`` returned leaves a server nobody holds the pid of, so ``stop()``
+    cannot reach it; it comes up seconds later on the port the next run wants. Only
+    Python's own handler raises mid-call; any other handler (an event loop's) is left
+    alone.
+    """
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+    came: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, _frame: came.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if came:
+            raise KeyboardInterrupt
+
+
 class ServerProcess:
     """A server subprocess that is always stopped by ``stop()``, whatever happened."""
 
@@ -110,7 +136,7 @@ class ServerProcess:
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as log:
+        with self.log_path.open("ab") as log, _interrupts_held():
             log.write(f"# agentreplay launch: {redact_args(self.argv)!r}\n".encode())
             log.flush()
             try:
@@ -124,12 +150,12 @@ class ServerProcess:
                 )
             except OSError as exc:
                 raise TargetError(f"arm {self.label}: cannot start {self.argv[0]}: {exc}") from None
-        if self.cpus is not None:  # before it starts a thread or child: they inherit it
-            try:
-                os.sched_setaffinity(self._proc.pid, self.cpus)
-            except OSError as exc:
-                raise TargetError(f"arm {self.label}: cannot pin it to CPUs "
-                                  f"{cpu_list(self.cpus)}: {exc.strerror or exc}") from None
+            if self.cpus is not None:  # before it starts a thread or child: they inherit it
+                try:
+                    os.sched_setaffinity(self._proc.pid, self.cpus)
+                except OSError as exc:
+                    raise TargetError(f"arm {self.label}: cannot pin it to CPUs "
+                                      f"{cpu_list(self.cpus)}: {exc.strerror or exc}") from None
 
     def repin(self) -> int:
         """Pin any of the group's threads found outside its CPUs again (a process that

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import random
 import zlib
+from array import array
 from collections import deque
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from replay.servers.sim._cache import PrefixCache, block_hashes
 from replay.servers.sim._noise import noise_factor
@@ -116,17 +118,27 @@ class Engine:
     def __init__(self, profile: SimProfile, backend: Backend, seed: int = 0) -> None:
         self.profile = profile
         self.backend = backend
-        self.cache = PrefixCache(profile.num_gpu_blocks, profile.block_size)
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
         self.counters = EngineCounters()
         self.seed = seed
         """Also the key of each step's noise factor (``replay.servers.sim._noise``)."""
         self._rng = random.Random(seed)
-        table_rng = random.Random(f"sim-output-{seed}")
-        self.output_table = [
-            table_rng.randrange(FIRST_ORDINARY_ID, profile.vocab_size) for _ in range(_TABLE_SIZE)
-        ]
+
+    # The KV cache and the output table are built on first use: a twin of thousands of
+    # replicas (``plan --twin --replicas N``) holds only the ones its users reach.
+    @cached_property
+    def cache(self) -> PrefixCache:
+        """The KV blocks and their prefix hashes."""
+        return PrefixCache(self.profile.num_gpu_blocks, self.profile.block_size)
+
+    @cached_property
+    def output_table(self) -> array[int]:
+        """The output ids a request walks from its offset (a compact array: 64 KiB)."""
+        table_rng = random.Random(f"sim-output-{self.seed}")
+        vocab = self.profile.vocab_size
+        return array("q", [table_rng.randrange(FIRST_ORDINARY_ID, vocab)
+                           for _ in range(_TABLE_SIZE)])
 
     # -- requests ---------------------------------------------------------
     def add(self, rid: str, prompt: list[int], max_tokens: int) -> SimRequest:
@@ -254,9 +266,9 @@ class Engine:
     def _next_tokens(self, req: SimRequest, k: int) -> list[int]:
         table = self.output_table
         start = (req.out_offset + req.num_output) % _TABLE_SIZE
-        out = table[start:start + k]
+        out = table[start:start + k].tolist()
         while len(out) < k:
-            out += table[: k - len(out)]
+            out += table[: k - len(out)].tolist()
         return out
 
     def _execute(self, scheduled: list[tuple[SimRequest, int]]) -> StepResult:

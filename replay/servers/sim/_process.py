@@ -36,12 +36,15 @@ class SimServerProcess:
                  host: str = "127.0.0.1", port: int | None = None, time_scale: float = 1.0,
                  slowdown: float = 1.0,
                  faults: str | None = None, truth_path: str | None = None, seed: int = 0,
-                 split_tokens: bool = False, startup_timeout_s: float = 30.0,
+                 split_tokens: bool = False, startup_timeout_s: float = 120.0,
                  extra_args: list[str] | None = None) -> None:
         self.host = host
         self.port = port or 0
         """0 until started when no port was given: the child binds port 0 and reports it."""
         self.startup_timeout_s = startup_timeout_s
+        """How long /health may take to answer: a deadline for a child that hangs, not a
+        speed (one that exits is reported at once). A starved 2-core machine took over
+        30 s to start Python and bind."""
         args = [
             sys.executable, "-m", "replay.cli", "serve-sim", "--profile", profile,
             "--backend", backend, "--host", host, "--port", str(self.port),

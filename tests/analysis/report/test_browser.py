@@ -85,6 +85,44 @@ def test_history_view(sweep: Path, tmp_path: Path) -> None:
     assert m["charts"] == 2 and m["overlaps"] == []  # the Pareto and headline charts
 
 
+def _invalid_validity_box(n_checks: int) -> tuple[str, str]:
+    """The validity box and the decision's validity line of a comparison stamped invalid
+    by ``n_checks`` checks (two findings each, messages longer than a line)."""
+    from analysis.report._decision import _groups
+    from analysis.report._report import _environment
+
+    reasons = [{"severity": "invalid" if i < 2 else "caveat", "code": f"check_{i}",
+                "message": f"finding {j} of check {i}: " + "what went wrong, in words " * 12,
+                "run": f"auto-u{4 * (j + 1)}-r0"} for i in range(n_checks) for j in range(2)]
+    view = {"verdict": "invalid", "cls": "invalid", "reasons": reasons, "note": "",
+            "groups": _groups(reasons)}
+    box = _environment().get_template("_decision.html.j2").module.validity_box(view)
+    line = "Validity: INVALID (" + ", ".join(f"check_{i}" for i in range(n_checks)) + ")."
+    return str(box), line
+
+
+def test_demo_report_first_screen_holds_many_findings(quick_demo: DemoRun,
+                                                      tmp_path: Path) -> None:
+    """A demo stamped invalid by many checks (a starved machine) keeps the decision and
+    the Pareto chart in the first screen: the box lists three checks, the rest fold."""
+    import re
+
+    html = quick_demo.report.read_text(encoding="utf-8")
+    box, line = _invalid_validity_box(8)
+    html, n = re.subn(r'<div class="validity [a-z]+" id="validity">.*?</div>',
+                      lambda _: box, html, count=1, flags=re.S)
+    assert n == 1
+    html, n = re.subn(r"<li>Validity: [^<]*</li>", lambda _: f"<li>{line}</li>", html,
+                      count=1)
+    assert n == 1
+    report = tmp_path / "invalid" / "report.html"
+    report.parent.mkdir()
+    report.write_text(html, encoding="utf-8")
+    assert box.count('<span class="sev') == 3 + 16  # three on the screen, all 16 folded
+    assert "and 5 more checks below" in box
+    _check_first_screen(report, tmp_path, ["capacity-table"])
+
+
 def test_demo_report_decision_in_first_screen(quick_demo: DemoRun, tmp_path: Path) -> None:
     """The issue's check, on the real thing: ``agentreplay demo``'s report (quick; the
     session's one run, tests/support/demo.py)."""

@@ -68,7 +68,7 @@ def test_launched_arms_run_in_order_and_are_stopped(
     port = free_port()
     servers = LaunchSettings(vllm_python=str(fake_python), mode=mode, port=port,  # type: ignore[arg-type]
                              gpus_per_arm=1 if mode == "side-by-side" else None)
-    launch = LaunchOptions(str(tmp_path), servers=servers, startup_timeout_s=30)
+    launch = LaunchOptions(str(tmp_path), servers=servers, startup_timeout_s=120)
     result = compare_launched(launch, arms, tiny_workload, out, _opts())
     plan = plan_runs(arms, [1, 2], 1)
     names = [r.name for r in plan]

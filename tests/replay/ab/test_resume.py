@@ -47,32 +47,38 @@ def test_interrupt_then_resume(tiny_workload: Path, tmp_path: Path) -> None:
             if ready:
                 seen += os.read(proc.stderr.fileno(), 4096)
         assert b"run 2/4" in seen, seen.decode(errors="replace")
-        time.sleep(0.6)  # inside the second run's window
+        time.sleep(0.6)  # inside the second run's window, on an idle machine
         proc.send_signal(signal.SIGINT)
         _, rest = proc.communicate(timeout=60)
         assert proc.returncode == 130, (seen + rest).decode(errors="replace")
-        first = out / "runs" / names[0]
-        assert is_run_complete(first)
-        assert not is_run_complete(out / "runs" / names[1])
-        first_id = _run_id(first)
-        reused = is_run_reusable(first)  # a run stamped invalid is redone on resume
+        # The race, stated: on a busy machine this test may wake after the second run
+        # ended, and the signal then lands in a later one. Either way the runs before it
+        # are complete, it is marked interrupted, and the rest are missing.
+        complete = [n for n in names if is_run_complete(out / "runs" / n)]
+        k = len(complete)
+        assert 1 <= k < len(names) and complete == names[:k], complete
         state = orjson.loads((out / "comparison.json").read_bytes())
-        assert state["runs"][names[1]]["status"] == "interrupted"
+        if (out / "runs" / names[k]).exists():  # not between two runs
+            assert state["runs"][names[k]]["status"] == "interrupted"
+        ids = {n: _run_id(out / "runs" / n) for n in complete}
+        # a run stamped invalid is redone on resume
+        reused = {n: is_run_reusable(out / "runs" / n) for n in complete}
         # the interrupted comparison's report says so, names what is missing (issue 26)
         rep = subprocess.run([sys.executable, "-m", "replay.cli", "report", str(out)], cwd=ROOT,
                              env=env, capture_output=True, timeout=120)
         assert b"did not finish" in rep.stderr, rep.stderr.decode(errors="replace")
         summary = orjson.loads((out / "summary.json").read_bytes())
         assert summary["incomplete"] is True
-        assert sorted(m.split(" ")[0] for m in summary["missing"]) == sorted(names[1:])
+        assert sorted(m.split(" ")[0] for m in summary["missing"]) == sorted(names[k:])
         assert "INCOMPLETE COMPARISON" in (out / "report.html").read_text()
 
         done = subprocess.run(_cmd(urls, tiny_workload, out), cwd=ROOT, env=env,
                               capture_output=True, timeout=120)
     assert done.returncode == exit_for(out), done.stderr.decode(errors="replace")
-    assert (b"already complete, skipped" in done.stderr) is reused
+    assert (b"already complete, skipped" in done.stderr) is any(reused.values())
     assert sorted(p.name for p in (out / "runs").iterdir()) == sorted(names)
     assert all(is_run_complete(out / "runs" / n) for n in names)
-    assert (_run_id(first) == first_id) is reused
+    for n, kept in reused.items():
+        assert (_run_id(out / "runs" / n) == ids[n]) is kept, n
     assert (out / "report.html").exists()
     assert orjson.loads((out / "summary.json").read_bytes())["missing"] == []

@@ -9,7 +9,6 @@ measured request, finds that history in the server's prefix cache.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import orjson
@@ -20,8 +19,9 @@ from replay.cli import main
 from replay.errors import ConfigError
 from replay.load import scenario_values
 from replay.load._scenario import SCENARIOS, judge_scenario, scenario_rules
-from replay.servers.sim import SimServerProcess, TruthRecord, load_profile
-from tests.replay.conftest import make_workload
+from replay.servers.sim import SimServerProcess, TruthRecord
+from tests.support.servers import big_kv_profile
+from tests.support.workloads import make_workload
 
 
 def test_v1_rules_and_the_mvp_beside_them() -> None:
@@ -75,10 +75,7 @@ def _run(tmp: Path, scenario: str) -> tuple[list[RequestRecord], dict[str, Truth
                                             RunManifest]:
     wl = make_workload(tmp / "wl.jsonl", sessions=3, turns=24, new_blocks=2, output=8,
                        think_s=0.02, shared_blocks=1)
-    data = load_profile("small").model_dump(mode="json")
-    data.update(num_gpu_blocks=200_000)
-    profile = tmp / "big-kv.json"
-    profile.write_text(json.dumps(data))
+    profile = big_kv_profile(tmp)
     log = tmp / f"truth-{scenario}.jsonl"
     out = tmp / f"run-{scenario}"
     with SimServerProcess(str(profile), "auto", time_scale=4.0, truth_path=str(log)) as srv:

@@ -11,7 +11,6 @@ telemetry says missing in those cells.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -26,16 +25,13 @@ from replay.servers.sim import (
     read_step_log,
     step_log_path,
 )
-from tests.replay.conftest import make_workload
+from tests.support.servers import big_kv_profile
+from tests.support.workloads import make_workload
 
 
 def _profile(tmp: Path) -> Path:
-    data = load_profile("small").model_dump(mode="json")
-    data.update(num_gpu_blocks=200_000, idle_power_w=120.0, busy_power_w=600.0,
-                tensor_parallel_size=2)
-    path = tmp / "powered.json"
-    path.write_text(json.dumps(data))
-    return path
+    return big_kv_profile(tmp, idle_power_w=120.0, busy_power_w=600.0,
+                          tensor_parallel_size=2)
 
 
 def _run(tmp: Path, name: str, url: str, *extra: str) -> Path:

@@ -9,7 +9,6 @@ turns before it were primed, and recycled users take the workload's sessions in 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import orjson
@@ -21,7 +20,8 @@ from replay.errors import ConfigError
 from replay.load import RunSettings, scenario_values, validated
 from replay.load._prepare import prepare_run
 from replay.load._scenario import judge_scenario, pinned_entries
-from replay.servers.sim import SimServerProcess, TruthRecord, load_profile
+from replay.servers.sim import SimServerProcess, TruthRecord
+from tests.support.servers import big_kv_profile
 from tests.support.workloads import chain_requests, make_workload
 from traces import Session
 
@@ -96,10 +96,7 @@ def test_a_run_with_pinned_entries_is_judged_not_satisfying_its_scenario() -> No
 def test_pinned_lanes_enter_where_told_then_share_one_sampler(tmp_path: Path) -> None:
     wl = make_workload(tmp_path / "wl.jsonl", sessions=5, turns=24, new_blocks=2, output=8,
                        think_s=0.02, shared_blocks=1)
-    data = load_profile("small").model_dump(mode="json")
-    data.update(num_gpu_blocks=200_000)
-    profile = tmp_path / "big-kv.json"
-    profile.write_text(json.dumps(data))
+    profile = big_kv_profile(tmp_path)
     log = tmp_path / "truth.jsonl"
     out = tmp_path / "run"
     pins = {0: ("s3", 17), 1: ("s1", 12)}

@@ -10,7 +10,6 @@ prediction equals what each server hit.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -21,8 +20,8 @@ import pytest
 from analysis import RequestRecord, RunManifest, read_run
 from analysis.schema import MetricSample
 from replay.cli import main
-from replay.servers.sim import SimServerProcess, TruthRecord, load_profile
-from tests.support.servers import profile_variant
+from replay.servers.sim import SimServerProcess, TruthRecord
+from tests.support.servers import big_kv_profile, profile_variant
 from tests.support.workloads import make_workload
 
 pytestmark = pytest.mark.sim
@@ -32,11 +31,7 @@ _SCALE = 4.0
 
 def _big_kv(tmp: Path, **changes: object) -> str:
     """The ``small`` profile with a KV cache that never evicts here, as a file."""
-    data = load_profile("small").model_dump(mode="json")
-    data.update(num_gpu_blocks=200_000, **changes)
-    path = tmp / f"big-kv-{len(list(tmp.glob('big-kv-*')))}.json"
-    path.write_text(json.dumps(data))
-    return str(path)
+    return str(big_kv_profile(tmp, **changes))
 
 
 @contextlib.contextmanager

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import threading
 import zlib
 from collections.abc import Iterator
@@ -31,8 +30,9 @@ from aiohttp import web
 
 from analysis import RequestRecord, RunManifest
 from replay.cli import main
-from replay.servers.sim import SimServerProcess, TruthRecord, load_profile
+from replay.servers.sim import SimServerProcess, TruthRecord
 from tests.replay.conftest import make_workload
+from tests.support.servers import big_kv_profile
 
 _HOP = {"host", "content-length", "transfer-encoding", "connection", "keep-alive"}
 
@@ -111,10 +111,7 @@ class HashRouter:
 @contextlib.contextmanager
 def _routed(tmp: Path, tag: str) -> Iterator[tuple[HashRouter, list[Path]]]:
     """Two simulators with a KV cache that never evicts here, behind one router."""
-    data = load_profile("small").model_dump(mode="json")
-    data.update(num_gpu_blocks=200_000)
-    profile = tmp / "big-kv.json"
-    profile.write_text(json.dumps(data))
+    profile = big_kv_profile(tmp)
     with contextlib.ExitStack() as stack:
         urls, logs = [], []
         for k in range(2):
