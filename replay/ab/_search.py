@@ -26,10 +26,12 @@ the count (no more repeats: ``MAX_REPEATS``) and the answer names it.
 
 A probe is asked one question per tier, so it runs only as long as the answer
 needs: its window ends once every searched tier's verdict is settled at 99%
-whichever way its requests in flight end (``replay.ab._early_stop.TierStop``, a
-floor of 40 requests and a quarter of the window), those requests finish in the
-drain, and the probe is judged on the window it covered (``run.json`` records it
-and ``early_stop``). ``--search-full-window`` runs every window whole.
+whichever way its requests in flight end, and the whole window would still give it
+with the rest forecast at the late half's bound against it
+(``replay.ab._early_stop.TierStop``, a floor of 40 requests and a quarter of the
+window), those requests finish in the drain, and the probe is judged on the window
+it covered (``run.json`` records it and ``early_stop``). ``--search-full-window``
+runs every window whole.
 
 ``DIR/search.json`` holds each answer with its bracket and evidence; the report
 of ``DIR`` shows it (``analysis.read_extras``).
@@ -223,7 +225,8 @@ def _judge(run_dirs: Sequence[Path], arm: str, users: int, tiers: Sequence[SloTi
         t.name: judged[t.name].judged() if t.name in judged else "fails" for t in tiers}
     why = {n: judged[n].why for n, o in outcomes.items() if o == "indeterminate"}
     window = run.manifest.window
-    settled = {t.name: settled_at(run, t, opts.max_failure_share, StopRule()) for t in tiers}
+    settled = {t.name: settled_at(run, t, opts.max_failure_share, StopRule(), opts.duration_s)
+               for t in tiers}
     early = run.manifest.early_stop
     return Probe(users, run.manifest.run_id, verdict, outcomes, runs=len(runs), why=why,
                  window_s=None if window is None else window.end_s - window.start_s,
@@ -254,7 +257,8 @@ def _probe(arm: str, url: str, users: int, workload: str, out: Path, opts: Compa
             shutil.rmtree(run_dir)
         _say(live, f"{arm} at {plural(users, 'user')}"
              + (" again (pooled): the sample could not tell" if repeat else ""))
-        stop = TierStop(tiers, opts.max_failure_share, opts.duration_s) if early_stop else None
+        stop = TierStop(tiers, opts.max_failure_share, opts.duration_s,
+                        opts.warmup_s) if early_stop else None
         if run_probe is not None:
             run_probe(arm, url, users, run_dir, stop)
         else:
@@ -296,7 +300,12 @@ def _settled_payload(s: Settled | None) -> dict[str, object] | None:
 EARLY_STOP_NOTE = (
     "Early stop (rule): a probe's verdict is settled once the requests known then decide "
     "it whichever way those in flight end, each share's 99% Wilson interval wholly above "
-    "or below 90% (or the failure share over the maximum), after at least "
+    "or below 90% (or the failure share over the maximum), and the whole window would "
+    "still give it, judged at 95%, with the rest of it (the send rate so far over the "
+    "time left) meeting each limit at the late half's 99% bound against the verdict (the "
+    "requests sent in the second half of the window so far; for fails the upper bound, "
+    f"at least {StopRule().fail_floor:.0%}; for meets the lower): the first minutes, "
+    "where contexts are still growing, do not decide alone; after at least "
     f"{StopRule().min_requests} requests and {StopRule().min_fraction:.0%} of the window, "
     f"looked at every {StopRule().step_s:g} s. A probe stops there (stopped_early says "
     "why; window_s is the window it covered, the one it is judged on; its requests in "

@@ -56,7 +56,7 @@ def _level(workload: Path, users: int, out: Path, stop: TierStop | None = None):
 def test_a_clear_level_stops_early_with_the_verdict_the_rule_settled(
         workload: Path, tmp_path: Path, users: int, verdict: str) -> None:
     full = _level(workload, users, tmp_path / "full")
-    stop = TierStop((TIER,), MAX_FAILURE, DURATION)
+    stop = TierStop((TIER,), MAX_FAILURE, DURATION, WARMUP)
     early = _level(workload, users, tmp_path / "early", stop)
     settled = stop.settled[TIER.name]
     assert settled.verdict == verdict
@@ -92,7 +92,7 @@ def test_a_level_on_the_line_runs_its_whole_window(workload: Path, tmp_path: Pat
     full = _level(workload, 8, tmp_path / "full")
     # the construction: on the full run's records the rule never settles at 8 users
     assert settled_at(read_run(tmp_path / "full"), TIER, MAX_FAILURE) is None
-    stop = TierStop((TIER,), MAX_FAILURE, DURATION)
+    stop = TierStop((TIER,), MAX_FAILURE, DURATION, WARMUP)
     early = _level(workload, 8, tmp_path / "early", stop)
     m = read_run(tmp_path / "early").manifest
     assert m.early_stop is None and stop.settled == {}
