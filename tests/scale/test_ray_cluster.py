@@ -117,7 +117,15 @@ def test_records_equal_the_truth_and_workers_are_spread(cluster: _Cluster,
         run = run_load_sync(_settings(srv.url, 1.5), wl, tmp_path / "run")
     recs = records(run)
     seen = truth_file(truth)
-    assert len(recs) == _USERS * 5  # turns 0-4 of each user's first session
+    # turns 0-4 of each user's first session, in order, as many as the window allowed:
+    # all five on a quiet machine; the race, stated: a starved one starts the Ray actors
+    # late and they send fewer (the sixth is due 100 s on: never in the window)
+    by_user: dict[int, list[int]] = {}
+    for r in sorted(recs, key=lambda r: r.sent_s):
+        by_user.setdefault(r.user, []).append(r.turn)
+    assert sorted(by_user) == list(range(_USERS))
+    assert all(turns == list(range(len(turns))) and len(turns) <= 5
+               for turns in by_user.values()), by_user
     assert {r.id: (r.status, r.prompt_tokens, r.output_tokens) for r in recs} == {
         t.request_id: ("ok", t.prompt_tokens, t.output_tokens) for t in seen}
     assert {r.worker for r in recs} == {0, 1}

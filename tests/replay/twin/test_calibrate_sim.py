@@ -148,6 +148,14 @@ def test_calibrate_recovers_the_profile_and_predicts_a_held_out_level(
     shaky = _unsteadiness(runs.parent, (1, 2, 4))  # 0 unless the simulator was starved
     print(f"simulator: batch-1 lateness {late1:.1%}, unsteady steps {shaky:.1%}")
     assert abs(fitted_t.step_s_batch1 / true_t.step_s_batch1 - 1) <= 0.05 + late1 + shaky
+    # The race, stated: a level whose simulator was starved past its own check is stamped
+    # invalid (sim_late); its steps ran off the model unevenly, so the fit (one model
+    # over the three levels) cannot follow them there. Calibrate must say so; the fit
+    # is then held to the profile only.
+    spoiled = {u for u in (1, 2, 4) if (json.loads((runs / f"u{u}" / "run.json").read_text())
+                                          .get("validity") or {}).get("verdict") == "invalid"}
+    for users in spoiled:
+        assert any(f"u{users}: stamped invalid" in note for note in cal["notes"]), cal["notes"]
     for users in (1, 2, 4):
         steps = np.array(_step_truth(runs.parent, users))
         for b in np.unique(steps[:, 0]):
@@ -168,7 +176,8 @@ def test_calibrate_recovers_the_profile_and_predicts_a_held_out_level(
             print(f"users {users} batch {int(b)}: fitted {fitted * 1e3:.3f} ms, "
                   f"real {actual * 1e3:.3f} ms, profile {model * 1e3:.3f} ms, "
                   f"sim lateness {lateness:.1%}, level gap error {level['gap_error']:+.2%}")
-            assert abs(fitted / actual - 1) <= 0.05 + shaky
+            if users not in spoiled:
+                assert abs(fitted / actual - 1) <= 0.05 + shaky
             assert abs(fitted / model - 1) <= 0.05 + lateness + shaky
     (hold,) = cal["holdouts"]
     err = hold["relative_error"]
