@@ -17,9 +17,14 @@ bracket holds the truth when passed <= truth capacity < failed. Longer "truth" r
 were tried first and held by neither method: a coding-agent workload's contexts grow
 through a run, so a 4x longer run is another load, not a better-measured one.
 
-Early stop is projected (the run loop has no stop hook): a probe's cost up to where
-the rule settled it (``replay.ab._early_stop``) plus the drain its in-flight requests
-needed; the table counts probes whose settled verdict differs from the full window's.
+Three searches per case: bisection running every probe's whole window (the baseline,
+``--search-full-window``), bisection with early stop, and the twin-guided search with
+early stop (``compare --search``'s default: a probe's window ends once its verdict is
+settled, ``replay.ab._early_stop.TierStop``, and its requests in flight drain). Early
+stop is real: the probe's simulated seconds end with its drain. "early" counts the
+probes whose window ended early; "differ" those among them whose verdict is not the
+one the hidden profile gives that count on a whole window (the truth's run there;
+a count the whole window cannot tell either is not counted).
 
     PYTHONPATH=.:bench python bench/search_bench.py --cases 8 --out /tmp/search-bench
 """
@@ -43,16 +48,21 @@ DURATION_S, WARMUP_S, DRAIN_S = 240.0, 60.0, 60.0
 THINK_SCALE = 0.2
 """Think times x0.2: more requests a window, so fewer levels the judge cannot tell."""
 MAX_USERS = 128
+REPEAT_SEED = 7919
+"""A repeated probe's engine seed is the case's plus this (fresh step noise)."""
+RUNS = (("bisect", "bisect", False), ("bisect_early", "bisect", True),
+        ("twin", "twin", True))
+"""(row key, --search-method, early stop): the baseline first."""
 LIVE: Any = "quiet"
 
 
 def _sim(profile: Any, wl: Any, users: int, duration: float, engine_seed: int,
-         tier: Any, out: Path | None = None) -> Any:
+         tier: Any, out: Path | None = None, stop: Any = None) -> Any:
     from replay.twin import simulate_level
 
     return simulate_level(profile, wl, users, duration, WARMUP_S, drain_s=DRAIN_S,
-                          think_scale=THINK_SCALE,
-                          backend="auto", tiers=(tier,), out_dir=out, engine_seed=engine_seed)
+                          think_scale=THINK_SCALE, backend="auto", tiers=(tier,), out_dir=out,
+                          engine_seed=engine_seed, window_stop=stop)
 
 
 def _draw_tier(profile: Any, wl: Any, rng: np.random.Generator, engine_seed: int) -> Any:
@@ -67,17 +77,28 @@ def _draw_tier(profile: Any, wl: Any, rng: np.random.Generator, engine_seed: int
     return SloTier(floor_tok_s=round(floor, 1), ttft_s=round(ttft, 1)), target
 
 
-def _truth(profile: Any, wl: Any, tier: Any, engine_seed: int) -> tuple[int, int]:
-    """(truth capacity, long runs used): bisection on long runs of the hidden profile."""
-    from analysis.judge import meets_tier
+class Truth:
+    """The hidden profile's whole-window verdicts (cached): meets, fails or None."""
 
-    cache: dict[int, bool] = {}
+    def __init__(self, profile: Any, wl: Any, tier: Any, engine_seed: int) -> None:
+        self.profile, self.wl, self.tier, self.engine_seed = profile, wl, tier, engine_seed
+        self.verdicts: dict[int, bool | None] = {}
+
+    def verdict(self, u: int) -> bool | None:
+        from analysis.judge import meets_tier
+
+        if u not in self.verdicts:
+            s = _sim(self.profile, self.wl, u, DURATION_S, self.engine_seed, self.tier).summary
+            self.verdicts[u] = meets_tier(s, self.tier)
+        return self.verdicts[u]
+
+
+def _truth(truth: Truth) -> tuple[int, int]:
+    """(truth capacity, runs used): bisection on the hidden profile's whole windows."""
+    cache = truth.verdicts
 
     def ok(u: int) -> bool:
-        if u not in cache:
-            s = _sim(profile, wl, u, DURATION_S, engine_seed, tier).summary
-            cache[u] = meets_tier(s, tier) is not False
-        return cache[u]
+        return truth.verdict(u) is not False
 
     if not ok(1):
         return 0, len(cache)
@@ -90,61 +111,53 @@ def _truth(profile: Any, wl: Any, tier: Any, engine_seed: int) -> tuple[int, int
     return a, len(cache)
 
 
-def _projected(run_dir: Path, settled_s: float | None, full_s: float) -> float:
-    """Simulated seconds the probe needed had it stopped where the rule settled it."""
-    if settled_s is None:
-        return full_s
-    from analysis import read_run
-    from analysis.read import steady_window
-
-    run = read_run(run_dir)
-    w = steady_window(run)
-    if w is None:
-        return full_s
-    r = run.requests
-    stop = w[0] + settled_s
-    sent = (r.sent_s >= w[0]) & (r.sent_s < stop)
-    ends = r.end_s[sent]
-    drain = float(np.nanmax(ends) - stop) if ends.size and np.isfinite(ends).any() else 0.0
-    return min(full_s, w[0] + settled_s + min(DRAIN_S, max(0.0, drain)))
-
-
-def _search(method: str, case: Any, tier: Any, wl_path: Path, wl: Any, root: Path,
-            engine_seed: int) -> dict[str, Any]:
+def _search(method: str, early_stop: bool, case: Any, tier: Any, wl_path: Path, wl: Any,
+            root: Path, engine_seed: int, truth: Truth) -> dict[str, Any]:
     from replay.ab import CompareOptions, SearchLimits, search_capacity
     from replay.servers.sim import SimProfile
 
     hidden = SimProfile.model_validate(case.profile)
     cost: dict[Path, float] = {}
 
-    def run_probe(arm: str, url: str, users: int, run_dir: Path) -> None:
-        res = _sim(hidden, wl, users, DURATION_S, engine_seed, tier, out=run_dir)
+    def run_probe(arm: str, url: str, users: int, run_dir: Path, stop: Any) -> None:
+        # a repeat (``-r1``) is a fresh sample of the server's noise, as on a real server:
+        # on the virtual clock the same engine seed would replay the first run exactly,
+        # and the judge would pool each request twice (an interval too narrow)
+        repeat = int(run_dir.name.rsplit("-r", 1)[1])
+        res = _sim(hidden, wl, users, DURATION_S, engine_seed + REPEAT_SEED * repeat, tier,
+                   out=run_dir, stop=stop)
         cost[run_dir] = res.sim_s
 
     opts = CompareOptions(duration_s=DURATION_S, warmup_s=WARMUP_S, drain_s=DRAIN_S,
                           think_scale=THINK_SCALE, slo=(tier,))
-    out = root / method
+    name = f"{method}-{'early' if early_stop else 'full'}"
+    out = root / name
     t0 = time.perf_counter()
     res = search_capacity([("hidden", "http://127.0.0.1:9")], wl_path, out, opts, [tier],
                           start_users=1, run_probe=run_probe, live=LIVE,
                           limits=SearchLimits(max_users=MAX_USERS, max_probes=20,
-                                              method=method))  # type: ignore[arg-type]
+                                              method=method,  # type: ignore[arg-type]
+                                              full_window=not early_stop))
     a = res.answers[0]
-    full = sum(cost.values())
-    early, disagree = 0.0, 0
-    for run_dir, sim_s in cost.items():
-        p = next(p for p in a.evidence if run_dir.name.startswith(f"hidden-u{p.users}-r"))
-        st = p.settled.get(tier.name)
-        early += _projected(run_dir, None if st is None else st.window_s, sim_s)
-        verdict = p.outcomes.get(tier.name)
-        if st is not None and st.verdict != verdict:
-            disagree += 1
+    stopped, differ = 0, 0
+    for run_dir in cost:
+        from analysis import read_run
+
+        m = read_run(run_dir).manifest
+        if m.early_stop is None:
+            continue
+        stopped += 1
+        users = int(m.load.users or 0)
+        settled = "meets" if tier.name + " meets" in m.early_stop.why else "fails"
+        whole = truth.verdict(users)  # None: the whole window cannot tell either
+        if whole is not None and whole is not (settled == "meets"):
+            differ += 1
     b = a.bracket
-    return {"method": method, "probes": len(cost), "gpu_s": full, "gpu_s_early": early,
+    return {"method": name, "probes": len(cost), "gpu_s": sum(cost.values()),
             "passed": None if b is None else b.passed, "failed": None if b is None else b.failed,
             "ended": a.ended, "twin_placed": sum(1 for p in a.evidence
                                                  if p.placed_by.get(tier.name) == "twin"),
-            "early_disagree": disagree, "cpu_s": time.perf_counter() - t0}
+            "stopped_early": stopped, "differ": differ, "cpu_s": time.perf_counter() - t0}
 
 
 def _holds(r: dict[str, Any], truth: int) -> bool:
@@ -160,7 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--out", default="/tmp/search-bench")
     ap.add_argument("--live", action="store_true", help="print each search step")
+    ap.add_argument("--runs", default=",".join(k for k, _, _ in RUNS),
+                    help="which searches (comma-separated row keys; the table needs bisect)")
     args = ap.parse_args(argv)
+    runs = [r for r in RUNS if r[0] in args.runs.split(",")]
     global LIVE
     LIVE = "plain" if args.live else "quiet"
     from replay.servers.sim import SimProfile
@@ -177,13 +193,15 @@ def main(argv: list[str] | None = None) -> int:
         engine_seed = 1000 + n
         rng = np.random.default_rng([args.seed, n, 7])
         tier, target = _draw_tier(hidden, wl, rng, engine_seed)
-        truth, _ = _truth(hidden, wl, tier, engine_seed)
+        hidden_truth = Truth(hidden, wl, tier, engine_seed)
+        truth, _ = _truth(hidden_truth)
         row: dict[str, Any] = {"case": n, "tier": tier.name, "target": target,
                                "truth": truth}
-        for method in ("bisect", "twin"):
-            r = _search(method, case, tier, wl_path, wl, root / f"case-{n:03d}", engine_seed)
+        for key, method, early in runs:
+            r = _search(method, early, case, tier, wl_path, wl, root / f"case-{n:03d}",
+                        engine_seed, hidden_truth)
             r["holds"] = _holds(r, truth)
-            row[method] = r
+            row[key] = r
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
     (root / "results.json").write_text(json.dumps(rows, indent=1))
@@ -192,37 +210,42 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    """The comparison table (markdown)."""
-    out = ["| case | tier | truth | bisect bracket | probes | GPU-s | holds | twin bracket "
-           "| probes (twin-placed) | GPU-s | holds | twin+early GPU-s |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    """The comparison table (markdown): per search, its bracket, probes (twin-placed),
+    probes stopped early (of them, verdicts the whole window would not give), GPU-s."""
+    heads = {"bisect": "bisect, whole windows", "bisect_early": "bisect + early stop",
+             "twin": "twin + early stop"}
+    keys = [k for k, _, _ in RUNS if rows and k in rows[0]]
+    if "bisect" not in keys:
+        return json.dumps(rows, indent=1)
+    out = ["| case | tier | truth | " + " | ".join(
+        f"{heads[k]}: bracket | probes | early (differ) | GPU-s | holds" for k in keys) + " |",
+        "|---|---|---|" + "---|---|---|---|---|" * len(keys)]
 
     def br(r: dict[str, Any]) -> str:
         p = "-" if r["passed"] is None else f"{r['passed']:g}"
         f = "-" if r["failed"] is None else f"{r['failed']:g}"
         return f"{p}-{f} ({r['ended']})"
 
+    def cells(r: dict[str, Any]) -> str:
+        placed = f" ({r['twin_placed']})" if r["twin_placed"] else ""
+        return (f"{br(r)} | {r['probes']}{placed} | {r['stopped_early']} ({r['differ']}) | "
+                f"{r['gpu_s']:.0f} | {'yes' if r['holds'] else 'NO'}")
+
     for row in rows:
-        b, t = row["bisect"], row["twin"]
-        out.append(f"| {row['case']} | {row['tier']} | {row['truth']} | {br(b)} | "
-                   f"{b['probes']} | {b['gpu_s']:.0f} | {'yes' if b['holds'] else 'NO'} | "
-                   f"{br(t)} | {t['probes']} ({t['twin_placed']}) | {t['gpu_s']:.0f} | "
-                   f"{'yes' if t['holds'] else 'NO'} | {t['gpu_s_early']:.0f} |")
+        out.append(f"| {row['case']} | {row['tier']} | {row['truth']} | "
+                   + " | ".join(cells(row[k]) for k in keys) + " |")
     if rows:
         def tot(m: str, k: str) -> float:
             return float(sum(r[m][k] for r in rows))
-        out.append(f"| all | | | {sum(r['bisect']['holds'] for r in rows)}/{len(rows)} hold | "
-                   f"{tot('bisect', 'probes'):.0f} | {tot('bisect', 'gpu_s'):.0f} | | "
-                   f"{sum(r['twin']['holds'] for r in rows)}/{len(rows)} hold | "
-                   f"{tot('twin', 'probes'):.0f} | {tot('twin', 'gpu_s'):.0f} | | "
-                   f"{tot('twin', 'gpu_s_early'):.0f} |")
+
+        out.append("| all | | | " + " | ".join(
+            f"{sum(r[k]['holds'] for r in rows)}/{len(rows)} hold | {tot(k, 'probes'):.0f} | "
+            f"{tot(k, 'stopped_early'):.0f} ({tot(k, 'differ'):.0f}) | {tot(k, 'gpu_s'):.0f} | "
+            for k in keys) + " |")
         out.append("")
-        out.append(f"twin / bisect GPU-seconds: {tot('twin', 'gpu_s') / tot('bisect', 'gpu_s'):.2f}"
-                   f"; with early stop (projected): "
-                   f"{tot('twin', 'gpu_s_early') / tot('bisect', 'gpu_s'):.2f}; bisect with "
-                   f"early stop: {tot('bisect', 'gpu_s_early') / tot('bisect', 'gpu_s'):.2f}; "
-                   f"settled verdicts that differ from the full window's: "
-                   f"{sum(r[m]['early_disagree'] for r in rows for m in ('bisect', 'twin'))}")
+        base = tot("bisect", "gpu_s")
+        out.append("GPU-seconds against bisection on whole windows: " + "; ".join(
+            f"{heads[k]} {tot(k, 'gpu_s') / base:.2f}" for k in keys[1:]))
     return "\n".join(out)
 
 

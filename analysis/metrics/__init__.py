@@ -44,6 +44,7 @@ from analysis.metrics._stats import (
 from analysis.metrics._summary import clusters_of, summarize
 from analysis.metrics._tiers import (
     MIN_ALL_MET_REQUESTS,
+    TIER_CONFIDENCE_Z,
     TIER_QUANTILE,
     TierOutcome,
     judge_tier,
@@ -70,6 +71,7 @@ __all__ = [
     "RunSummary",
     "Samples",
     "Speculation",
+    "TIER_CONFIDENCE_Z",
     "TIER_QUANTILE",
     "TierOutcome",
     "Window",

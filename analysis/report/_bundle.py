@@ -45,6 +45,14 @@ def _bracket(lo: object, hi: object) -> str:
     return f"met at {lo} – failed at {hi}"
 
 
+def _stopped(e: Any) -> str:
+    """A probe whose window a stop rule ended early: the window it covered."""
+    w = e.get("window_s")
+    if not e.get("stopped_early") or not isinstance(w, (int, float)):
+        return ""
+    return f" (stopped early at {w:.0f} s)"
+
+
 def _search_section(data: Any) -> dict[str, Any]:
     rows = []
     for r in data.get("results", []):
@@ -53,7 +61,8 @@ def _search_section(data: Any) -> dict[str, Any]:
         rows.append([r.get("arm", ""), r.get("tier", ""), r.get("answer", ""),
                      _bracket(lo, hi),
                      r.get("how", ""),
-                     "; ".join(f"{e.get('users')}: {e.get('verdict')}" for e in runs)])
+                     "; ".join(f"{e.get('users')}: {e.get('verdict')}{_stopped(e)}"
+                               for e in runs)])
     return {
         "title": "SLO search",
         "intro": data.get("summary", "Per arm, the measured user counts each tier's capacity "

@@ -30,6 +30,7 @@ from analysis.schema._levels import (
 from analysis.schema._manifest_parts import (
     ClientHealth,
     Coverage,
+    EarlyStop,
     LoopStall,
     Replica,
     ServerWatch,
@@ -86,6 +87,7 @@ __all__ = [
     "DEFAULTS",
     "DEFAULT_MAX_FAILURE_SHARE",
     "DEFAULT_TIERS",
+    "EarlyStop",
     "ErrorKind",
     "FIELDS",
     "FairnessError",

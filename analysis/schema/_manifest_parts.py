@@ -1,5 +1,5 @@
 """Blocks of the run manifest that replay measures and analysis judges: the
-client's health, the window's coverage, the server watch and the verdict."""
+client's health, the window's coverage, an early stop, the server watch and the verdict."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ClientHealth", "Coverage", "LoopStall", "Replica", "ServerWatch", "Severity",
-           "StallKind", "Validity", "ValidityReason", "Verdict", "WorkerInfo"]
+__all__ = ["ClientHealth", "Coverage", "EarlyStop", "LoopStall", "Replica", "ServerWatch",
+           "Severity", "StallKind", "Validity", "ValidityReason", "Verdict", "WorkerInfo"]
 
 Verdict = Literal["valid", "caveats", "invalid"]
 Severity = Literal["caveat", "invalid"]
@@ -108,3 +108,18 @@ class Validity(_Model):
 
     verdict: Verdict = "valid"
     reasons: list[ValidityReason] = Field(default_factory=list)
+
+
+class EarlyStop(_Model):
+    """The window ended before its planned length: a stop rule found the question the
+    run was asked (e.g. a search probe's tier verdict) settled (``window`` is the
+    window actually covered; the judge and every metric use that one)."""
+
+    planned_s: float
+    """The window as planned (``load.duration_s``)."""
+    window_s: float
+    """The window actually covered (seconds)."""
+    rule: str
+    """The rule, in words."""
+    why: str
+    """What it had settled when it stopped."""

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from analysis.schema._manifest_parts import (
     ClientHealth,
     Coverage,
+    EarlyStop,
     Replica,
     ServerWatch,
     Validity,
@@ -339,6 +340,8 @@ class RunManifest(_Model):
     workload: WorkloadRef
     load: LoadSettings
     window: RunWindow | None = None
+    early_stop: EarlyStop | None = None
+    """Set when a stop rule ended the window early (None: the whole window ran)."""
     clock: ClockInfo
     started_at: str
     finished_at: str | None = None

@@ -24,6 +24,15 @@ more (``<arm>-u<users>-r1``, the same settings, so the runs stay comparable) and
 judges the two runs pooled, twice the requests; still indeterminate, it steps over
 the count (no more repeats: ``MAX_REPEATS``) and the answer names it.
 
+A probe is asked one question per tier, so it runs only as long as the answer
+needs: its window ends once every searched tier's verdict is settled at 99%
+whichever way its requests in flight end, and the whole window would still give it
+with the rest forecast at the late half's bound against it
+(``replay.ab._early_stop.TierStop``, a floor of 40 requests and a quarter of the
+window), those requests finish in the drain, and the probe is judged on the window
+it covered (``run.json`` records it and ``early_stop``). ``--search-full-window``
+runs every window whole.
+
 ``DIR/search.json`` holds each answer with its bracket and evidence; the report
 of ``DIR`` shows it (``analysis.read_extras``).
 """
@@ -50,7 +59,7 @@ from analysis import (
 )
 from analysis.text import plural
 from replay.ab._driver import Live, _check_arms, _settings
-from replay.ab._early_stop import Settled, StopRule, settled_at
+from replay.ab._early_stop import Settled, StopRule, TierStop, settled_at
 from replay.ab._options import CompareOptions
 from replay.ab._order import PlannedRun, is_run_reusable
 from replay.ab._preflight import preflight, public_arms, reset_prefix_cache
@@ -58,7 +67,7 @@ from replay.ab._search_limits import SearchLimits, check_search_start
 from replay.ab._search_placement import TwinGuide, TwinTrack
 from replay.ab._state import SearchState
 from replay.errors import ConfigError
-from replay.load import run_load_sync
+from replay.load import WindowStop, run_load_sync
 
 __all__ = ["SearchAnswer", "SearchResult", "next_probe", "search_capacity", "search_lines"]
 
@@ -83,7 +92,10 @@ class Probe:
     why: dict[str, str] = field(default_factory=dict)
     """Per indeterminate tier: why the sample could not tell."""
     window_s: float | None = None
-    """The last run's window (seconds of the run's clock)."""
+    """The last run's window as covered (seconds of the run's clock)."""
+    stopped_early: str | None = None
+    """Why the last run's window ended early (``run.json`` ``early_stop``; None: it ran
+    its planned length)."""
     settled: dict[str, Settled | None] = field(default_factory=dict)
     """Per tier: where the early-stop rule settled the last run's verdict (None: it
     needed the whole window)."""
@@ -213,10 +225,12 @@ def _judge(run_dirs: Sequence[Path], arm: str, users: int, tiers: Sequence[SloTi
         t.name: judged[t.name].judged() if t.name in judged else "fails" for t in tiers}
     why = {n: judged[n].why for n, o in outcomes.items() if o == "indeterminate"}
     window = run.manifest.window
-    settled = {t.name: settled_at(run, t, opts.max_failure_share, StopRule()) for t in tiers}
+    settled = {t.name: settled_at(run, t, opts.max_failure_share, StopRule(), opts.duration_s)
+               for t in tiers}
+    early = run.manifest.early_stop
     return Probe(users, run.manifest.run_id, verdict, outcomes, runs=len(runs), why=why,
                  window_s=None if window is None else window.end_s - window.start_s,
-                 settled=settled)
+                 settled=settled, stopped_early=None if early is None else early.why)
 
 
 def _say(live: Live, text: str) -> None:
@@ -224,16 +238,18 @@ def _say(live: Live, text: str) -> None:
         print(f"agentreplay: search: {text}", file=sys.stderr, flush=True)
 
 
-RunProbe = Callable[[str, str, int, Path], None]
-"""Runs one probe: (arm, url, users, run directory). The default sends the load to
-the arm's server (``run_load_sync``); a benchmark may run it on the twin's clock."""
+RunProbe = Callable[[str, str, int, Path, WindowStop | None], None]
+"""Runs one probe: (arm, url, users, run directory, the early-stop rule or None). The
+default sends the load to the arm's server (``run_load_sync``); a benchmark may run it
+on the twin's clock (``simulate_level``'s ``window_stop``)."""
 
 
 def _probe(arm: str, url: str, users: int, workload: str, out: Path, opts: CompareOptions,
            tiers: Sequence[SloTier], live: Live, repeat: int = 0,
-           run_probe: RunProbe | None = None) -> Probe:
+           run_probe: RunProbe | None = None, early_stop: bool = True) -> Probe:
     """Run (or reuse) the probe's ``repeat``-th run and judge it pooled with the ones
-    before (more requests to tell by)."""
+    before (more requests to tell by). With ``early_stop`` the run's window ends once
+    every tier's verdict is settled (:class:`TierStop`)."""
     dirs = [out / "runs" / PlannedRun(arm, users, r).name for r in range(repeat + 1)]
     run_dir = dirs[-1]
     if not is_run_reusable(run_dir):  # spoiled (interrupted, invalid): redone, as compare does
@@ -241,11 +257,14 @@ def _probe(arm: str, url: str, users: int, workload: str, out: Path, opts: Compa
             shutil.rmtree(run_dir)
         _say(live, f"{arm} at {plural(users, 'user')}"
              + (" again (pooled): the sample could not tell" if repeat else ""))
+        stop = TierStop(tiers, opts.max_failure_share, opts.duration_s,
+                        opts.warmup_s) if early_stop else None
         if run_probe is not None:
-            run_probe(arm, url, users, run_dir)
+            run_probe(arm, url, users, run_dir, stop)
         else:
             reset_prefix_cache(url, opts.api_key_env)
-            run_load_sync(opts.config(url, users, arm), workload, run_dir, live=live)
+            run_load_sync(opts.config(url, users, arm), workload, run_dir, live=live,
+                          window_stop=stop)
     return _judge(dirs, arm, users, tiers, opts)
 
 
@@ -281,16 +300,23 @@ def _settled_payload(s: Settled | None) -> dict[str, object] | None:
 EARLY_STOP_NOTE = (
     "Early stop (rule): a probe's verdict is settled once the requests known then decide "
     "it whichever way those in flight end, each share's 99% Wilson interval wholly above "
-    "or below 90% (or the failure share over the maximum), after at least "
+    "or below 90% (or the failure share over the maximum), and the whole window would "
+    "still give it, judged at 95%, with the rest of it (the send rate so far over the "
+    "time left) meeting each limit at the late half's 99% bound against the verdict (the "
+    "requests sent in the second half of the window so far; for fails the upper bound, "
+    f"at least {StopRule().fail_floor:.0%}; for meets the lower): the first minutes, "
+    "where contexts are still growing, do not decide alone; after at least "
     f"{StopRule().min_requests} requests and {StopRule().min_fraction:.0%} of the window, "
-    f"looked at every {StopRule().step_s:g} s. Each probe here ran its whole window "
-    "(window_s: the run loop has no stop hook yet); settled.window_s is where the rule "
-    "would have stopped it.")
+    f"looked at every {StopRule().step_s:g} s. A probe stops there (stopped_early says "
+    "why; window_s is the window it covered, the one it is judged on; its requests in "
+    "flight finish in the drain); with --search-full-window each probe runs its whole "
+    "window and settled.window_s is where the rule would have stopped it.")
 
 
 def _payload(answers: Sequence[SearchAnswer], opts: CompareOptions, start: int,
              max_users: int, precision: float | None, method: str = "bisect",
-             tracks: dict[tuple[str, str], TwinTrack] | None = None) -> bytes:
+             tracks: dict[tuple[str, str], TwinTrack] | None = None,
+             early_stop: bool = True) -> bytes:
     results = [{
         "arm": a.arm, "tier": a.tier.label, "tier_name": a.tier.name, "answer": a.answer(),
         "users": a.users,
@@ -302,7 +328,7 @@ def _payload(answers: Sequence[SearchAnswer], opts: CompareOptions, start: int,
                       "verdict": p.outcomes.get(a.tier.name, "invalid"),
                       "reason": p.reason or p.why.get(a.tier.name, ""),
                       "runs": p.runs, "placed_by": p.placed_by.get(a.tier.name, "bisect"),
-                      "window_s": p.window_s,
+                      "window_s": p.window_s, "stopped_early": p.stopped_early,
                       "settled": _settled_payload(p.settled.get(a.tier.name))}
                      for p in a.evidence],
         "twin": None if tracks is None else {
@@ -314,6 +340,7 @@ def _payload(answers: Sequence[SearchAnswer], opts: CompareOptions, start: int,
         "kind": "agentreplay-search", "start_users": start, "max_users": max_users,
         "precision": precision, "duration_s": opts.duration_s, "warmup_s": opts.warmup_s,
         "method": method, "early_stop": EARLY_STOP_NOTE,
+        "full_window": not early_stop,
         "summary": "Per arm, the measured user counts each tier's capacity lies between: the "
                    "largest count up to which every probe met the tier, and the first that "
                    "failed (nothing interpolated). From the first count the load doubles "
@@ -389,7 +416,7 @@ def search_capacity(
                         want, placed_by = placed, "twin"
                 repeat = probes[label][want].runs if want in probes[label] else 0
                 probes[label][want] = _probe(label, url, want, path, out_p, opts, tiers, live,
-                                             repeat, run_probe)
+                                             repeat, run_probe, not limits.full_window)
                 probes[label][want].placed_by[t.name] = placed_by
                 state.ran(PlannedRun(label, want, repeat).name)
                 progressed = True
@@ -402,7 +429,8 @@ def search_capacity(
 
     (out_p / SEARCH_FILE).write_bytes(_payload(result, opts, start_users, max_users,
                                                precision, limits.method,
-                                               tracks if guide is not None else None))
+                                               tracks if guide is not None else None,
+                                               not limits.full_window))
     runs = read_runs([out_p / "runs"])
     shown = list(dict.fromkeys([*tiers, *opts.slo]))  # the searched tiers, then --slo's
     comparison = compare_runs(runs, tiers=shown, seed=opts.seed,

@@ -12,7 +12,9 @@ Where the twin cannot be trusted the step falls back to bisection (stated rules)
 - *fit failed*: ``calibrate`` refused the probes (too few samples);
 - *wide*: the twin's interval is the capacity it gives with the tier's limits
   made stricter and looser by its largest relative miss of P90 interactivity or
-  P90 TTFT at the measured levels (at least ``MIN_MARGIN``); wider than
+  P90 TTFT (relative to the tier's ceiling where under it) at the measured levels
+  near its capacity (:func:`near_levels`; rounded up to one of ``MARGINS``, at least
+  ``MIN_MARGIN``); wider than
   ``WIDE_SHARE`` of ``c`` (and more than 2 users) it is too wide to place at ``c``:
   its ends are probed instead (the strict end expected to meet, one past the loose
   end to fail), and bisection runs inside it;
@@ -45,6 +47,9 @@ MIN_MARGIN = 0.05
 WIDE_SHARE = 0.25
 """A twin interval wider than this share of its capacity is too wide to place on."""
 MAX_MARGIN = 0.5
+MARGINS = (MIN_MARGIN, 0.1, 0.15, 0.2, 0.3, 0.4, MAX_MARGIN)
+"""The widenings the twin's levels are judged at (its miss rounded up to one of them):
+every level is simulated once per fit, judged at all of them."""
 MAX_MISSES = 2
 """Probes that may contradict the twin before its arm's tier is bisected for good."""
 
@@ -130,17 +135,18 @@ class TwinGuide:
         top = hi - 1 if hi is not None else max_users
         if top <= lo:
             return None, "bracket closed"
-        margin = min(MAX_MARGIN, max([MIN_MARGIN, *(sim.miss(u) for u in levels)]))
-        sim.tiers = (tier,)
+        sim.tiers = (tier, *(_tightened(tier, m) for m in MARGINS),
+                     *(_loosened(tier, m) for m in MARGINS))  # one simulation per level
         ok = sim.ok(tier)
         for u, v in sorted(verdicts.items()):
             if v is not None and ok(u) != v:
                 return None, (f"the twin fitted so far {'fails' if v else 'meets'} the tier at "
                               f"{u} users, where the probe {'met' if v else 'failed'}: "
                               "bisecting")
-        strict_t, loose_t = _tightened(tier, margin), _loosened(tier, margin)
-        sim.tiers = (tier, strict_t, loose_t)
         c = sim.capacity(tier, lo, top)
+        miss = max([0.0, *(sim.miss(u, tier) for u in near_levels(levels, c, hi))])
+        margin = next((m for m in MARGINS if m >= miss), MARGINS[-1])
+        strict_t, loose_t = _tightened(tier, margin), _loosened(tier, margin)
         strict = sim.capacity(strict_t, lo, top)
         loose = sim.capacity(loose_t, lo, top)
         wide = loose - strict > max(2, WIDE_SHARE * max(c, 1))
@@ -159,6 +165,16 @@ class TwinGuide:
             return None, (f"twin interval {strict}-{loose} users (limits \u00b1{margin:.0%}) "
                           f"too wide around {c}, its ends probed: bisecting")
         return None, f"twin capacity {c} already probed: bisecting"
+
+
+def near_levels(levels: Sequence[int], c: int, hi: int | None) -> list[int]:
+    """The measured levels that say how well the twin knows its boundary ``c``: within
+    a factor 2 of it and not past the first failure ``hi`` (an overloaded level's
+    queueing decides no verdict near the line); all up to ``hi`` when none is that
+    near (the first fit, on 1 and 2 users, extrapolates: its misses there are all it has)."""
+    capped = [u for u in levels if hi is None or u <= hi]
+    near = [u for u in capped if c / 2 <= u <= 2 * c + 1]
+    return near or capped or list(levels)
 
 
 class _TwinSim:
@@ -210,8 +226,10 @@ class _TwinSim:
                 max_failure_share=self.max_failure).summary
         return self._summaries[key]
 
-    def miss(self, users: int) -> float:
-        """The twin's largest relative miss of P90 interactivity and TTFT at a level."""
+    def miss(self, users: int, tier: SloTier) -> float:
+        """The twin's largest relative miss at a level, of P90 interactivity and of P90
+        TTFT (the latter relative to the tier's ceiling where the measured P90 is under
+        it: a 50 ms queue predicted as 100 ms moves no verdict on a 10 s ceiling)."""
         meas = self._measured.get(users)
         if meas is None:
             return 0.0
@@ -219,7 +237,10 @@ class _TwinSim:
         # the twin's clock is the model's: scale back to the run's clock
         inter = None if s.interactivity.p90 is None else s.interactivity.p90 * self.scale
         ttft = None if s.ttft_due.p90 is None else s.ttft_due.p90 / self.scale
-        return max(_miss(inter, meas[0]), _miss(ttft, meas[1]))
+        ttft_miss = 0.0
+        if ttft is not None and meas[1] is not None and meas[1] > 0:
+            ttft_miss = abs(ttft - meas[1]) / max(meas[1], tier.ttft_s)
+        return max(_miss(inter, meas[0]), ttft_miss)
 
     def ok(self, tier: SloTier) -> Callable[[int], bool]:
         """Whether the twin does not fail ``tier`` at a count (indeterminate: not failed);

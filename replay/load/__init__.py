@@ -70,6 +70,7 @@ from replay.load._stamps import rejudge_scenarios
 from replay.load._store import MemoryStore, RecordStore
 from replay.load._timeline import check_time_controls
 from replay.load._transport import Transport
+from replay.load._window_stop import WindowEnd, WindowStop
 from replay.load._workers import event_loop_factory
 from replay.load._writer import (
     RESULT_FILES,
@@ -105,6 +106,8 @@ __all__ = [
     "Target",
     "ThinkScale",
     "Transport",
+    "WindowEnd",
+    "WindowStop",
     "Workload",
     "auto_drain",
     "check_fits",

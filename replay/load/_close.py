@@ -19,7 +19,7 @@ from typing import Protocol
 
 from analysis import ResultError, RunData, RunManifest, RunSummary, Validity, ValidityReason
 from analysis.judge import DEFAULT_RULES, Rules, analyse_run
-from analysis.schema import DEFAULT_TIERS, Coverage, ServerWatch, SloTier
+from analysis.schema import DEFAULT_TIERS, Coverage, EarlyStop, ServerWatch, SloTier
 from replay.load._executor import ExecOutcome
 from replay.load._health import client_health
 from replay.load._settings import RunSettings
@@ -89,8 +89,13 @@ def seal(store: RecordStore, manifest: RunManifest, outcome: ExecOutcome,
                                  lanes_done_before_window_end=outcome.done_early)
     if watch is not None:
         manifest.server_watch = ServerWatch(server_died=bool(watch.died), detail=watch.detail)
-    close_manifest(manifest, warmup_s=settings.warmup_s, duration_s=settings.duration_s,
+    end = outcome.window_end
+    close_manifest(manifest, warmup_s=settings.warmup_s,
+                   duration_s=settings.duration_s if end is None else end.window_s,
                    interrupted=outcome.interrupted, crash=outcome.crash)
+    if end is not None:
+        manifest.early_stop = EarlyStop(planned_s=settings.duration_s, window_s=end.window_s,
+                                        rule=end.rule, why=end.why)
     store.write_manifest(manifest)
     return read
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import aiohttp
@@ -161,6 +161,13 @@ class LaneContext:
         if not task.cancelled() and task.exception() is not None and state.crash is None:
             state.crash = task.exception()
             state.crashed.set()
+
+    def end_window(self, at_ns: int) -> None:
+        """Move the window's end to ``at_ns`` (a stop rule settled the run early): later
+        requests count as drain, and the drain keeps its length from there."""
+        f = self.fixed
+        self.fixed = replace(f, window_end_ns=at_ns,
+                             issue_end_ns=at_ns + (f.issue_end_ns - f.window_end_ns))
 
     def lane_ended(self, by_ns: int) -> None:
         """A load source stopped issuing before ``by_ns`` (not stopped by the run):

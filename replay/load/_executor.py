@@ -22,6 +22,7 @@ from analysis.schema import WorkerInfo
 from replay.load._health import LoopHealth
 from replay.load._phases import Arrival, Target
 from replay.load._settings import RunSettings
+from replay.load._window_stop import WindowEnd
 from traces import Session
 
 __all__ = ["ExecOutcome", "Executor", "Job", "RecordSink", "raise_crash"]
@@ -66,6 +67,8 @@ class ExecOutcome:
     """Load sources, and those that ran out of work before the window ended."""
     workers: list[WorkerInfo] = field(default_factory=list)
     """A split run's workers (``run.json`` ``worker_info``)."""
+    window_end: WindowEnd | None = None
+    """Where a stop rule ended the window early (None: it ran its planned length)."""
 
 
 def raise_crash(outcome: ExecOutcome) -> None:

@@ -37,6 +37,7 @@ from replay.load._routing import FleetCache
 from replay.load._scenario import lane_options, pinned_entries
 from replay.load._settings import RunSettings
 from replay.load._transport import Transport
+from replay.load._window_stop import WindowEnd, WindowStop
 from traces import Request, Session
 
 __all__ = [
@@ -82,6 +83,8 @@ class LaneOutcome:
     """Load sources that ran out of work: users that stopped before the window began
     (their next turn due past the drain), a plan or trace that ended before the
     window did (``LaneContext.lane_ended``)."""
+    window_end: WindowEnd | None = None
+    """Where a stop rule ended the window early (None: it ran its planned length)."""
 
 
 def walk(requests: Sequence[Request]) -> list[tuple[int, Request]]:
@@ -170,12 +173,14 @@ def make_context(
 async def drive_lanes(
     ctx: LaneContext, settings: RunSettings, arrival: Arrival, sessions: Sequence[Session],
     stop: asyncio.Event, users: Sequence[int] | None = None, *, probe_loop: bool = True,
+    window_stop: WindowStop | None = None,
 ) -> LaneOutcome:
     """Start the lanes, wait out warmup, window and drain (or ``stop``), stop them all.
 
     Cancelling the caller stops the lanes the same way (their requests are recorded
     as interrupted) before the cancellation propagates. ``probe_loop=False`` skips the
     event-loop lag probe (simulated time, ``replay.twin``: there is no lag to see).
+    ``window_stop`` may end the window early (``replay.load._window_stop``).
     """
     probe = LoopProbe(ctx.fixed.warmup_end_ns, ctx.fixed.window_end_ns, t0_ns=ctx.fixed.t0_ns)
     prober = asyncio.create_task(probe.run() if probe_loop else asyncio.sleep(0))
@@ -183,7 +188,7 @@ async def drive_lanes(
     _start(ctx, settings, arrival, sessions, users)
     outcome = LaneOutcome()
     try:
-        outcome.interrupted = await _wait_phases(ctx, stop)
+        outcome.interrupted = await _wait_phases(ctx, stop, window_stop, outcome, probe)
     except asyncio.CancelledError:
         ctx.state.cancel_reason = "interrupt"
         raise
@@ -230,14 +235,33 @@ def _start(ctx: LaneContext, settings: RunSettings, arrival: Arrival,
             ctx.spawn(timestamp_session(ctx, user, sess, settings.seed, origin))
 
 
-async def _wait_phases(ctx: LaneContext, stop: asyncio.Event) -> bool:
-    """Wait out warmup, window and drain; True if ``stop`` cut the run short."""
+async def _wait_phases(ctx: LaneContext, stop: asyncio.Event, window_stop: WindowStop | None,
+                       outcome: LaneOutcome, probe: LoopProbe) -> bool:
+    """Wait out warmup, window and drain; True if ``stop`` cut the run short. A stop
+    rule that ends the window early moves its end (and the drain's) and says where in
+    ``outcome.window_end``."""
     stopper = asyncio.create_task(_first(stop.wait(), ctx.state.crashed.wait()))
     try:
-        for end_ns in (ctx.fixed.warmup_end_ns, ctx.fixed.window_end_ns):
-            if await _wait_until(stopper, end_ns, ctx):
+        if await _wait_until(stopper, ctx.fixed.warmup_end_ns, ctx):
+            ctx.state.cancel_reason = "interrupt"
+            return True
+        start_ns, end_ns = ctx.fixed.warmup_end_ns, ctx.fixed.window_end_ns
+        step_ns = int(window_stop.step_s * _NS) if window_stop is not None else end_ns
+        look_ns = start_ns + step_ns
+        while True:
+            if await _wait_until(stopper, min(look_ns, end_ns), ctx):
                 ctx.state.cancel_reason = "interrupt"
                 return True
+            now_ns = time.monotonic_ns()
+            if window_stop is None or now_ns >= end_ns or not ctx.state.tasks:
+                break
+            why = window_stop.check((now_ns - start_ns) / _NS, ctx.state.measure_inflight)
+            if why is not None:
+                ctx.end_window(now_ns)
+                probe.end_ns = min(probe.end_ns, now_ns)
+                outcome.window_end = WindowEnd((now_ns - start_ns) / _NS, why, window_stop.rule)
+                break
+            look_ns += step_ns
         if ctx.state.measure_inflight > 0:
             idle = asyncio.create_task(ctx.state.measure_idle.wait())
             deadline = max(0.0, (ctx.fixed.issue_end_ns - time.monotonic_ns()) / _NS)

@@ -57,6 +57,7 @@ from replay.load._prepare import Prepared, Workload, prepare_run
 from replay.load._settings import RunSettings
 from replay.load._store import RecordStore
 from replay.load._transport import Transport
+from replay.load._window_stop import WindowStop
 from replay.load._workers import ProcessExecutor, event_loop_factory
 from replay.load._writer import RunWriter, iso_utc
 
@@ -88,6 +89,8 @@ class Lanes:
     builder: PromptBuilder | None = None
     probe_loop: bool = True
     """Probe the event loop's lag (off on simulated time: there is none to see)."""
+    window_stop: WindowStop | None = None
+    """A rule that may end the window early (``replay.load._window_stop``)."""
 
 
 async def run_load(
@@ -101,12 +104,14 @@ async def run_load(
     watch: ServerWatchHook | None = None,
     before_load: Callable[[], None] | None = None,
     transport: Transport = stream_request,
+    window_stop: WindowStop | None = None,
     say_drain: bool = True,
 ) -> Path:
     """Run one load test and return its run directory (:func:`run_closed`'s ``dir``)."""
     closed = await run_closed(settings, workload_path, out_dir, live=live, stop=stop,
                               builder=builder, watch=watch, before_load=before_load,
-                              transport=transport, say_drain=say_drain)
+                              transport=transport, window_stop=window_stop,
+                              say_drain=say_drain)
     return closed.dir
 
 
@@ -121,6 +126,7 @@ async def run_closed(
     watch: ServerWatchHook | None = None,
     before_load: Callable[[], None] | None = None,
     transport: Transport = stream_request,
+    window_stop: WindowStop | None = None,
     say_drain: bool = True,
 ) -> ClosedRun:
     """Run one load test against ``settings.target``; its directory, closing manifest
@@ -135,6 +141,9 @@ async def run_closed(
 
     ``transport`` sends each request (``replay.client.stream_request``; worker
     processes and Ray actors always use that one).
+
+    ``window_stop`` may end the window early (in-process lanes only; a split run
+    ignores it and says so in the manifest's warnings).
     """
     prepared = prepare_run(settings, workload)
     settings, sessions, arrival = prepared.settings, prepared.sessions, prepared.arrival
@@ -180,7 +189,8 @@ async def run_closed(
             return found
 
         return await drive_run(prepared, manifest, writer, target, session, out=out,
-                               lanes=Lanes(transport=transport, builder=builder),
+                               lanes=Lanes(transport=transport, builder=builder,
+                                           window_stop=window_stop),
                                pollers=pollers, live=live, stop=stop, watch=watch)
 
 
@@ -201,6 +211,9 @@ async def drive_run(
     executor = _executor(job, session, lanes)
     try:
         manifest.warnings.extend(c.message for c in prepared.caveats)
+        if lanes.window_stop is not None and settings.split:
+            manifest.warnings.append("early stop is off: it needs the lanes in one process "
+                                     "(no --workers or --ray); the whole window ran")
         return await _run(executor, settings, manifest, store, stats, live,
                           stop or asyncio.Event(), watch, prepared, pollers or _no_pollers,
                           analysis or Analysis(), out)
@@ -242,7 +255,8 @@ def _executor(job: Job, session: aiohttp.ClientSession, lanes: Lanes) -> Executo
     if settings.workers > 1:
         return ProcessExecutor(job)
     return InProcessExecutor(job, session, lanes.builder, transport=lanes.transport,
-                             cache=lanes.cache, probe_loop=lanes.probe_loop)
+                             cache=lanes.cache, probe_loop=lanes.probe_loop,
+                             window_stop=lanes.window_stop)
 
 
 async def _run(executor: Executor, settings: RunSettings, manifest: RunManifest,
@@ -353,6 +367,7 @@ def run_load_sync(
     live: Live = "quiet",
     builder: PromptBuilder | None = None,
     watch: ServerWatchHook | None = None,
+    window_stop: WindowStop | None = None,
     say_drain: bool = True,
 ) -> Path:
     """:func:`run_load` on a fresh event loop (uvloop when available), for callers
@@ -360,4 +375,5 @@ def run_load_sync(
     the default drain was decided (a comparison says it for its first run only)."""
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
         return runner.run(run_load(settings, workload_path, out_dir, live=live,
-                                   builder=builder, watch=watch, say_drain=say_drain))
+                                   builder=builder, watch=watch, window_stop=window_stop,
+                                   say_drain=say_drain))

@@ -40,6 +40,7 @@ from replay.load import (
     RunSettings,
     RunWriter,
     Target,
+    WindowStop,
     Workload,
     check_fits,
     drive_run,
@@ -83,7 +84,7 @@ def simulate_level(
     max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE, bootstrap: bool = False,
     out_dir: str | os.PathLike[str] | None = None,
     first_token_timeout_s: float | None = 600.0, total_timeout_s: float | None = 3600.0,
-    engine_seed: int | None = None,
+    engine_seed: int | None = None, window_stop: WindowStop | None = None,
 ) -> LevelResult:
     """Run ``users`` closed-loop users for ``warmup + duration`` (+ drain) simulated
     seconds against ``replicas`` twin engines; summarise as ``analysis`` does.
@@ -94,7 +95,9 @@ def simulate_level(
     ``--total-timeout``).
     ``engine_seed`` seeds the engines' step noise apart from the load (default: ``seed``):
     a hidden truth and its twin replay one workload with one seed, but a real server's
-    stalls do not follow the twin's draws."""
+    stalls do not follow the twin's draws.
+    ``window_stop`` may end the window early, as in a real run (``replay.load.WindowStop``:
+    the virtual clock is causal, so what it saw at ``t`` does not depend on the stop)."""
     settings = RunSettings(
         target="http://127.0.0.1:9", users=users, duration_s=duration, warmup_s=warmup,
         drain_s=drain_s, think_scale=think_scale, think_time_cap_s=think_time_cap_s, seed=seed,
@@ -126,7 +129,8 @@ def simulate_level(
         manifest.warnings.append("modelled (twin): simulated time, in-process engines "
                                  f"(profile {profile.name}, {plural(replicas, 'replica')})")
         engines.tap = PromptTap(target.server_block_size)
-        lanes = Lanes(transport=engines.send, cache=engines.tap, probe_loop=False)
+        lanes = Lanes(transport=engines.send, cache=engines.tap, probe_loop=False,
+                      window_stop=window_stop)
 
         def pollers(_stats: object, t0_ns: int) -> list[Poller]:
             return [_Counters(engines, store, t0_ns, (0.0, warmup, warmup + duration / 2,

@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from analysis import SloTier, bracket_of
+from analysis import SloTier, bracket_of, measure, read_run, summarize
 from analysis.judge import meets_tier
 from replay.ab import CompareOptions, SearchLimits, search_capacity
 from replay.servers.sim import SimProfile, load_profile
@@ -69,7 +69,8 @@ def _runner(workload: Path, truth_runs: Path, broken_from: int | None = None
     wl = load_workload(workload)
     ran: list[int] = []
 
-    def run(arm: str, url: str, users: int, run_dir: Path) -> None:
+    def run(arm: str, url: str, users: int, run_dir: Path, _stop: object) -> None:
+        # the truth's runs ran their whole windows: the stop rule is not applied here
         if broken_from is not None and users >= broken_from:
             simulate_level(_profile(2.0), wl, users, DURATION, WARMUP, drain_s=DRAIN,
                            backend="auto", tiers=(TIER,), out_dir=run_dir)
@@ -130,3 +131,41 @@ def test_a_contradicted_twin_falls_back_to_bisection(
     by = {e["users"]: e["placed_by"] for e in doc["evidence"]}
     assert after == (2 + first["users"]) // 2 and by[after] == "bisect", (ran, by)
     assert twin.bracket is not None and (twin.bracket.passed, twin.bracket.failed) == (2, 3)
+
+
+def test_probes_stop_early_with_the_verdict_their_whole_window_gives(
+        workload: Path, truth: tuple[Path, tuple[float | None, float | None]],
+        tmp_path: Path) -> None:
+    # the probes run on the twin's clock with the search's stop rule (its default): a
+    # probe that stopped early was judged on the window it covered, and that verdict is
+    # never the opposite of the same count's whole window (the truth's run there)
+    wl = load_workload(workload)
+    whole: dict[int, bool | None] = {}
+    for u in range(1, MAX_USERS + 1):
+        s = read_run(truth[0] / f"u{u}")
+        whole[u] = meets_tier(summarize(measure(s), bootstrap=False, tiers=(TIER,)), TIER)
+
+    def run(arm: str, url: str, users: int, run_dir: Path, stop: object) -> None:
+        assert stop is not None  # early stop is the search's default
+        simulate_level(_profile(), wl, users, DURATION, WARMUP, drain_s=DRAIN, backend="auto",
+                       tiers=(TIER,), out_dir=run_dir, window_stop=stop)  # type: ignore[arg-type]
+
+    opts = CompareOptions(duration_s=DURATION, warmup_s=WARMUP, drain_s=DRAIN, slo=(TIER,))
+    res = search_capacity([("sim", "http://127.0.0.1:9")], workload, tmp_path / "s", opts,
+                          [TIER], limits=SearchLimits(max_users=MAX_USERS, max_probes=20),
+                          run_probe=run)
+    doc = orjson.loads((tmp_path / "s" / "search.json").read_bytes())
+    evidence = doc["results"][0]["evidence"]
+    stopped = [e for e in evidence if e["stopped_early"]]
+    assert stopped, evidence  # the counts far from the line settle early
+    for e in stopped:
+        assert e["verdict"] in ("meets", "fails") and e["window_s"] < DURATION, e
+        assert whole[e["users"]] is not (e["verdict"] == "fails"), (e, whole)
+        run_m = read_run(tmp_path / "s" / "runs" / f"sim-u{e['users']}-r0").manifest
+        assert run_m.early_stop is not None and run_m.window is not None
+        assert e["window_s"] == pytest.approx(run_m.window.end_s - run_m.window.start_s)
+    a = res.answers[0]
+    capacity = truth[1][0]
+    assert a.bracket is not None and capacity is not None
+    assert (a.bracket.passed or 0) <= capacity
+    assert a.bracket.failed is None or capacity < a.bracket.failed, a.text()

@@ -36,11 +36,16 @@ def test_experiment_slo_and_compare_slo_drive_the_report_and_report_dir(
         assert _tiers(out) == ["50:5", "20:3"]
         assert "re-judged" not in capsys.readouterr().err
         # compare --slo on the same directory: the runs are reused (judging changes no
-        # run), the report is judged at the flag's tier
+        # run), the report is judged at the flag's tier. The race, stated: a run stamped
+        # invalid (a starved simulator) is redone by any compare, so only the others are
+        # held to be reused unchanged
+        kept = {name: doc for name, doc in started.items()
+                if (orjson.loads(doc).get("validity") or {}).get("verdict") != "invalid"}
         assert main(["compare", "--config", str(exp), "--quiet", "--slo", "10:2"]) in (0, 3)
         assert _tiers(out) == ["10:2"]
-        assert {p.name: (p / "run.json").read_bytes()
-                for p in (out / "runs").iterdir()} == started
+        now = {p.name: (p / "run.json").read_bytes() for p in (out / "runs").iterdir()}
+        assert set(now) == set(started)
+        assert {name: now[name] for name in kept} == kept
     # report DIR --slo with other tiers than the run's: re-judged, said in both places
     capsys.readouterr()
     assert main(["report", str(out), "--no-charts", "--slo", "40:4"]) in (0, 3)
