@@ -51,6 +51,7 @@ from replay.load import (
 from replay.servers.sim import Backend, SimProfile, server_info
 from replay.twin._clock import VirtualLoop, virtual_time
 from replay.twin._engines import PromptTap, Routing, TwinEngines
+from replay.twin._interrupt import run_to_end
 
 __all__ = ["LevelResult", "Workload", "load_workload", "simulate_level"]
 
@@ -114,7 +115,6 @@ def simulate_level(
     engines = TwinEngines(profile, backend=backend, replicas=replicas, routing=routing,
                           seed=seed if engine_seed is None else engine_seed)
     wall0, cpu0 = time.perf_counter(), time.process_time()
-    loop = VirtualLoop(engines.advance, start_ns=_ORIGIN_NS)
     store: RecordStore = MemoryStore(TARGET) if out_dir is None else RunWriter(Path(out_dir))
     how = Analysis(seed=seed, tiers=tiers, bootstrap=bootstrap,
                    rules=Rules(max_failure_share=max_failure_share))
@@ -141,11 +141,9 @@ def simulate_level(
                                    out=Path(out_dir) if out_dir is not None else Path(TARGET),
                                    lanes=lanes, pollers=pollers, analysis=how)
 
-    try:
-        with virtual_time(loop):
-            closed = loop.run_until_complete(main())
-    finally:
-        loop.close()
+    loop = VirtualLoop(engines.advance, start_ns=_ORIGIN_NS)
+    with virtual_time(loop):  # Ctrl-C stops the level in order, then KeyboardInterrupt
+        closed = run_to_end(loop, main)
     sim_s = (loop.now_ns - _ORIGIN_NS) / _NS
     assert closed.summary is not None, "records kept in memory are always readable"
     steps = sum(r.steps for r in engines.replicas)

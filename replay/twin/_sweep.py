@@ -19,7 +19,8 @@ import contextlib
 import json
 import math
 import os
-from collections.abc import Callable, Generator, Sequence
+import signal
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -139,11 +140,30 @@ def _worker_signals() -> None:
     """In each worker: Ctrl-C (sent to the whole process group) and the parent's
     SIGTERM-as-Ctrl-C handler (``replay.cli``) do not apply; the parent alone stops
     the pool, and its SIGTERM ends a worker at once, with no traceback."""
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)  # blocked by the fork (forked)
+
+
+_STOPS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+"""The signals that stop a plan: the parent's main thread alone may take them."""
+
+
+@contextlib.contextmanager
+def _main_thread_takes_stops() -> Iterator[None]:
+    """While the pool starts, the stop signals are blocked here, so the threads the
+    pool starts (and the workers it forks) are born blocking them: the kernel then
+    delivers a Ctrl-C or SIGTERM to the main thread, whose wait on the pool's results
+    it interrupts. Before, a signal the kernel gave one of the pool's threads only
+    tripped Python's flag, and the main thread, asleep on a lock, saw it when the next
+    level finished: minutes for the top levels, which run first. A signal that came
+    while blocked is delivered here on the way out."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 _T = TypeVar("_T")
@@ -159,13 +179,16 @@ def forked(fn: Callable[[_T], _R], items: Sequence[_T], jobs: int) -> Generator[
 
     ctx = multiprocessing.get_context("fork")
     before = set(multiprocessing.active_children())
-    pool = ctx.Pool(min(jobs, len(items)), initializer=_worker_signals)
+    pool = None
     try:
+        with _main_thread_takes_stops():
+            pool = ctx.Pool(min(jobs, len(items)), initializer=_worker_signals)
         yield from pool.imap_unordered(fn, items)
     finally:
-        stopper = threading.Thread(target=pool.terminate, daemon=True)
-        stopper.start()
-        stopper.join(POOL_DEADLINE_S)
+        if pool is not None:
+            stopper = threading.Thread(target=pool.terminate, daemon=True)
+            stopper.start()
+            stopper.join(POOL_DEADLINE_S)
         for proc in multiprocessing.active_children():  # also reaps those that exited
             if proc not in before and proc.is_alive():
                 proc.kill()

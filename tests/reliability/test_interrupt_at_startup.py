@@ -1,9 +1,9 @@
 """Issue 38 item 15: Ctrl-C (or SIGTERM) at any moment of the command's start, from
 0 ms on, ends it with exit 130 (143) and one line, never a traceback of our code.
 
-Delays stop at 1 s, inside the start on a usual machine: a Ctrl-C that lands in
-``plan --twin``'s simulation itself can be lost (the plan runs on, on main too: seen
-2 of 80 tries at 2-3 s), a separate bug of the plan's in-order stop.
+Delays stop at 1 s, inside the start on a usual machine; a Ctrl-C that lands in
+``plan --twin``'s simulation itself has its own test
+(``test_plan_signal_in_simulation.py``).
 
 Every delay must pass, so the verdict does not depend on the machine's speed: on a
 fast machine the later delays land in the command (its in-order stop), on a slow one
