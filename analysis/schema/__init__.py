@@ -30,6 +30,7 @@ from analysis.schema._levels import (
 from analysis.schema._manifest_parts import (
     ClientHealth,
     Coverage,
+    IdleCap,
     LoopStall,
     Replica,
     ServerWatch,
@@ -83,6 +84,7 @@ __all__ = [
     "ClientHealth",
     "ClockInfo",
     "Coverage",
+    "IdleCap",
     "DEFAULTS",
     "DEFAULT_MAX_FAILURE_SHARE",
     "DEFAULT_TIERS",

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from analysis.schema._manifest_parts import (
     ClientHealth,
     Coverage,
+    IdleCap,
     Replica,
     ServerWatch,
     Validity,
@@ -356,6 +357,8 @@ class RunManifest(_Model):
     warnings: list[str] = Field(default_factory=list)
     client_health: ClientHealth | None = None
     coverage: Coverage | None = None
+    idle_cap: IdleCap | None = None
+    """A scenario's system idle gap cap and its shifts (None: no cap)."""
     server_watch: ServerWatch | None = None
     validity: Validity | None = None
     """Stamped when the run closes (``analysis.assess_run``)."""

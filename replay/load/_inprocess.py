@@ -56,7 +56,8 @@ class InProcessExecutor:
         crash = lanes.crash
         return ExecOutcome(interrupted=lanes.interrupted, error=crash,
                            crash=None if crash is None else repr(crash), loops=[lanes.health],
-                           lanes=lanes.lanes, done_early=lanes.done_early)
+                           lanes=lanes.lanes, done_early=lanes.done_early,
+                           idle_shifts=lanes.idle_shifts)
 
     def load(self) -> tuple[int, int]:
         ctx = self.ctx

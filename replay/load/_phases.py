@@ -27,6 +27,7 @@ import numpy as np
 from analysis import RecordDict
 from replay.client import BodySpec, ChatCodec, PrefixCacheModel, Timeouts, stream_request
 from replay.load._context import LaneContext, LaneSettings, PromptBuilder
+from replay.load._dueclock import IdleShifts
 from replay.load._health import LoopHealth, LoopProbe
 from replay.load._lanes import (
     closed_user,
@@ -82,6 +83,8 @@ class LaneOutcome:
     """Load sources that ran out of work: users that stopped before the window began
     (their next turn due past the drain), a plan or trace that ended before the
     window did (``LaneContext.lane_ended``)."""
+    idle_shifts: IdleShifts = field(default_factory=IdleShifts)
+    """What a scenario's system idle cap did on this loop (``replay.load._dueclock``)."""
 
 
 def walk(requests: Sequence[Request]) -> list[tuple[int, Request]]:
@@ -164,6 +167,7 @@ def make_context(
     return LaneContext(
         fixed=fixed, session=session, cache=cache, on_record=on_record, transport=transport,
         build=build or default_builder(target.block_size, target.vocab_size),
+        clock=fixed.due_clock(),
     )
 
 
@@ -200,6 +204,7 @@ async def drive_lanes(
         outcome.done_early = int(state.top_lanes > 0 and state.done_early == state.top_lanes)
     else:
         outcome.lanes, outcome.done_early = ctx.state.top_lanes, ctx.state.done_early
+    outcome.idle_shifts = ctx.clock.shifts
     return outcome
 
 
@@ -280,6 +285,7 @@ async def _stop_all(ctx: LaneContext) -> None:
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
+    ctx.clock.close()
 
 
 def open_plan(rate: float, seed: int, horizon_s: float) -> list[float]:
