@@ -9,8 +9,9 @@ WEKA coding-agent sessions (subagents included), streaming requests with
 either API: prompts are exact token ids in both), prompts never truncated or rescaled,
 each lane's first session entered at a random turn between 25% and 75% of it,
 a per-run cache-busting salt on every lane's content after the shared head
-(system prompt and tools stay shared, the rest is cold), idle gaps capped at
-10 s, seed 42, a window of at least 900 s and at most 5% failed requests.
+(system prompt and tools stay shared, the rest is cold), think times as recorded
+but the run never idle over 10 s (``replay.load._dueclock``), seed 42, a window of
+at least 900 s and at most 5% failed requests.
 
 The rules themselves, and the judgement of a finished run, are ``analysis.judge``'s
 (``SCENARIOS``, ``judge_run_scenario``): pure data and a pure verdict. Here, what a
