@@ -138,3 +138,26 @@ def test_without_the_scenario_a_long_gap_is_kept(
         assert r.due_s - first.end_s >= _THINK[r.session] * 0.2 - 0.5
     gaps = [gap for _, gap in _server_gaps(_truth(log, {r.id for r in recs}))]
     assert gaps and max(gaps) > _CAP + 1.0, gaps
+
+
+@pytest.mark.sim
+@pytest.mark.integration  # a simulator and worker processes
+def test_a_split_run_caps_each_worker_and_says_so(
+    tmp_path: Path, sim: tuple[SimServerProcess, Path],
+) -> None:
+    """Two worker processes, one user each: each worker's clock pulls its own user's
+    60-s/75-s turn forward once its loop has been idle for the cap; run.json says the
+    cap covered each worker (scope ``worker``) and sums their shifts."""
+    srv, _ = sim
+    wl = _workload(tmp_path / "wl.jsonl")
+    recs, m = _run(srv, wl, tmp_path / "split", "--scenario", "agentx-mvp",
+                   "--scenario-unsafe", "--duration", "14", "--workers", "2",
+                   "--entry", "s0:1", "--entry", "s1:1")
+    assert m.idle_cap is not None and m.idle_cap.scope == "worker"
+    assert m.idle_cap.shifts >= 2 and m.idle_cap.shifted_s > 100.0
+    assert {r.session for r in recs if r.turn == 2} == {"s0", "s1"}, \
+        [(r.session, r.turn, r.due_s) for r in recs]
+    for r in recs:
+        if r.turn == 2:  # due the cap after its own worker's last request ended
+            first = next(x for x in recs if x.session == r.session and x.turn == 1)
+            assert _CAP - 0.5 <= r.due_s - first.end_s <= _CAP + 1e-3, (r.session, r.due_s)
