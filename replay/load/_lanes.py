@@ -344,7 +344,7 @@ async def open_arrivals(
         if due_ns >= ctx.fixed.issue_end_ns:
             break
         due_ns = await ctx.clock.wait(due_ns)
-        if ctx.state.stopped or due_ns >= ctx.fixed.issue_end_ns:
+        if ctx.state.stopped:
             return
         sess = sessions[k % n]
         chain = _Chain(user=k, lane=str(k), session=sess.id, instance=k // n,
