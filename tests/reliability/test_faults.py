@@ -145,7 +145,14 @@ def test_server_down_then_restarted_mid_run(tmp_path: Path) -> None:
     t0_ns = manifest(run).clock.t0_monotonic_ns
     down_s, up_s = (marks["down"] - t0_ns) / 1e9, (marks["up"] - t0_ns) / 1e9
     assert all(down_s < r.sent_s < up_s + 0.1 for r in connect), (down_s, up_s, connect)
-    assert any(r.status == "ok" and r.sent_s > up_s for r in recs), "run did not recover"
-    assert truth_file(t2), "the restarted server saw no request"
+    # The race, stated: on a starved machine the second server can take most of the run
+    # to start (a process importing the simulator). Given two seconds of the run after it
+    # answers, the run must have recovered; with less, nothing may be said of recovery.
+    window = manifest(run).window
+    assert window is not None
+    if up_s < window.end_s - 2.0:
+        assert any(r.status == "ok" and r.sent_s > up_s for r in recs), \
+            ("run did not recover", up_s, window.end_s)
+        assert truth_file(t2), "the restarted server saw no request"
     assert manifest(run).complete
     check_counts(run, truth)

@@ -26,9 +26,22 @@ def _ignoring_sigint(*args: str) -> subprocess.Popen[str]:
     def ignore() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
+    # PYTHONFAULTHANDLER: a SIGABRT (:func:`_hung`) makes it print every thread's stack
     return subprocess.Popen([sys.executable, "-m", "replay.cli", *args], cwd=REPO,
-                            env=dict(os.environ, PYTHONUNBUFFERED="1"), text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1",
+                                     PYTHONFAULTHANDLER="1"), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=ignore)
+
+
+def _hung(proc: subprocess.Popen[str], what: str) -> AssertionError:
+    """The failure for a command that did not stop: where each of its threads was."""
+    proc.send_signal(signal.SIGABRT)
+    try:
+        _, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    return AssertionError(f"{what}; its threads then:\n{err[-6000:]}")
 
 
 def _wait_for(cond: object, limit_s: float) -> bool:
@@ -63,7 +76,7 @@ def test_sigterm_stops_compare_when_sigint_was_ignored(tmp_path: Path) -> None:
             try:
                 _, err = proc.communicate(timeout=30)
             except subprocess.TimeoutExpired:
-                raise AssertionError("SIGTERM did not stop compare") from None
+                raise _hung(proc, "SIGTERM did not stop compare") from None
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -88,7 +101,7 @@ def test_sigterm_stops_run_during_the_chat_preflight(tmp_path: Path) -> None:
             try:
                 _, err = proc.communicate(timeout=20)
             except subprocess.TimeoutExpired:
-                raise AssertionError("SIGTERM did not stop the chat preflight") from None
+                raise _hung(proc, "SIGTERM did not stop the chat preflight") from None
         finally:
             if proc.poll() is None:
                 proc.kill()

@@ -76,11 +76,20 @@ def _run(urls: list[str], wl: Path, out: Path, *extra: str, users: int = 4) -> i
 
 def _exact(recs: list[RequestRecord], logs: list[Path]) -> list[TruthRecord]:
     """Every record is one request one named replica saw, and every request any replica
-    saw is one record naming it; returns the truth entries."""
+    saw is one record naming it; returns the truth entries.
+
+    The race, stated: a request the run stopped (its drain over) before the replica's
+    handler took it leaves a record and no truth entry; on a starved machine that
+    happens. Such a record must say so (incomplete or cancelled); any other record
+    must match the truth exactly."""
     truths = [_truth(log) for log in logs]
     seen = {(t.request_id, k) for k, ts in enumerate(truths) for t in ts}
     assert len(seen) == sum(len(ts) for ts in truths)  # no id twice on a server or across
-    assert {(r.id, r.replica) for r in recs} == seen
+    sent = {(r.id, r.replica) for r in recs}
+    assert seen <= sent
+    unseen = [r for r in recs if (r.id, r.replica) not in seen]
+    assert all(r.status in ("incomplete", "cancelled") for r in unseen), \
+        [(r.id, r.status, r.error_kind) for r in unseen]
     assert len({r.id for r in recs}) == len(recs)
     return [t for ts in truths for t in ts]
 

@@ -283,13 +283,18 @@ def test_calibrate_recovers_heavy_tailed_steps_and_predicts_with_them(
             at = [s for s in full if s.decode_batch == b]
             if len(at) < 100:
                 continue
-            real = float(np.mean([s.actual_s for s in at]))
+            actual = np.asarray([s.actual_s for s in at])
+            real = float(actual.mean())
+            # the real mean of a few hundred heavy-tailed steps is itself a sample (the
+            # noise's coefficient of variation is 0.42: 4% standard error at 100 steps);
+            # which steps land at this batch depends on timing, so allow 3 of its errors
+            sampled = 3 * float(actual.std(ddof=1)) / np.sqrt(len(actual)) / real
             ctx = float(np.mean([s.ctx_tokens for s in at]))
             mean_step = (fitted.backends["auto"].batch_step_s(b) * noise_mean
                          * (1 + ctx / fitted.ctx_ref_tokens if fitted.ctx_ref_tokens else 1))
             print(f"users {users} batch {b}: twin mean step {mean_step * 1e3:.2f} ms, "
-                  f"real {real * 1e3:.2f} ms over {len(at)} steps")
-            assert abs(mean_step / real - 1) <= 0.05 + shaky
+                  f"real {real * 1e3:.2f} ms over {len(at)} steps (+-{sampled:.1%})")
+            assert abs(mean_step / real - 1) <= 0.05 + shaky + sampled
     (hold,) = json.loads(twin.read_text())["calibration"]["holdouts"]
     allowed, why = _allowed_miss(tmp_path, runs / "u8", kept / "predict-u8")
     print(f"held out 8: {hold['relative_error']}; {why}; allowed miss {allowed:.1%}")
