@@ -46,10 +46,15 @@ class ScenarioRules(BaseModel):
     """Shortest measured window that satisfies the scenario."""
     entry_ratio: tuple[float, float]
     """Each lane's first session starts at a turn ``k`` with ``lo <= k / turns <= hi``."""
-    think_time_cap_s: float
+    think_time_cap_s: float | None
     """Every think time (the wait after a response, or after the subagents it
-    spawned) is capped at this (AgentX's ``system_idle_gap_cap``); the run setting of
-    the same name."""
+    spawned) is capped at this; the run setting of the same name. None: each lane's
+    gaps are replayed as recorded and a cap is refused (AgentX's
+    ``forbid_inter_turn_delay_cap``)."""
+    system_idle_cap_s: float | None = None
+    """The run is never idle (no request in flight) longer than this: every pending
+    due time moves earlier by one amount (AgentX's ``system_idle_gap_cap_seconds``;
+    ``replay.load._dueclock``). None: no cap."""
     think_scale: float
     seed: int
     max_failure_share: float
@@ -80,7 +85,15 @@ AGENTX = ScenarioRules(
     api=None,
     min_duration_s=900.0,
     entry_ratio=(0.25, 0.75),
-    think_time_cap_s=10.0,
+    # Both AgentX presets (SemiAnalysisAI/agentx-harness@6f666ba,
+    # src/aiperf/common/scenario/inferencex_agentx_mvp.py) set
+    # system_idle_gap_cap_seconds=10.0 ("Hard ceiling in seconds for globally idle
+    # replay time. Pending request timers shift uniformly only when no request is
+    # active", aiperf/common/scenario/base.py) and forbid_inter_turn_delay_cap=True
+    # ("preserves each trace's original inter-turn timing"): the 10 s is a cap on
+    # the whole run's idle time, not on each gap (which an earlier reading took it for).
+    think_time_cap_s=None,
+    system_idle_cap_s=10.0,
     think_scale=1.0,
     seed=42,
     max_failure_share=0.05,
@@ -201,8 +214,12 @@ def setting_notes(rules: ScenarioRules, values: Mapping[str, Any],
                      "recorded (scale 1)")
     cap = values.get("think_time_cap_s")
     if "think_time_cap_s" in given and cap is not None and cap != rules.think_time_cap_s:
-        notes.append(f"--think-time-cap {cap:g}: scenario {n} caps idle gaps at "
-                     f"{rules.think_time_cap_s:g} s")
+        if rules.think_time_cap_s is None:
+            notes.append(f"--think-time-cap {cap:g}: scenario {n} replays each lane's gaps "
+                         "as recorded (it caps only the whole run's idle time)")
+        else:
+            notes.append(f"--think-time-cap {cap:g}: scenario {n} caps idle gaps at "
+                         f"{rules.think_time_cap_s:g} s")
     seed = values.get("seed")
     if "seed" in given and seed is not None and seed != rules.seed:
         notes.append(f"--seed {seed}: scenario {n} uses seed {rules.seed}")
@@ -234,7 +251,7 @@ def judge_scenario(
               "seed": load.seed}
     every = set(values)
     notes = [_judged(x) for x in setting_notes(rules, values, every)]
-    if load.think_time_cap_s is None:
+    if load.think_time_cap_s is None and rules.think_time_cap_s is not None:
         notes.append(f"idle gaps were not capped (scenario {name} caps them at "
                      f"{rules.think_time_cap_s:g} s)")
     if load.arrival != "closed":
@@ -292,12 +309,31 @@ def judge_run_scenario(manifest: RunManifest, run: RunData | None,
         done = (r.phase == "measure") & (r.status == "ok")
         uncounted = int((done & (r.prompt_tokens_server < 0)).sum())
     window = manifest.window
-    return judge_scenario(
+    verdict = judge_scenario(
         manifest.scenario, manifest.load, source=manifest.workload.source,
         header_params=header_params or {}, max_context=max_context,
         window_s=(window.end_s - window.start_s) if window is not None else None,
         failure_share=share, interrupted=manifest.interrupted,
         workload=manifest.workload.path or "workload", uncounted=uncounted)
+    note = _idle_cap_note(manifest)
+    if note is None:
+        return verdict
+    return ScenarioVerdict(scenario=verdict.scenario, satisfied=False,
+                           notes=[*verdict.notes, note])
+
+
+def _idle_cap_note(manifest: RunManifest) -> str | None:
+    """Why the run's system idle cap (``run.json`` ``idle_cap``) was not the rules'."""
+    name = manifest.scenario or ""
+    want = SCENARIOS[ALIASES.get(name, name)].system_idle_cap_s
+    got = manifest.idle_cap
+    if want is None or (got is not None and got.cap_s == want):
+        return None
+    if got is None:
+        return (f"the run's idle time was not capped (scenario {name} pulls every pending "
+                f"request forward once nothing has been in flight for {want:g} s)")
+    return (f"the run's idle time was capped at {got.cap_s:g} s; scenario {name} caps it "
+            f"at {want:g} s")
 
 
 def stamp_scenario(manifest: RunManifest, verdict: ScenarioVerdict | None) -> None:

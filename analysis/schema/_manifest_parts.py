@@ -7,8 +7,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ClientHealth", "Coverage", "EarlyStop", "LoopStall", "Replica", "ServerWatch",
-           "Severity", "StallKind", "Validity", "ValidityReason", "Verdict", "WorkerInfo"]
+__all__ = ["ClientHealth", "Coverage", "EarlyStop", "IdleCap", "LoopStall", "Replica",
+           "ServerWatch", "Severity", "StallKind", "Validity", "ValidityReason", "Verdict",
+           "WorkerInfo"]
 
 Verdict = Literal["valid", "caveats", "invalid"]
 Severity = Literal["caveat", "invalid"]
@@ -54,6 +55,25 @@ class Coverage(_Model):
 
     lanes: int = Field(ge=0)
     lanes_done_before_window_end: int = Field(ge=0)
+
+
+class IdleCap(_Model):
+    """A scenario's system idle gap cap and what it did: once no request had been in
+    flight for ``cap_s``, every pending due time moved earlier by one amount
+    (``replay.load._dueclock``, after AgentX's ``enforce_system_idle_cap``)."""
+
+    cap_s: float = Field(ge=0)
+    scope: Literal["run", "worker"]
+    """``run``: one event loop saw every request; ``worker``: a run split over worker
+    processes or Ray actors capped each worker's idle time on its own (a worker idle
+    while another was busy still jumped)."""
+    counts_from: Literal["origin", "window"]
+    """Idle time counted from the run's origin, or from the window's start (lanes
+    primed before it: the cap never pulls an entry turn into the warmup)."""
+    shifts: int = Field(ge=0)
+    """How many times the pending due times were pulled forward (summed over workers)."""
+    shifted_s: float = Field(ge=0)
+    """Seconds taken off the schedule in all (each shift once, not per lane)."""
 
 
 class Replica(_Model):

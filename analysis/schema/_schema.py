@@ -25,6 +25,7 @@ from analysis.schema._manifest_parts import (
     ClientHealth,
     Coverage,
     EarlyStop,
+    IdleCap,
     Replica,
     ServerWatch,
     Validity,
@@ -359,6 +360,8 @@ class RunManifest(_Model):
     warnings: list[str] = Field(default_factory=list)
     client_health: ClientHealth | None = None
     coverage: Coverage | None = None
+    idle_cap: IdleCap | None = None
+    """A scenario's system idle gap cap and its shifts (None: no cap)."""
     server_watch: ServerWatch | None = None
     validity: Validity | None = None
     """Stamped when the run closes (``analysis.assess_run``)."""

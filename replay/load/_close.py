@@ -22,6 +22,7 @@ from analysis.judge import DEFAULT_RULES, Rules, analyse_run
 from analysis.schema import DEFAULT_TIERS, Coverage, EarlyStop, ServerWatch, SloTier
 from replay.load._executor import ExecOutcome
 from replay.load._health import client_health
+from replay.load._scenario import idle_cap_info
 from replay.load._settings import RunSettings
 from replay.load._stamps import stamp_run_scenario
 from replay.load._store import RecordStore
@@ -87,6 +88,8 @@ def seal(store: RecordStore, manifest: RunManifest, outcome: ExecOutcome,
     manifest.client_health = client_health(outcome.loops, window_lags(run))
     manifest.coverage = Coverage(lanes=outcome.lanes,
                                  lanes_done_before_window_end=outcome.done_early)
+    manifest.idle_cap = idle_cap_info(settings.scenario, settings.workers > 1,
+                                      outcome.idle_shifts)
     if watch is not None:
         manifest.server_watch = ServerWatch(server_died=bool(watch.died), detail=watch.detail)
     end = outcome.window_end

@@ -21,6 +21,7 @@ import numpy as np
 
 from analysis import RecordDict
 from replay.client import BodySpec, PrefixCacheModel, Timeouts, stream_request
+from replay.load._dueclock import DueClock
 from replay.load._transport import Transport
 from traces import Request
 
@@ -67,6 +68,16 @@ class LaneSettings:
     entries: tuple[tuple[int, int], ...] = ()
     """``--entry``: (session index, entry turn) of user ``i``'s first session, instead
     of the entry ratio's draw (users past the list draw)."""
+    idle_cap_s: float | None = None
+    """A scenario's system idle gap cap (``replay.load._dueclock``; None: none)."""
+
+    def due_clock(self) -> DueClock:
+        """The clock the lanes wait on: the idle cap counts from the run's origin, or
+        from the window's start when lanes are primed before it."""
+        if self.idle_cap_s is None:
+            return DueClock()
+        start = self.warmup_end_ns if self.warmup_requests else self.t0_ns
+        return DueClock(cap_ns=int(self.idle_cap_s * _NS), idle_from_ns=start)
 
     def chain_headers(self, session_id: str) -> dict[str, str]:
         """The headers of every request of one session (its subagents' too), built once
@@ -134,6 +145,8 @@ class LaneContext:
     """What sends each request (``replay.load._transport``); set when the run's lanes
     are made (``make_context``), never swapped."""
     state: LaneState = field(default_factory=LaneState)
+    clock: DueClock = field(default_factory=DueClock)
+    """What the lanes wait on for due times (shifted by a scenario's idle cap)."""
 
     def hold_scope(self, scope: object) -> None:
         holds = self.state.scope_holds

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from analysis.schema import WorkerInfo
+from replay.load._dueclock import IdleShifts
 from replay.load._health import LoopHealth
 from replay.load._phases import Arrival, Target
 from replay.load._settings import RunSettings
@@ -69,6 +70,8 @@ class ExecOutcome:
     """A split run's workers (``run.json`` ``worker_info``)."""
     window_end: WindowEnd | None = None
     """Where a stop rule ended the window early (None: it ran its planned length)."""
+    idle_shifts: IdleShifts = field(default_factory=IdleShifts)
+    """A scenario's system idle cap: its shifts, summed over the workers."""
 
 
 def raise_crash(outcome: ExecOutcome) -> None:

@@ -74,7 +74,7 @@ class InProcessExecutor:
         return ExecOutcome(interrupted=lanes.interrupted, error=crash,
                            crash=None if crash is None else repr(crash), loops=[lanes.health],
                            lanes=lanes.lanes, done_early=lanes.done_early,
-                           window_end=lanes.window_end)
+                           window_end=lanes.window_end, idle_shifts=lanes.idle_shifts)
 
     def load(self) -> tuple[int, int]:
         ctx = self.ctx

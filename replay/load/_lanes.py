@@ -47,6 +47,7 @@ from replay.client import (
     StreamOutcome,
 )
 from replay.load._context import LaneContext
+from replay.load._dueclock import sleep_until
 from replay.load._scenario import entry_turn
 from traces import Request, Session, iter_block_ids
 
@@ -82,15 +83,6 @@ class _Chain:
     subagents: int = 0
 
 
-async def sleep_until(due_ns: int) -> None:
-    """Sleep until a monotonic instant; never returns early (timers may round)."""
-    while True:
-        rem = due_ns - time.monotonic_ns()
-        if rem <= 0:
-            return
-        await asyncio.sleep(rem / _NS)
-
-
 def _rid(ctx: LaneContext) -> str:
     ctx.state.seq += 1
     fixed, seq = ctx.fixed, ctx.state.seq
@@ -109,6 +101,7 @@ async def _send(
         ctx.state.measure_inflight += 1
         ctx.state.measure_idle.clear()
     ctx.state.busy += 1
+    ctx.clock.request_started()
     try:
         await ctx.transport(ctx.session, fixed.urls[mark.replica], body, headers, fixed.timeouts,
                             out, max_line_bytes=fixed.max_line_bytes,
@@ -120,6 +113,7 @@ async def _send(
         raise
     finally:
         ctx.state.busy -= 1
+        ctx.clock.request_ended()
         if in_window:
             ctx.state.measure_inflight -= 1
             if ctx.state.measure_inflight == 0:
@@ -214,16 +208,20 @@ async def _run_chain(
         # the entry turn waits for the window, then the rest of its gap (AIPerf: every
         # lane reaches its entry point at the warmup's end, then waits its recorded gap)
         due_ns = (max(ready_ns, ctx.fixed.warmup_end_ns) if turn == entry else ready_ns) + wait
-        if due_ns >= ctx.fixed.issue_end_ns or ctx.state.stopped:
+        # under a system idle cap a wait past the drain may still be pulled forward
+        # (``replay.load._dueclock``): it waits, and is judged by the due time that held
+        if (due_ns >= ctx.fixed.issue_end_ns and not ctx.clock.capped) or ctx.state.stopped:
             return False
         prompt = ctx.build(req, chain.salt, prev_prompt, prev_output)
         body, hashed = encoder.prepare(prompt, req.output_tokens)
         rid = _rid(ctx)
         if ctx.on_plan is not None:
             ctx.on_plan(ctx, rid, chain, turn, req, prompt, due_ns, wait / _NS)
-        await sleep_until(due_ns)
-        if ctx.state.stopped:
+        held_ns = await ctx.clock.wait(due_ns)
+        if held_ns >= ctx.fixed.issue_end_ns or ctx.state.stopped:
             return False
+        wait -= due_ns - held_ns  # the think time applied: less what the cap took
+        due_ns = held_ns
         out = StreamOutcome()
         mark = ctx.cache.observe(prompt, req.shared_blocks * wbs, chain.scope, hashed, out)
         await _send(ctx, chain, turn, req, prompt, body, mark, due_ns, wait / _NS, rid, out)
@@ -345,7 +343,7 @@ async def open_arrivals(
         due_ns = ctx.fixed.t0_ns + int(at * _NS)
         if due_ns >= ctx.fixed.issue_end_ns:
             break
-        await sleep_until(due_ns)
+        due_ns = await ctx.clock.wait(due_ns)
         if ctx.state.stopped:
             return
         sess = sessions[k % n]
@@ -385,7 +383,7 @@ async def timestamp_session(
             prompt = ctx.build(req, chain.salt, prev, ())
             body, hashed = encoder.prepare(prompt, req.output_tokens)
             prev = prompt
-            await sleep_until(due_ns)
+            due_ns = await ctx.clock.wait(due_ns)
             if ctx.state.stopped:
                 break
             out = StreamOutcome()

@@ -27,6 +27,7 @@ import numpy as np
 from analysis import RecordDict
 from replay.client import BodySpec, ChatCodec, PrefixCacheModel, Timeouts, stream_request
 from replay.load._context import LaneContext, LaneSettings, PromptBuilder
+from replay.load._dueclock import IdleShifts
 from replay.load._health import LoopHealth, LoopProbe
 from replay.load._lanes import (
     closed_user,
@@ -85,6 +86,8 @@ class LaneOutcome:
     window did (``LaneContext.lane_ended``)."""
     window_end: WindowEnd | None = None
     """Where a stop rule ended the window early (None: it ran its planned length)."""
+    idle_shifts: IdleShifts = field(default_factory=IdleShifts)
+    """What a scenario's system idle cap did on this loop (``replay.load._dueclock``)."""
 
 
 def walk(requests: Sequence[Request]) -> list[tuple[int, Request]]:
@@ -167,6 +170,7 @@ def make_context(
     return LaneContext(
         fixed=fixed, session=session, cache=cache, on_record=on_record, transport=transport,
         build=build or default_builder(target.block_size, target.vocab_size),
+        clock=fixed.due_clock(),
     )
 
 
@@ -205,6 +209,7 @@ async def drive_lanes(
         outcome.done_early = int(state.top_lanes > 0 and state.done_early == state.top_lanes)
     else:
         outcome.lanes, outcome.done_early = ctx.state.top_lanes, ctx.state.done_early
+    outcome.idle_shifts = ctx.clock.shifts
     return outcome
 
 
@@ -304,6 +309,7 @@ async def _stop_all(ctx: LaneContext) -> None:
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
+    ctx.clock.close()
 
 
 def open_plan(rate: float, seed: int, horizon_s: float) -> list[float]:

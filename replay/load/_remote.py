@@ -103,7 +103,8 @@ def parse_workload(path: str) -> list[Session]:
 async def run_plan(plan: WorkerPlan, emit: Emit, stop: asyncio.Event,
                    sessions: list[Session] | None = None) -> dict[str, object]:
     """Run one worker's users through warmup, window and drain; records go to ``emit``.
-    Returns ``{"interrupted", "crash", "records", "health", "lanes", "done_early"}``
+    Returns ``{"interrupted", "crash", "records", "health", "lanes", "done_early",
+    "idle_shifts", "idle_shifted_s"}``
     (plain JSON: it travels through a pipe or Ray)."""
     settings = RunSettings.model_validate_json(plan.settings_json)
     if sessions is None:
@@ -147,7 +148,8 @@ async def run_plan(plan: WorkerPlan, emit: Emit, stop: asyncio.Event,
     return {"interrupted": lanes.interrupted, "records": sent,
             "crash": repr(lanes.crash) if lanes.crash is not None else None,
             "health": lanes.health.to_json(), "lanes": lanes.lanes,
-            "done_early": lanes.done_early}
+            "done_early": lanes.done_early, "idle_shifts": lanes.idle_shifts.count,
+            "idle_shifted_s": lanes.idle_shifts.seconds}
 
 
 @dataclass(eq=False)
@@ -284,6 +286,9 @@ def _outcome(plans: Sequence[WorkerPlan], tally: Tally, users: int,
         out.loops.append(LoopHealth.from_json(result.get("health")))
         out.lanes += _int(result.get("lanes"))
         out.done_early += _int(result.get("done_early"))
+        out.idle_shifts.count += _int(result.get("idle_shifts"))
+        shifted = result.get("idle_shifted_s")
+        out.idle_shifts.seconds += shifted if isinstance(shifted, float) else 0.0
         if result.get("crash") and out.crash is None:
             out.crash = f"worker {w}: {result['crash']}"
     return out

@@ -9,8 +9,9 @@ WEKA coding-agent sessions (subagents included), streaming requests with
 either API: prompts are exact token ids in both), prompts never truncated or rescaled,
 each lane's first session entered at a random turn between 25% and 75% of it,
 a per-run cache-busting salt on every lane's content after the shared head
-(system prompt and tools stay shared, the rest is cold), idle gaps capped at
-10 s, seed 42, a window of at least 900 s and at most 5% failed requests.
+(system prompt and tools stay shared, the rest is cold), think times as recorded
+but the run never idle over 10 s (``replay.load._dueclock``), seed 42, a window of
+at least 900 s and at most 5% failed requests.
 
 The rules themselves, and the judgement of a finished run, are ``analysis.judge``'s
 (``SCENARIOS``, ``judge_run_scenario``): pure data and a pure verdict. Here, what a
@@ -45,13 +46,16 @@ from analysis.judge import (
     setting_notes,
 )
 from analysis.judge import workload_notes as header_notes
+from analysis.schema import IdleCap
 from replay.errors import ConfigError
+from replay.load._dueclock import IdleShifts
 from replay.load._settings import scenario_defaults
 from traces import Session, WorkloadHeader
 
 __all__ = [
-    "ALIASES", "ALIAS_NOTE", "SCENARIOS", "apply_scenario", "entry_turn", "judge_scenario",
-    "lane_options", "pinned_entries", "scenario_rules", "scenario_values", "workload_notes",
+    "ALIASES", "ALIAS_NOTE", "SCENARIOS", "apply_scenario", "entry_turn", "idle_cap_info",
+    "judge_scenario", "lane_options", "pinned_entries", "scenario_rules", "scenario_values",
+    "workload_notes",
 ]
 
 _UNSAFE = "add --scenario-unsafe to run anyway, stamped not satisfied"
@@ -162,15 +166,30 @@ def pinned_entries(entries: Sequence[str], sessions: Sequence[Session]
 
 def lane_options(scenario: str | None, run_tag: str) -> dict[str, Any]:
     """What the lanes of a run need of its scenario (``LaneContext`` fields): the
-    entry ratio and the cache-busting nonce, derived from the run's tag so every
-    worker of one run agrees and no two runs share a lane's content (``--entry``'s
-    pinned entries are filled in when the lanes start, from the workload)."""
+    entry ratio, the priming, the system idle cap and the cache-busting nonce (derived
+    from the run's tag so every worker of one run agrees and no two runs share a
+    lane's content). ``--entry``'s pinned entries are filled in when the lanes start,
+    from the workload."""
     if scenario is None:
         return {}
     rules = scenario_rules(scenario)
     opts: dict[str, Any] = {"entry_ratio": rules.entry_ratio,
-                            "warmup_requests": rules.warmup_requests}
+                            "warmup_requests": rules.warmup_requests,
+                            "idle_cap_s": rules.system_idle_cap_s}
     if rules.cache_bust:
         digest = hashlib.sha256(f"{rules.name}:{run_tag}".encode()).digest()
         opts["salt_nonce"] = int.from_bytes(digest[:4], "little") | 1
     return opts
+
+
+def idle_cap_info(scenario: str | None, split: bool, shifts: IdleShifts) -> IdleCap | None:
+    """``run.json``'s ``idle_cap`` for a run under ``scenario`` (None: no cap):
+    ``split`` runs (worker processes, Ray actors) cap each worker's idle time."""
+    if scenario is None:
+        return None
+    rules = scenario_rules(scenario)
+    if rules.system_idle_cap_s is None:
+        return None
+    return IdleCap(cap_s=rules.system_idle_cap_s, scope="worker" if split else "run",
+                   counts_from="window" if rules.warmup_requests else "origin",
+                   shifts=shifts.count, shifted_s=round(shifts.seconds, 6))

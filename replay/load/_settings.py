@@ -108,11 +108,12 @@ _THINK_CAP_HELP = ("cap on each think time (tool run, human reading), s: the wor
                    "whose window would be thin says so first)")
 _SCENARIO_HELP = ("replay by a benchmark's fixed rules and lock them: agentx-v1 = agentx-harness "
                   "1.0.x (WEKA sessions, entry at 25-75%% of each lane's first session after "
-                  "10 priming turns sent as warmup, per-run cache busting, idle gaps capped "
-                  "at 300 s, seed 42, >= 3600 s window, <= 10%% failures, a fresh server per "
-                  "level); agentx-mvp = the older InferenceX AgentX MVP rules (idle gaps "
-                  "capped at 10 s, >= 900 s, <= 5%% failures; 'agentx' is its former name); "
-                  "contradicting flags are refused")
+                  "10 priming turns sent as warmup, per-run cache busting, think times "
+                  "capped at 300 s, seed 42, >= 3600 s window, <= 10%% failures, a fresh "
+                  "server per level); agentx-mvp = the older InferenceX AgentX MVP rules "
+                  "(think times as recorded, >= 900 s, <= 5%% failures; 'agentx' is its "
+                  "former name); both never leave the run idle over 10 s (every pending turn "
+                  "moves earlier together); contradicting flags are refused")
 
 
 SESSION_HEADERS = ("X-Session-ID", "X-Correlation-ID")

@@ -14,7 +14,7 @@ from analysis.read import run_data
 from tests.analysis.builders import make_run, manifest, rec
 
 _LOAD = {"users": 2, "duration_s": 100, "warmup_s": 10, "drain_s": 5, "seed": 42,
-         "think_time_cap_s": 10.0}
+         "think_time_cap_s": None}
 
 
 def _records() -> list[dict[str, object]]:
@@ -75,3 +75,25 @@ def test_in_memory_and_written_runs_are_judged_alike(tmp_path: Path) -> None:
     a = analyse_run(on_disk, bootstrap=False).model_dump(exclude={"runs"})
     b = analyse_run(in_memory, bootstrap=False).model_dump(exclude={"runs"})
     assert a == b
+
+
+def test_the_system_idle_cap_is_judged_from_run_json() -> None:
+    """A run without ``idle_cap`` (or with another cap) did not follow the rule that
+    both AgentX presets set; one with the rules' 10 s cap gets no note for it."""
+    records = [rec(i) for i in range(10)]
+    notes = {}
+    for name, cap in [("none", None), ("capped", 10.0), ("other", 30.0)]:
+        idle = None if cap is None else {"cap_s": cap, "scope": "run", "counts_from": "origin",
+                                         "shifts": 2, "shifted_s": 70.0}
+        m = RunManifest.model_validate(manifest(scenario="agentx-mvp", load=_LOAD,
+                                                idle_cap=idle))
+        run = run_data(m, b"".join(orjson.dumps(r) + b"\n" for r in records), [])
+        verdict = judge_run_scenario(m, run, analyse_run(run, bootstrap=False, assess=False))
+        assert verdict is not None
+        notes[name] = [n for n in verdict.notes if "idle time" in n]
+    assert notes["capped"] == []
+    assert notes["none"] == ["the run's idle time was not capped (scenario agentx-mvp pulls "
+                             "every pending request forward once nothing has been in flight "
+                             "for 10 s)"]
+    assert notes["other"] == ["the run's idle time was capped at 30 s; scenario agentx-mvp "
+                              "caps it at 10 s"]

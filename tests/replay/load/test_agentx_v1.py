@@ -32,7 +32,9 @@ def test_v1_rules_and_the_mvp_beside_them() -> None:
     mvp = scenario_rules("agentx-mvp")
     assert scenario_rules("agentx") is mvp  # the former name keeps working
     assert (mvp.min_duration_s, mvp.think_time_cap_s, mvp.max_failure_share,
-            mvp.warmup_requests) == (900.0, 10.0, 0.05, 0)
+            mvp.warmup_requests) == (900.0, None, 0.05, 0)
+    # both presets cap the whole run's idle time, not each gap (agentx-harness@6f666ba)
+    assert v1.system_idle_cap_s == mvp.system_idle_cap_s == 10.0
     assert set(SCENARIOS) >= {"agentx-v1", "agentx-mvp", "agentx"}
 
 

@@ -68,7 +68,7 @@ def _no_connection(sock: socket.socket) -> bool:
 REFUSED_RUN = [
     (["--duration", "60"], "--duration 60", "900 s"),
     (["--think-scale", "2"], "--think-scale 2", "scale 1"),
-    (["--think-time-cap", "5"], "--think-time-cap 5", "10 s"),
+    (["--think-time-cap", "5"], "--think-time-cap 5", "gaps as recorded"),
     (["--seed", "3"], "--seed 3", "seed 42"),
     (["--rate", "1"], "--rate", "closed loop"),
 ]
@@ -158,9 +158,11 @@ def test_the_rules_fill_what_the_user_left_unset() -> None:
     assert (out["seed"], out["think_time_cap_s"], out["think_scale"]) == (
         AGENTX.seed, AGENTX.think_time_cap_s, 1.0)
     assert out["users"] == 4 and out["duration_s"] == 900.0
-    same = scenario_values("agentx", False, {**values, "think_time_cap_s": 10.0, "seed": 42},
-                           header, "wl.jsonl")
-    assert same["think_time_cap_s"] == 10.0 and same["seed"] == 42
+    same = scenario_values("agentx", False, {**values, "seed": 42}, header, "wl.jsonl")
+    assert same["think_time_cap_s"] is None and same["seed"] == 42
+    with pytest.raises(ConfigError, match="--think-time-cap 10: .* gaps as recorded"):
+        scenario_values("agentx", False, {**values, "think_time_cap_s": 10.0}, header,
+                        "wl.jsonl")
     with pytest.raises(ConfigError, match="--duration 899"):
         scenario_values("agentx", False, {**values, "duration_s": 899.0}, header, "wl.jsonl")
     kept = scenario_values("agentx", True, {**values, "seed": 7}, header, "wl.jsonl")
@@ -169,7 +171,7 @@ def test_the_rules_fill_what_the_user_left_unset() -> None:
 
 def _judge(**kw: object) -> list[str]:
     load = dict(users=4, duration_s=900.0, warmup_s=60.0, drain_s=30.0, seed=42,
-                think_time_cap_s=10.0)
+                think_time_cap_s=None)
     load.update({k: v for k, v in kw.items() if k in LoadSettings.model_fields})
     rest: dict[str, object] = dict(source="weka", header_params={}, max_context=None,
                                    window_s=900.0, failure_share=0.01)
@@ -188,7 +190,6 @@ def test_a_run_by_the_rules_is_satisfied_and_each_breach_is_named() -> None:
         (dict(failure_share=None), "failure share unknown"),
         (dict(uncounted=3), "without the server's token counts"),
         (dict(interrupted=True, window_s=400.0), "interrupted"),
-        (dict(think_time_cap_s=None), "not capped"),
         (dict(think_time_cap_s=30.0), "think-time-cap 30"),
         (dict(think_scale=0.5), "think-scale 0.5"),
         (dict(seed=1), "seed 42"),
@@ -245,7 +246,8 @@ def test_a_short_unsafe_run_is_stamped_not_satisfied_naming_the_900s_rule(
     assert m.scenario == "agentx" and m.scenario_satisfied is False
     assert any("900 s" in n and "window 2 s" in n for n in m.scenario_notes)
     assert "scenario agentx: NOT satisfied" in err and "900 s" in err
-    assert (m.load.seed, m.load.think_time_cap_s, m.load.think_scale) == (42, 10.0, 1.0)
+    assert (m.load.seed, m.load.think_time_cap_s, m.load.think_scale) == (42, None, 1.0)
+    assert m.idle_cap is not None and (m.idle_cap.cap_s, m.idle_cap.scope) == (10.0, "run")
 
     firsts: dict[int, int] = {}
     for r in sorted(_records(out), key=lambda r: r["sent_s"]):  # type: ignore[arg-type,return-value]
