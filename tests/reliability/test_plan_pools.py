@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,21 +23,11 @@ import pytest
 from replay.servers.sim import load_profile
 from tests.reliability.conftest import REPO
 from tests.replay.conftest import make_workload
+from tests.support.procs import group_gone
 
 pytestmark = pytest.mark.slow
 
 TRIES = ("ok", "SIGINT", "SIGTERM") * 6 + ("SIGINT", "SIGTERM")  # 20 in all
-
-
-def _group_gone(pgid: int, within_s: float = 10.0) -> bool:
-    end = time.monotonic() + within_s
-    while time.monotonic() < end:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @pytest.mark.sim
@@ -82,7 +71,7 @@ def test_plan_jobs_ends_cleanly_20_of_20(tmp_path: Path) -> None:
             failures.append(f"try {i} ({how}): traceback: {err[-600:]}")
         if proc.returncode == 0 and "tier 10:5: capacity" not in out:
             failures.append(f"try {i} ({how}): no capacity table: {out[-300:]}")
-        if not _group_gone(proc.pid):
+        if not group_gone(proc.pid):
             os.killpg(proc.pid, signal.SIGKILL)
             failures.append(f"try {i} ({how}): a worker outlived the plan")
     assert not failures, json.dumps(failures, indent=1)

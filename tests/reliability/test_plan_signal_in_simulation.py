@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from tests.support.procs import group_gone
 from tests.support.runs import REPO
 from tests.support.twin import twin_file
 from tests.support.workloads import make_workload
@@ -52,17 +53,6 @@ def plan_argv(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     return [sys.executable, "-m", "replay.cli", "plan", "--twin", str(twin_file(tmp)),
             "--workload", str(wl), "--users", "1:64", "--levels", "8", "--duration", "900",
             "--slo", "10:5"]
-
-
-def _group_gone(pgid: int, within_s: float = 10.0) -> bool:
-    end = time.monotonic() + within_s
-    while time.monotonic() < end:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def _try(argv: list[str], delay_ms: int, sig: signal.Signals) -> str | None:
@@ -90,7 +80,7 @@ def _try(argv: list[str], delay_ms: int, sig: signal.Signals) -> str | None:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
-        gone = _group_gone(proc.pid)
+        gone = group_gone(proc.pid)
         if not gone:
             os.killpg(proc.pid, signal.SIGKILL)
     said = [ln for ln in err.splitlines() if not ln.startswith("  level ")]

@@ -10,6 +10,7 @@ after being orphaned, so a scan can keep to its own.
 from __future__ import annotations
 
 import os
+import time
 
 import psutil
 
@@ -27,3 +28,15 @@ def ours(proc: psutil.Process) -> bool:
         return proc.environ().get(OWNER_VAR) == os.environ.get(OWNER_VAR)
     except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
         return False
+
+
+def group_gone(pgid: int, within_s: float = 10.0) -> bool:
+    """Whether every process of group ``pgid`` has ended within ``within_s``."""
+    end = time.monotonic() + within_s
+    while time.monotonic() < end:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False

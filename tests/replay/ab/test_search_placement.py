@@ -19,9 +19,8 @@ import pytest
 from analysis import SloTier, bracket_of, measure, read_run, summarize
 from analysis.judge import meets_tier
 from replay.ab import CompareOptions, SearchLimits, search_capacity
-from replay.servers.sim import SimProfile, load_profile
 from replay.twin import load_workload, simulate_level
-from traces import generate, write_workload
+from tests.support.twin import flat_profile, small_agent_workload
 
 pytestmark = pytest.mark.integration  # a minute or two of simulated levels
 
@@ -30,21 +29,9 @@ MAX_USERS = 16
 TIER = SloTier(floor_tok_s=40, ttft_s=30)
 
 
-def _profile(slope: float = 0.12) -> SimProfile:
-    timing = {"step_s_batch1": 0.01, "step_s_batch64": 0.01 + slope}
-    data = load_profile("small").model_dump(mode="json")
-    data.update(backends={"auto": timing, "latency_specialized": timing})
-    return SimProfile.model_validate(data)
-
-
 @pytest.fixture(scope="module")
 def workload(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("wl") / "wl.jsonl"
-    header, sessions = generate("coding-agent", sessions=24, seed=3, block_size=16,
-                                max_context=4096, prompt_scale=0.05, think_scale=0.002,
-                                output_scale=0.1)
-    write_workload(path, header, sessions)
-    return path
+    return small_agent_workload(tmp_path_factory.mktemp("wl") / "wl.jsonl")
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +42,7 @@ def truth(workload: Path, tmp_path_factory: pytest.TempPathFactory
     wl = load_workload(workload)
     verdicts = []
     for u in range(1, MAX_USERS + 1):
-        s = simulate_level(_profile(), wl, u, DURATION, WARMUP, drain_s=DRAIN, backend="auto",
+        s = simulate_level(flat_profile(), wl, u, DURATION, WARMUP, drain_s=DRAIN, backend="auto",
                            tiers=(TIER,), out_dir=root / f"u{u}").summary
         verdicts.append((float(u), meets_tier(s, TIER)))
     b = bracket_of(verdicts)
@@ -72,7 +59,7 @@ def _runner(workload: Path, truth_runs: Path, broken_from: int | None = None
     def run(arm: str, url: str, users: int, run_dir: Path, _stop: object) -> None:
         # the truth's runs ran their whole windows: the stop rule is not applied here
         if broken_from is not None and users >= broken_from:
-            simulate_level(_profile(2.0), wl, users, DURATION, WARMUP, drain_s=DRAIN,
+            simulate_level(flat_profile(2.0), wl, users, DURATION, WARMUP, drain_s=DRAIN,
                            backend="auto", tiers=(TIER,), out_dir=run_dir)
         else:
             shutil.copytree(truth_runs / f"u{users}", run_dir)
@@ -147,7 +134,7 @@ def test_probes_stop_early_with_the_verdict_their_whole_window_gives(
 
     def run(arm: str, url: str, users: int, run_dir: Path, stop: object) -> None:
         assert stop is not None  # early stop is the search's default
-        simulate_level(_profile(), wl, users, DURATION, WARMUP, drain_s=DRAIN, backend="auto",
+        simulate_level(flat_profile(), wl, users, DURATION, WARMUP, drain_s=DRAIN, backend="auto",
                        tiers=(TIER,), out_dir=run_dir, window_stop=stop)  # type: ignore[arg-type]
 
     opts = CompareOptions(duration_s=DURATION, warmup_s=WARMUP, drain_s=DRAIN, slo=(TIER,))

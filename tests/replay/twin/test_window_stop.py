@@ -20,34 +20,21 @@ import pytest
 from analysis import SloTier, read_run
 from analysis.judge import meets_tier
 from replay.ab._early_stop import StopRule, TierStop, settled_at
-from replay.servers.sim import SimProfile, load_profile
 from replay.twin import load_workload, simulate_level
-from traces import generate, write_workload
+from tests.support.twin import flat_profile, small_agent_workload
 
 DURATION, WARMUP, DRAIN = 60.0, 10.0, 20.0
 TIER = SloTier(floor_tok_s=40, ttft_s=30)
 MAX_FAILURE = 0.1
 
 
-def _profile() -> SimProfile:
-    timing = {"step_s_batch1": 0.01, "step_s_batch64": 0.13}
-    data = load_profile("small").model_dump(mode="json")
-    data.update(backends={"auto": timing, "latency_specialized": timing})
-    return SimProfile.model_validate(data)
-
-
 @pytest.fixture(scope="module")
 def workload(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("wl") / "wl.jsonl"
-    header, sessions = generate("coding-agent", sessions=24, seed=3, block_size=16,
-                                max_context=4096, prompt_scale=0.05, think_scale=0.002,
-                                output_scale=0.1)
-    write_workload(path, header, sessions)
-    return path
+    return small_agent_workload(tmp_path_factory.mktemp("wl") / "wl.jsonl")
 
 
 def _level(workload: Path, users: int, out: Path, stop: TierStop | None = None):  # type: ignore[no-untyped-def]
-    return simulate_level(_profile(), load_workload(workload), users, DURATION, WARMUP,
+    return simulate_level(flat_profile(), load_workload(workload), users, DURATION, WARMUP,
                           drain_s=DRAIN, backend="auto", tiers=(TIER,), out_dir=out,
                           window_stop=stop)
 
