@@ -14,7 +14,10 @@ stall is told apart by where its time went:
 - ``gc``: as busy, and a garbage collection ran during it (``gc.callbacks``).
 - ``starved``: the loop thread was runnable but waited for a CPU for most of it:
   another process (a server on the same core) or thread took the CPU; not the
-  client's code (pin the server and the client to separate cores).
+  client's code (pin the server and the client to separate cores). Also a stall
+  runnable for most of it (on a CPU and waiting for one together) whose wait was
+  the larger part (a busy loop on a shared core; the rest is the GIL and ticks);
+  with the CPU the larger part, ``busy``.
 - ``blocked``: neither: the loop sat in a blocking call off the CPU (a file
   write, DNS, a lock); the frames name the call.
 
@@ -101,7 +104,11 @@ def classify(wall_ns: int, cpu_ns: int, wait_ns: int | None, gc_ran: bool,
     if 2 * cpu_ns >= wall_ns:
         return "gc" if gc_ran else "busy"
     if wait_ns is not None:
-        return "starved" if 2 * wait_ns >= wall_ns else "blocked"
+        if 2 * (cpu_ns + wait_ns) < wall_ns:
+            return "blocked"
+        if wait_ns >= cpu_ns:
+            return "starved"
+        return "gc" if gc_ran else "busy"
     return "starved" if not frames or _idle(frames) else "blocked"
 
 

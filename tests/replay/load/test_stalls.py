@@ -28,6 +28,11 @@ _LIMIT_S = 30.0  # a trap gives up (and the test fails) if no capture came by th
     (400, 10, True, ["x.py:1 f"], "gc"),
     (10, 400, False, ["x.py:1 f"], "starved"),
     (10, 10, False, ["x.py:1 f"], "blocked"),
+    # runnable for most of it, neither part a half (a spinning loop on a shared core,
+    # waiting for the GIL between): the larger part names it, never "blocked"
+    (200, 180, False, ["x.py:1 f"], "busy"),
+    (150, 200, False, ["x.py:1 f"], "starved"),
+    (100, 100, False, ["x.py:1 f"], "blocked"),
     (10, None, False, ["selectors.py:469 select"], "starved"),
     (10, None, False, ["asyncio/runners.py:118 run"], "starved"),  # uvloop: C below run
     (10, None, False, [], "starved"),
