@@ -47,13 +47,10 @@ from replay.client import (
     StreamOutcome,
 )
 from replay.load._context import LaneContext
-from replay.load._dueclock import sleep_until
 from replay.load._scenario import entry_turn
 from traces import Request, Session, iter_block_ids
 
-__all__ = [
-    "closed_user", "open_arrivals", "salt_for", "sleep_until", "timestamp_session",
-]
+__all__ = ["closed_user", "open_arrivals", "salt_for", "timestamp_session"]
 
 
 _NS = 1_000_000_000

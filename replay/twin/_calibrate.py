@@ -36,7 +36,7 @@ from analysis.schema import level_of
 from replay.errors import ConfigError
 from replay.twin._fitted_profile import clock_scale, decode_backend, step_budget, twin_profile
 from replay.twin._holdout import holdout_interval, measured_level
-from replay.twin._interval import METRICS, with_between_runs
+from replay.twin._interval import METRICS, PredictionInterval, with_between_runs
 from replay.twin._level_facts import LevelFacts
 from replay.twin._misfit import misfit_warnings
 from replay.twin._predict import (
@@ -295,8 +295,8 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
     return cal
 
 
-def _widen_by_repeats(interval: Any, by_level: dict[int, list[RunData]],
-                      holdouts: list[Holdout]) -> Any:
+def _widen_by_repeats(interval: PredictionInterval, by_level: dict[int, list[RunData]],
+                      holdouts: list[Holdout]) -> PredictionInterval:
     """The interval widened by how far repeated runs of one level differ (every level
     measured more than once, fitted or held out): the in-run bootstrap and the twin's
     seeds do not see what changes between runs (``analysis.fit.between_runs``)."""
