@@ -3,6 +3,7 @@
     python bench/twin_battery.py                       # 40 profiles, seed 1 (~the report)
     python bench/twin_battery.py --quick               # 8 profiles, 60-s levels
     python bench/twin_battery.py --profiles 60 --seed 7 --jobs 4 --real 5
+    python bench/twin_battery.py --report DIR/outcomes.jsonl [--rescore]
 
 Each case draws a simulator profile at random (``bench/_battery_draw.py``: batch-1
 step 2-60 ms, slope, context reference, prefill 5K-200K tok/s, chunk size, KV
@@ -109,11 +110,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", type=Path, default=None, metavar="JSONL",
                     help="only print the tables of stored outcomes (a --work DIR's "
                          "outcomes.jsonl, or a cut run's)")
+    ap.add_argument("--rescore", action="store_true",
+                    help="with --report: judge the interval coverage with today's rule "
+                         "(bench/_battery_rescore.py), not the run's")
     args = ap.parse_args(argv)
     if args.report is not None:
         done = [Outcome(**json.loads(line)) for line in args.report.read_text().splitlines()
                 if line.strip()]
         print(f"twin battery (stored): {len(done)} outcomes from {args.report}")
+        if args.rescore:
+            from _battery_rescore import rescore
+
+            done = rescore(done)
+            print("interval coverage judged with today's rule (capacity per tier and "
+                  "--agents ranges: the run's)")
         print_report(sorted(done, key=lambda o: o.number), [])
         return 0
     t0 = time.perf_counter()
