@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import platform
+import signal
 import socket
 import subprocess
 from typing import Any
@@ -29,6 +30,25 @@ from tests.support.procs import claim
 from tests.support.workers import group_items
 
 TIERS = ("sim", "cli", "vllm", "ray", "browser")
+
+
+def _terminal_dispositions() -> None:
+    """Every child a test starts begins with the signal dispositions a terminal gives it.
+
+    A suite started in the background of a script (``cmd &`` ignores SIGINT) or under
+    ``nohup`` (SIGHUP ignored) would hand the ignore to every child it starts, and the
+    tests that send those signals would then test the inherited-ignore path, where the
+    tool rightly keeps a SIGHUP ignored and a SIGINT ignored until its handlers are in:
+    seen as lost signals in three tests of a suite run under ``nohup ... &``.
+    tests/reliability/test_signals_inherited.py sets the ignore on purpose for its
+    children."""
+    for sig, handler in ((signal.SIGINT, signal.default_int_handler),
+                         (signal.SIGHUP, signal.SIG_DFL), (signal.SIGTERM, signal.SIG_DFL)):
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, handler)
+
+
+_terminal_dispositions()
 
 # The fixtures that make a test one of the slower tiers; a conftest that adds such a
 # fixture adds its name here.
