@@ -3,6 +3,7 @@
     python bench/twin_battery.py                       # 40 profiles, seed 1 (~the report)
     python bench/twin_battery.py --quick               # 8 profiles, 60-s levels
     python bench/twin_battery.py --profiles 60 --seed 7 --jobs 4 --real 5
+    python bench/twin_battery.py --report DIR/outcomes.jsonl [--rescore]
 
 Each case draws a simulator profile at random (``bench/_battery_draw.py``: batch-1
 step 2-60 ms, slope, context reference, prefill 5K-200K tok/s, chunk size, KV
@@ -53,14 +54,22 @@ def _one(number: int) -> Outcome:
                        error=f"{type(exc).__name__}: {exc}")
 
 
+def _lost(number: int, why: str) -> Outcome:
+    """A case whose process died (e.g. killed for memory): reported, never waited on."""
+    case = draw_case(number, _SEED)
+    return Outcome(number, case.profile["name"], case.noise, {}, {}, error=why)
+
+
 def run_battery(profiles: int, seed: int, settings: Settings, root: Path,
-                jobs: int = 1, progress: bool = True) -> list[Outcome]:
-    """Every case's outcome, in case order (``jobs`` forked processes)."""
+                jobs: int = 1, progress: bool = True,
+                only: list[int] | None = None) -> list[Outcome]:
+    """Every case's outcome, in case order (``jobs`` forked processes at a time, one per
+    case: ``bench/_battery_pool.py``)."""
     global _ROOT, _SETTINGS, _SEED, _PARTIAL
     _ROOT, _SETTINGS, _SEED = root, settings, seed
     _PARTIAL = root / "outcomes.jsonl"
     _PARTIAL.unlink(missing_ok=True)
-    numbers = list(range(profiles))
+    numbers = list(only) if only else list(range(profiles))
     out: list[Outcome] = []
     if jobs <= 1:
         for n in numbers:
@@ -68,13 +77,12 @@ def run_battery(profiles: int, seed: int, settings: Settings, root: Path,
             if progress:
                 _progress(out[-1])
     else:
-        import multiprocessing
+        from _battery_pool import run_forked
 
-        with multiprocessing.get_context("fork").Pool(jobs) as pool:
-            for o in pool.imap_unordered(_one, numbers):
-                out.append(o)
-                if progress:
-                    _progress(o)
+        for o in run_forked(_one, numbers, jobs, _lost):
+            out.append(o)
+            if progress:
+                _progress(o)
     return sorted(out, key=lambda o: o.number)
 
 
@@ -109,11 +117,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", type=Path, default=None, metavar="JSONL",
                     help="only print the tables of stored outcomes (a --work DIR's "
                          "outcomes.jsonl, or a cut run's)")
+    ap.add_argument("--cases", type=str, default=None, metavar="N,N",
+                    help="run only these case numbers of the seed (e.g. one a cut run lost)")
+    ap.add_argument("--rescore", action="store_true",
+                    help="with --report: judge the interval coverage with today's rule "
+                         "(bench/_battery_rescore.py), not the run's")
     args = ap.parse_args(argv)
     if args.report is not None:
         done = [Outcome(**json.loads(line)) for line in args.report.read_text().splitlines()
                 if line.strip()]
         print(f"twin battery (stored): {len(done)} outcomes from {args.report}")
+        if args.rescore:
+            from _battery_rescore import rescore
+
+            done = rescore(done)
+            print("interval coverage judged with today's rule (capacity per tier and "
+                  "--agents ranges: the run's)")
         print_report(sorted(done, key=lambda o: o.number), [])
         return 0
     t0 = time.perf_counter()
@@ -123,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="twin-battery-") as tmp:
         root = args.work or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
-        outcomes = run_battery(profiles, args.seed, settings, root, args.jobs)
+        only = [int(x) for x in args.cases.split(",")] if args.cases else None
+        outcomes = run_battery(profiles, args.seed, settings, root, args.jobs, only=only)
         real: list[dict[str, Any]] = []
         if args.real:
             from _battery_real import real_checks

@@ -9,7 +9,12 @@ import math
 import pytest
 
 from replay.twin import PredictionInterval
-from replay.twin._interval import GROWTH, REPLICA_DOUBLINGS, WHAT_IF_DOUBLINGS
+from replay.twin._interval import (
+    GROWTH,
+    GROWTH_BY_METRIC,
+    REPLICA_DOUBLINGS,
+    WHAT_IF_DOUBLINGS,
+)
 
 
 def _interval(refits: int) -> PredictionInterval:
@@ -45,3 +50,33 @@ def test_a_twin_from_before_the_refits_keeps_its_rule() -> None:
     old = _interval(refits=0)
     assert old.half_width("p90_ttft_s", 8) == pytest.approx(0.2 + 2.0 * 0.1)
     assert old.half_width("p90_ttft_s", 8, replicas=4) == old.half_width("p90_ttft_s", 8)
+
+
+def _what_if(pi: PredictionInterval, metric: str) -> float:
+    return pi.what_if_by_metric.get(metric, pi.what_if_doublings)
+
+
+def test_the_load_widens_each_metric_at_its_own_rate_and_a_what_if_at_the_shared_one() -> None:
+    """A twin calibrated now stores a widening per load doubling per metric: P90 TTFT
+    and output throughput widen slower than interactivity (the battery's development
+    seeds covered them above the nominal rate far out), a what-if and a fleet still
+    count their doublings at ``GROWTH``; a twin file without the per-metric rates keeps
+    ``growth`` for all."""
+    assert GROWTH_BY_METRIC["p90_ttft_s"] < GROWTH_BY_METRIC["p90_interactivity"] == GROWTH
+    from dataclasses import replace
+
+    old = _interval(refits=5)
+    new = replace(old, growth_by_metric=dict(GROWTH_BY_METRIC))
+    for m in ("p90_interactivity", "p90_ttft_s", "output_tok_s"):
+        at = new.half_width(m, 8)
+        assert at == old.half_width(m, 8)  # at the checked level: the same width
+        rate = GROWTH_BY_METRIC[m]
+        assert new.half_width(m, 32) == pytest.approx(at * (1 + 2 * rate))
+        assert old.half_width(m, 32) == pytest.approx(at * (1 + 2 * GROWTH))
+        # 2 replicas at 16 users each, a what-if: the load at its rate, the rest at GROWTH
+        d = _what_if(new, m) + new.replica_by_metric.get(m, REPLICA_DOUBLINGS)
+        assert new.half_width(m, 16, what_if=True, replicas=2) == pytest.approx(
+            at * (1 + rate + GROWTH * d))
+    # P90 TTFT at 4x: 2.0x the checked width, not 2.5x
+    assert new.half_width("p90_ttft_s", 32) == pytest.approx(2.0 * new.half_width("p90_ttft_s", 8))
+    assert new.half_width("p90_ttft_s", 32) < old.half_width("p90_ttft_s", 32)
