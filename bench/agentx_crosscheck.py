@@ -277,10 +277,15 @@ def run_aiperf(url: str, model: str, args: argparse.Namespace, tokenizer: Path,
     with open(work / "aiperf.log", "wb") as log:
         code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT,
                               env=_aiperf_env(), cwd=work).returncode
-    found = sorted(art.rglob("profile_export_aiperf.json"))
-    if code != 0 or not found:
+    if code != 0 or not read_aiperf(art, fig):
         fig.note = f"aiperf exited {code}; see {work / 'aiperf.log'}"
-        return
+
+
+def read_aiperf(art: Path, fig: Figures) -> bool:
+    """Fill ``fig`` from an AIPerf run's artifacts; False when it left none."""
+    found = sorted(art.rglob("profile_export_aiperf.json"))
+    if not found:
+        return False
     parse_aiperf(json.loads(found[-1].read_text()), fig)
     records = found[-1].with_name("profile_export.jsonl")
     if records.exists():
@@ -290,6 +295,7 @@ def run_aiperf(url: str, model: str, args: argparse.Namespace, tokenizer: Path,
     metrics = found[-1].with_name("server_metrics_export.json")
     if metrics.exists():
         fig.prefix_share = aiperf_prefix_share(json.loads(metrics.read_text()))
+    return True
 
 
 def aiperf_prefix_share(data: dict[str, object]) -> float | None:
@@ -653,8 +659,16 @@ def main(argv: list[str] | None = None) -> int:
         work.mkdir(exist_ok=True)
         served(profile, args.backend, work, fig,
                lambda url: run_aiperf(url, model, args, tokenizer, work, fig))
+    earlier = out / "aiperf"
+    if "aiperf" not in tools and read_aiperf(earlier / "artifacts", fig := Figures()):
+        # an earlier AIPerf run in this --out (--tools agentreplay reran our side):
+        # its own figures and its server's truth (no /metrics deltas kept)
+        truth_figures(earlier / "truth.jsonl", fig)
+        fig.note = "an earlier run in this --out"
+        figs["aiperf (earlier)"] = fig
     entries: list[str] = []
-    if "aiperf" in tools and not args.own_entries and (out / "aiperf" / "aiperf.log").exists():
+    if not args.own_entries and (out / "aiperf" / "aiperf.log").exists():  # this run's, or
+        # an earlier AIPerf run's in the same --out (--tools agentreplay reruns our side)
         entries = aiperf_lanes((out / "aiperf" / "aiperf.log").read_text(errors="replace"))
     if "agentreplay" in tools:
         preset = has_scenario_preset()
