@@ -152,3 +152,19 @@ def test_absolute_weka_is_the_shape_aiperf_reads_and_imports_the_same(
     again = agentx.absolute_weka(out, tmp_path / "abs2")
     assert (again / "trace_0277.json").read_bytes() == (out / "trace_0277.json").read_bytes()
     assert list(import_weka(out).sessions) == list(import_weka(src).sessions)
+
+
+def test_an_earlier_aiperf_run_is_read_back_from_its_artifacts(agentx, tmp_path: Path) -> None:
+    """``--tools agentreplay`` beside an earlier AIPerf run: its figures come from the
+    artifacts it left (none left: nothing read)."""
+    assert agentx.read_aiperf(tmp_path, agentx.Figures()) is False
+    art = tmp_path / "run"
+    art.mkdir()
+    (art / "profile_export_aiperf.json").write_bytes(orjson.dumps(
+        {"request_count": {"avg": 2}, "inter_token_latency": {"p90": 5.0, "unit": "ms"}}))
+    (art / "profile_export.jsonl").write_bytes(b"\n".join(
+        [_aiperf_rec("t1", 3, 0, 4.0, [4.0]), _aiperf_rec("t1::sa:a", 0, 1, 5.0, [5.0])]))
+    fig = agentx.Figures()
+    assert agentx.read_aiperf(tmp_path, fig) is True
+    assert fig.requests == 2 and fig.p90_interactivity == pytest.approx(200.0)
+    assert fig.subagent_requests == 1 and set(fig.timings) == {("t1", "", 3), ("t1", "a", 0)}
