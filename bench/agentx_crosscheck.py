@@ -85,6 +85,8 @@ class Timing:
     gaps_ms: tuple[float, ...]
     """Gap before each streamed token after the first (a chunk of k tokens: k gaps of
     gap/k, as ``analysis``'s ITL; AIPerf's ``inter_chunk_latency`` as it lists them)."""
+    request_id: str = ""
+    """The ``X-Request-Id`` it was sent with: its line in the simulator's truth log."""
 
 
 @dataclass
@@ -113,6 +115,9 @@ class Figures:
     that completed, subagents' too (a request replayed twice: its last replay)."""
     subagent_requests: int | None = None
     """Measured subagent requests that completed, each replay counted."""
+    truth_tpots: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Request id -> (TPOT the simulator delivered, TPOT its profile says), ms, from
+    its truth log: what the server did, apart from how the tool timed it."""
 
 
 # -- the simulated server ---------------------------------------------------------
@@ -148,8 +153,25 @@ def truth_figures(truth: Path, fig: Figures) -> None:
             tpots.append((rec["emit_ns"][-1] - rec["emit_ns"][0]) / 1e6
                          / (rec["output_tokens"] - 1))
     fig.truth_requests = n
+    fig.truth_tpots = truth_tpots(truth.read_bytes().splitlines())
     fig.truth_prompt_tokens = float(np.mean(prompts)) if prompts else None
     fig.truth_tpot_ms = float(np.mean(tpots)) if tpots else None
+
+
+def truth_tpots(lines: Sequence[bytes]) -> dict[str, tuple[float, float]]:
+    """Per request of the truth log (2+ tokens): the TPOT the simulator delivered (first
+    to last emit) and the one its profile gives for those decode steps (no lateness)."""
+    out: dict[str, tuple[float, float]] = {}
+    for line in lines:
+        rec = orjson.loads(line)
+        n = rec.get("output_tokens") or 0
+        if rec.get("status") != "ok" or n < 2 or len(rec.get("emit_ns") or ()) < 2:
+            continue
+        emit, model = rec["emit_ns"], rec.get("step_model_ns") or []
+        tokens = sum((rec.get("emit_tokens") or [])[1:]) or n - 1
+        out[rec["request_id"]] = ((emit[-1] - emit[0]) / 1e6 / (n - 1),
+                                  sum(model[1:]) / 1e6 / tokens)
+    return out
 
 
 def served(profile: Path, backend: str, work: Path, fig: Figures,
@@ -449,6 +471,7 @@ def table(figs: dict[str, Figures]) -> str:
         out.append(same_requests(a.measured, b.measured))
         out.append(subagent_line(a, b))
         out.append(shared_timing(a.timings, b.timings))
+        out.append(shared_truth(a, b))
     return "\n".join(out)
 
 
@@ -519,7 +542,8 @@ def aiperf_timings(lines: Sequence[bytes]) -> tuple[dict[Key, Timing], int]:
         tpot = metrics.get("inter_token_latency", {}).get("value")
         gaps = metrics.get("inter_chunk_latency", {}).get("value") or []
         out[_aiperf_key(meta)] = Timing(float(tpot) if tpot is not None else None,
-                                        tuple(float(g) for g in gaps))
+                                        tuple(float(g) for g in gaps),
+                                        str(meta.get("x_request_id", "")))
     return out, subs
 
 
@@ -542,12 +566,36 @@ def agentreplay_timings(lines: Sequence[bytes]) -> tuple[dict[Key, Timing], int]
         for i in range(1, min(len(times), len(tokens))):
             k = max(int(tokens[i]), 1)
             gaps += [(times[i] - times[i - 1]) * 1e3 / k] * k
-        out[(rec["session"], rec.get("agent") or "", rec["turn"])] = Timing(tpot, tuple(gaps))
+        out[(rec["session"], rec.get("agent") or "", rec["turn"])] = Timing(
+            tpot, tuple(gaps), str(rec.get("id", "")))
     return out, subs
 
 
 def _pct(a: float, b: float) -> str:
     return f"{b / a - 1:+.1%}" if a else "-"
+
+
+def shared_truth(a: Figures, b: Figures) -> str:
+    """Over the requests both measured and both servers logged: P90 interactivity as each
+    tool timed it, as the simulator delivered it, and as its profile gives it (free of
+    lateness): splits a gap into the tools' timing, the servers' lateness and the load
+    each tool's schedule made (the batch each request decoded in)."""
+    both = sorted(k for k in set(a.timings) & set(b.timings)
+                  if a.timings[k].tpot_ms is not None and b.timings[k].tpot_ms is not None
+                  and a.timings[k].request_id in a.truth_tpots
+                  and b.timings[k].request_id in b.truth_tpots)
+    if not both:
+        return "truth: no shared request in both truth logs"
+    cols = []
+    for f in (a, b):
+        tool = [f.timings[k].tpot_ms or 0.0 for k in both]
+        truth = [f.truth_tpots[f.timings[k].request_id] for k in both]
+        cols.append([1e3 / float(np.percentile(v, 90)) for v in
+                     (tool, [t[0] for t in truth], [t[1] for t in truth])])
+    (ta, da, ma), (tb, db, mb) = cols
+    return (f"P90 interactivity on those {len(both)}: timed by the tool {ta:.1f} vs {tb:.1f}, "
+            f"delivered by the server {da:.1f} vs {db:.1f}, the profile's {ma:.1f} vs "
+            f"{mb:.1f} tok/s")
 
 
 def shared_timing(a: Mapping[Key, Timing], b: Mapping[Key, Timing]) -> str:

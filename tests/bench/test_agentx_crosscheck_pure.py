@@ -168,3 +168,20 @@ def test_an_earlier_aiperf_run_is_read_back_from_its_artifacts(agentx, tmp_path:
     assert agentx.read_aiperf(tmp_path, fig) is True
     assert fig.requests == 2 and fig.p90_interactivity == pytest.approx(200.0)
     assert fig.subagent_requests == 1 and set(fig.timings) == {("t1", "", 3), ("t1", "a", 0)}
+
+
+def test_shared_truth_splits_tool_timing_from_server_delivery(agentx) -> None:
+    """The truth log's emit times give the TPOT the server delivered; its model step
+    times the one its profile gives (a late simulator delivers slower than that)."""
+    line = orjson.dumps({"request_id": "r1", "status": "ok", "output_tokens": 3,
+                         "emit_ns": [0, 4_000_000, 10_000_000], "emit_tokens": [1, 1, 1],
+                         "step_model_ns": [9, 4_000_000, 4_000_000]})
+    assert agentx.truth_tpots([line]) == {"r1": (5.0, 4.0)}
+    key = ("s", "", 0)
+    a = agentx.Figures(timings={key: agentx.Timing(6.0, (), "r1")},
+                       truth_tpots={"r1": (5.0, 4.0)})
+    b = agentx.Figures(timings={key: agentx.Timing(4.0, (), "q")}, truth_tpots={"q": (4.0, 4.0)})
+    assert agentx.shared_truth(a, b) == (
+        "P90 interactivity on those 1: timed by the tool 166.7 vs 250.0, delivered by the "
+        "server 200.0 vs 250.0, the profile's 250.0 vs 250.0 tok/s")
+    assert agentx.shared_truth(a, agentx.Figures()).startswith("truth: no shared request")
