@@ -5,11 +5,16 @@ against ``serve-sim`` with the same profile and backend, one fresh server each (
 cache, counters from zero): agentreplay enters AIPerf's lanes (each lane's trace and
 first profiling turn, read from AIPerf's log, as ``run --entry``), and AIPerf loads a
 tokenizer that splits text as the simulator does, so both send the same requests at
-the same prompt lengths as the server counts them. The script prints their figures
-side by side: requests
+the same prompt lengths as the server counts them. Both read the sessions with each
+subagent's times rewritten in the absolute shape (``absolute_weka``): AIPerf 0.13 reads
+the sample's relative shape as if a subagent's finish were its spawn, so it replayed
+other subagent timing than the recording's (``--weka-shape as-is`` shows that). The
+script prints their figures side by side: requests
 measured, P90 interactivity (1 / P90 of per-request TPOT: the slow tail), TTFT P50/P90,
 and the prefix-hit share, plus the simulator's own truth for each run (its truth log:
-mean TPOT it delivered, its lateness). Which token count each tool used is printed
+mean TPOT it delivered, its lateness), then the subagent requests each measured (keyed
+by session, agent and turn on both sides) and P90 interactivity and ITL over the
+requests both measured. Which token count each tool used is printed
 too (AIPerf runs with ``--use-server-token-count``, as InferenceX does; agentreplay
 always takes the server's ``usage``).
 
@@ -67,6 +72,23 @@ START_RATIOS = (0.25, 0.75)
 """InferenceX's ``--trajectory-start-min/max-ratio``."""
 
 
+Key = tuple[str, str, int]
+"""A request of the workload: (session, subagent id or "" for the main session, turn)."""
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One measured request's decode timing, from the tool's own record."""
+
+    tpot_ms: float | None
+    """(last token - first token) / (tokens - 1); None under 2 tokens."""
+    gaps_ms: tuple[float, ...]
+    """Gap before each streamed token after the first (a chunk of k tokens: k gaps of
+    gap/k, as ``analysis``'s ITL; AIPerf's ``inter_chunk_latency`` as it lists them)."""
+    request_id: str = ""
+    """The ``X-Request-Id`` it was sent with: its line in the simulator's truth log."""
+
+
 @dataclass
 class Figures:
     """One tool's figures for the side-by-side table (None: the tool did not report it)."""
@@ -88,6 +110,14 @@ class Figures:
     measured: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
     """(session, turn) -> (prompt, output tokens as the server counted them) of each
     measured main-session request that completed (the tool's own records)."""
+    timings: dict[Key, Timing] = field(default_factory=dict)
+    """(session, agent or "", turn) -> its TPOT and ITL gaps, of every measured request
+    that completed, subagents' too (a request replayed twice: its last replay)."""
+    subagent_requests: int | None = None
+    """Measured subagent requests that completed, each replay counted."""
+    truth_tpots: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Request id -> (TPOT the simulator delivered, TPOT its profile says), ms, from
+    its truth log: what the server did, apart from how the tool timed it."""
 
 
 # -- the simulated server ---------------------------------------------------------
@@ -123,8 +153,25 @@ def truth_figures(truth: Path, fig: Figures) -> None:
             tpots.append((rec["emit_ns"][-1] - rec["emit_ns"][0]) / 1e6
                          / (rec["output_tokens"] - 1))
     fig.truth_requests = n
+    fig.truth_tpots = truth_tpots(truth.read_bytes().splitlines())
     fig.truth_prompt_tokens = float(np.mean(prompts)) if prompts else None
     fig.truth_tpot_ms = float(np.mean(tpots)) if tpots else None
+
+
+def truth_tpots(lines: Sequence[bytes]) -> dict[str, tuple[float, float]]:
+    """Per request of the truth log (2+ tokens): the TPOT the simulator delivered (first
+    to last emit) and the one its profile gives for those decode steps (no lateness)."""
+    out: dict[str, tuple[float, float]] = {}
+    for line in lines:
+        rec = orjson.loads(line)
+        n = rec.get("output_tokens") or 0
+        if rec.get("status") != "ok" or n < 2 or len(rec.get("emit_ns") or ()) < 2:
+            continue
+        emit, model = rec["emit_ns"], rec.get("step_model_ns") or []
+        tokens = sum((rec.get("emit_tokens") or [])[1:]) or n - 1
+        out[rec["request_id"]] = ((emit[-1] - emit[0]) / 1e6 / (n - 1),
+                                  sum(model[1:]) / 1e6 / tokens)
+    return out
 
 
 def served(profile: Path, backend: str, work: Path, fig: Figures,
@@ -252,17 +299,25 @@ def run_aiperf(url: str, model: str, args: argparse.Namespace, tokenizer: Path,
     with open(work / "aiperf.log", "wb") as log:
         code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT,
                               env=_aiperf_env(), cwd=work).returncode
-    found = sorted(art.rglob("profile_export_aiperf.json"))
-    if code != 0 or not found:
+    if code != 0 or not read_aiperf(art, fig):
         fig.note = f"aiperf exited {code}; see {work / 'aiperf.log'}"
-        return
+
+
+def read_aiperf(art: Path, fig: Figures) -> bool:
+    """Fill ``fig`` from an AIPerf run's artifacts; False when it left none."""
+    found = sorted(art.rglob("profile_export_aiperf.json"))
+    if not found:
+        return False
     parse_aiperf(json.loads(found[-1].read_text()), fig)
     records = found[-1].with_name("profile_export.jsonl")
     if records.exists():
-        fig.measured = aiperf_measured(records.read_bytes().splitlines())
+        lines = records.read_bytes().splitlines()
+        fig.measured = aiperf_measured(lines)
+        fig.timings, fig.subagent_requests = aiperf_timings(lines)
     metrics = found[-1].with_name("server_metrics_export.json")
     if metrics.exists():
         fig.prefix_share = aiperf_prefix_share(json.loads(metrics.read_text()))
+    return True
 
 
 def aiperf_prefix_share(data: dict[str, object]) -> float | None:
@@ -352,7 +407,9 @@ def run_agentreplay(url: str, workload: Path, args: argparse.Namespace, work: Pa
         return
     _cli("report", str(run_dir), log=log)
     if (run_dir / "requests.jsonl").exists():
-        fig.measured = agentreplay_measured((run_dir / "requests.jsonl").read_bytes().splitlines())
+        lines = (run_dir / "requests.jsonl").read_bytes().splitlines()
+        fig.measured = agentreplay_measured(lines)
+        fig.timings, fig.subagent_requests = agentreplay_timings(lines)
     summary = run_dir / "summary.json"
     if summary.exists():
         parse_summary(json.loads(summary.read_text()), fig)
@@ -410,7 +467,11 @@ def table(figs: dict[str, Figures]) -> str:
         out.append(f"{n}: token count = {figs[n].token_count or '-'}"
                    + (f"; {figs[n].note}" if figs[n].note else ""))
     if len(names) == 2:
-        out.append(same_requests(figs[names[0]].measured, figs[names[1]].measured))
+        a, b = figs[names[0]], figs[names[1]]
+        out.append(same_requests(a.measured, b.measured))
+        out.append(subagent_line(a, b))
+        out.append(shared_timing(a.timings, b.timings))
+        out.append(shared_truth(a, b))
     return "\n".join(out)
 
 
@@ -457,6 +518,146 @@ def agentreplay_measured(lines: Sequence[bytes]) -> dict[tuple[str, int], tuple[
     return out
 
 
+def _aiperf_key(meta: Mapping[str, object]) -> Key:
+    """AIPerf names a subagent's conversation ``SESSION::sa:AGENT`` (other side chains
+    ``SESSION::KIND:...``); the main session's is the trace id."""
+    session, _, rest = str(meta.get("conversation_id")).partition("::")
+    agent = rest.removeprefix("sa:") if rest else ""
+    turn = meta.get("turn_index", -1)
+    return session, agent, int(turn) if isinstance(turn, int) else -1
+
+
+def aiperf_timings(lines: Sequence[bytes]) -> tuple[dict[Key, Timing], int]:
+    """Every completed profiling request's timing from ``profile_export.jsonl``, and how
+    many of them were subagents' (``agent_depth`` > 0)."""
+    out: dict[Key, Timing] = {}
+    subs = 0
+    for line in lines:
+        rec = orjson.loads(line)
+        meta, metrics = rec.get("metadata", {}), rec.get("metrics", {})
+        if meta.get("benchmark_phase") != "profiling" or rec.get("error") \
+                or "usage_prompt_tokens" not in metrics:
+            continue
+        subs += meta.get("agent_depth", 0) != 0
+        tpot = metrics.get("inter_token_latency", {}).get("value")
+        gaps = metrics.get("inter_chunk_latency", {}).get("value") or []
+        out[_aiperf_key(meta)] = Timing(float(tpot) if tpot is not None else None,
+                                        tuple(float(g) for g in gaps),
+                                        str(meta.get("x_request_id", "")))
+    return out, subs
+
+
+def agentreplay_timings(lines: Sequence[bytes]) -> tuple[dict[Key, Timing], int]:
+    """Every completed measured request's timing from ``requests.jsonl``, and how many
+    of them were subagents'."""
+    out: dict[Key, Timing] = {}
+    subs = 0
+    for line in lines:
+        rec = orjson.loads(line)
+        if rec.get("phase") != "measure" or rec.get("status") != "ok":
+            continue
+        subs += rec.get("agent") is not None
+        n = rec.get("output_tokens") or 0
+        first, last = rec.get("first_token_s"), rec.get("last_token_s")
+        tpot = (last - first) * 1e3 / (n - 1) if n >= 2 and first is not None \
+            and last is not None else None
+        times, tokens = rec.get("chunk_times_s") or [], rec.get("chunk_tokens") or []
+        gaps: list[float] = [0.0] * max(0, (tokens[0] if tokens else 1) - 1)
+        for i in range(1, min(len(times), len(tokens))):
+            k = max(int(tokens[i]), 1)
+            gaps += [(times[i] - times[i - 1]) * 1e3 / k] * k
+        out[(rec["session"], rec.get("agent") or "", rec["turn"])] = Timing(
+            tpot, tuple(gaps), str(rec.get("id", "")))
+    return out, subs
+
+
+def _pct(a: float, b: float) -> str:
+    return f"{b / a - 1:+.1%}" if a else "-"
+
+
+def shared_truth(a: Figures, b: Figures) -> str:
+    """Over the requests both measured and both servers logged: P90 interactivity as each
+    tool timed it, as the simulator delivered it, and as its profile gives it (free of
+    lateness): splits a gap into the tools' timing, the servers' lateness and the load
+    each tool's schedule made (the batch each request decoded in)."""
+    both = sorted(k for k in set(a.timings) & set(b.timings)
+                  if a.timings[k].tpot_ms is not None and b.timings[k].tpot_ms is not None
+                  and a.timings[k].request_id in a.truth_tpots
+                  and b.timings[k].request_id in b.truth_tpots)
+    if not both:
+        return "truth: no shared request in both truth logs"
+    cols = []
+    for f in (a, b):
+        tool = [f.timings[k].tpot_ms or 0.0 for k in both]
+        truth = [f.truth_tpots[f.timings[k].request_id] for k in both]
+        cols.append([1e3 / float(np.percentile(v, 90)) for v in
+                     (tool, [t[0] for t in truth], [t[1] for t in truth])])
+    (ta, da, ma), (tb, db, mb) = cols
+    return (f"P90 interactivity on those {len(both)}: timed by the tool {ta:.1f} vs {tb:.1f}, "
+            f"delivered by the server {da:.1f} vs {db:.1f}, the profile's {ma:.1f} vs "
+            f"{mb:.1f} tok/s")
+
+
+def shared_timing(a: Mapping[Key, Timing], b: Mapping[Key, Timing]) -> str:
+    """P90 interactivity (1 / P90 TPOT) and ITL (P50, mean of the per-token gaps) of the
+    two tools over the requests both measured, main sessions' and subagents' alike:
+    the same requests, so what differs is how each was served and timed."""
+    both = sorted(k for k in set(a) & set(b)
+                  if a[k].tpot_ms is not None and b[k].tpot_ms is not None)
+    if not both:
+        return "shared requests: none with a TPOT in both"
+    figs = []
+    for side in (a, b):
+        tpots = np.array([side[k].tpot_ms for k in both], dtype=float)
+        gaps = np.concatenate([np.asarray(side[k].gaps_ms, dtype=float) for k in both])
+        figs.append((1e3 / float(np.percentile(tpots, 90)),
+                     float(np.median(gaps)) if gaps.size else float("nan"),
+                     float(gaps.mean()) if gaps.size else float("nan")))
+    (pa, ma, ea), (pb, mb, eb) = figs
+    subs = sum(1 for k in both if k[1])
+    return (f"shared requests: {len(both)} measured by both ({subs} of them subagents'): "
+            f"P90 interactivity {pa:.1f} vs {pb:.1f} tok/s ({_pct(pa, pb)}), ITL P50 "
+            f"{ma:.3f} vs {mb:.3f} ms ({_pct(ma, mb)}), ITL mean {ea:.3f} vs {eb:.3f} ms "
+            f"({_pct(ea, eb)})")
+
+
+def subagent_line(a: Figures, b: Figures) -> str:
+    """Subagent requests each tool measured: all replays counted, and the distinct
+    (session, agent, turn) among them, so the two tools' counts compare like for like."""
+    def distinct(f: Figures) -> int:
+        return sum(1 for k in f.timings if k[1])
+
+    both = sum(1 for k in set(a.timings) & set(b.timings) if k[1])
+    return (f"subagent requests measured: {a.subagent_requests} vs {b.subagent_requests} "
+            f"(distinct (session, agent, turn): {distinct(a)} vs {distinct(b)}, "
+            f"{both} in both)")
+
+
+def absolute_weka(src: Path, dst: Path) -> Path:
+    """The WEKA sessions with each subagent's times in the absolute shape (its entry's
+    ``t`` the spawn, its requests' ``t`` in session time; ``traces/importers/_weka.py``):
+    the shape AIPerf reads. The shared sample is relative (entry ``t`` = finish,
+    nested ``t`` from the spawn), which AIPerf 0.13 reads as if ``t`` were the spawn
+    (``weka_trace._subagent_request_absolute_t``), starting each subagent when it
+    finished and letting the parent run on beside it. agentreplay reads both shapes
+    alike, so both tools replay these files."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for path in sorted(src.glob("*.json")):
+        obj = orjson.loads(path.read_bytes())
+        for sess in obj if isinstance(obj, list) else [obj]:
+            for req in sess.get("requests", []):
+                inner = req.get("requests") or []
+                if req.get("type") != "subagent" or req.get("duration_ms") is None \
+                        or not inner or inner[0].get("t", 0.0) >= req["t"]:
+                    continue  # background, or already absolute
+                spawn = round(req["t"] - req["duration_ms"] / 1000.0, 6)
+                req["t"] = spawn
+                for r in inner:
+                    r["t"] = round(spawn + r.get("t", 0.0), 6)
+        (dst / path.name).write_bytes(orjson.dumps(obj))
+    return dst
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--weka", type=Path, default=WEKA, help="directory of WEKA session files")
@@ -473,6 +674,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rules", choices=["mvp", "v1"], default="mvp",
                     help="AgentX MVP rules, or the agentx-harness 1.0.x ones")
     ap.add_argument("--out", type=Path, default=None, help="keep the runs here")
+    ap.add_argument("--weka-shape", choices=["absolute", "as-is"], default="absolute",
+                    help="hand both tools the sessions with subagent times rewritten in "
+                         "the absolute shape AIPerf reads (default), or the files as they "
+                         "are (AIPerf 0.13 then starts the sample's subagents when they "
+                         "finished)")
     ap.add_argument("--own-entries", action="store_true",
                     help="let agentreplay draw its lanes' entry turns itself (default: "
                          "replay AIPerf's, --entry from its log)")
@@ -484,6 +690,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = args.out or Path(tempfile.mkdtemp(prefix="agentx-crosscheck-"))
     out.mkdir(parents=True, exist_ok=True)
+    if args.weka_shape == "absolute":
+        args.weka = absolute_weka(args.weka, out / "weka-absolute")
     profile = wide_profile(args.profile, out)
     model = load_profile(args.profile).model
     workload = out / "weka.jsonl"
@@ -499,8 +707,16 @@ def main(argv: list[str] | None = None) -> int:
         work.mkdir(exist_ok=True)
         served(profile, args.backend, work, fig,
                lambda url: run_aiperf(url, model, args, tokenizer, work, fig))
+    earlier = out / "aiperf"
+    if "aiperf" not in tools and read_aiperf(earlier / "artifacts", fig := Figures()):
+        # an earlier AIPerf run in this --out (--tools agentreplay reran our side):
+        # its own figures and its server's truth (no /metrics deltas kept)
+        truth_figures(earlier / "truth.jsonl", fig)
+        fig.note = "an earlier run in this --out"
+        figs["aiperf (earlier)"] = fig
     entries: list[str] = []
-    if "aiperf" in tools and not args.own_entries and (out / "aiperf" / "aiperf.log").exists():
+    if not args.own_entries and (out / "aiperf" / "aiperf.log").exists():  # this run's, or
+        # an earlier AIPerf run's in the same --out (--tools agentreplay reruns our side)
         entries = aiperf_lanes((out / "aiperf" / "aiperf.log").read_text(errors="replace"))
     if "agentreplay" in tools:
         preset = has_scenario_preset()

@@ -157,7 +157,8 @@ def _advise(workload: str, opts: CompareOptions) -> None:
     if opts.rates is None:
         print_advice(workload, warmup_s=opts.warmup_s, users=min(opts.levels),
                      duration_s=opts.duration_s, think_scale=opts.think_scale,
-                     think_time_cap_s=opts.think_time_cap_s)
+                     think_time_cap_s=opts.think_time_cap_s,
+                     scenario=opts.scenario)
 
 
 def _scenario(args: argparse.Namespace, values: dict[str, object],

@@ -86,7 +86,8 @@ def _advise(workload: str, config: RunSettings) -> None:
     if config.rate is None:
         print_advice(workload, warmup_s=config.warmup_s, users=config.users,
                      duration_s=config.duration_s, think_scale=config.think_scale,
-                     think_time_cap_s=config.think_time_cap_s)
+                     think_time_cap_s=config.think_time_cap_s,
+                     scenario=config.scenario)
 
 
 def _summary(closed: ClosedRun) -> list[str]:

@@ -82,12 +82,15 @@ MIN_WINDOW_REQUESTS = 20
 def window_advice(
     workload: str | os.PathLike[str], users: int, duration_s: float, *,
     think_scale: float = 1.0, think_time_cap_s: float | None = None,
+    scenario: str | None = None,
 ) -> str | None:
     """One warning line when a closed-loop window of ``duration_s`` would see fewer than
     :data:`MIN_WINDOW_REQUESTS` requests. A user sends one request per cycle: a think
     time (the mean, scaled and capped request by request: long pauses dominate) plus
     one request at 30 tok/s/user. None when the window is wide enough or the workload
-    is not closed loop (or cannot be read)."""
+    is not closed loop (or cannot be read). Under a ``scenario`` the think times are
+    its rules' (it refuses ``--think-time-cap`` and ``--think-scale``), so the fix named
+    is a longer window or more users."""
     sample = _closed_sample(workload)
     if sample is None:
         return None
@@ -106,11 +109,13 @@ def window_advice(
         return None
     cycle = users * duration_s / MIN_WINDOW_REQUESTS  # what one request's cycle may take
     cap = math.floor(cycle - request)
-    if cap >= 1 and mean_think(cap) + request <= cycle:
+    if scenario is None and cap >= 1 and mean_think(cap) + request <= cycle:
         fix = f"cap think times with --think-time-cap {cap} (or scale them: --think-scale)"
     else:
         need = math.ceil(MIN_WINDOW_REQUESTS * (think + request) / max(users, 1))
         fix = f"lengthen --duration to about {need} s (or add --users)"
+        if scenario is not None:
+            fix += f"; scenario {scenario} sets the think times"
     return (f"warning: the {duration_s:g} s window would see about {expected:.0f} "
             f"{verb(round(expected), 'request', 'requests')} from {plural(users, 'user')} "
             f"(mean think time {think:.1f} s, a request "
@@ -121,6 +126,7 @@ def window_advice(
 def print_advice(
     workload: str | os.PathLike[str], *, warmup_s: float, users: int, duration_s: float,
     think_scale: float = 1.0, think_time_cap_s: float | None = None,
+    scenario: str | None = None,
 ) -> None:
     """On stderr, before any load: the warmup and window warnings that apply (the
     settings are valid by then, so a refused command still fails in one line)."""
@@ -130,7 +136,7 @@ def print_advice(
         warmup_advice(workload, warmup_s, think_scale=think_scale,
                       think_time_cap_s=think_time_cap_s),
         window_advice(workload, users, duration_s, think_scale=think_scale,
-                      think_time_cap_s=think_time_cap_s),
+                      think_time_cap_s=think_time_cap_s, scenario=scenario),
     ):
         if advice:
             print(f"agentreplay: {advice}", file=sys.stderr, flush=True)

@@ -1,5 +1,6 @@
 """The pure parts of bench/agentx_crosscheck.py: reading AIPerf's lanes (the entries
-agentreplay then replays with ``--entry``) and matching the two tools' requests.
+agentreplay then replays with ``--entry``), matching the two tools' requests (main
+sessions' and subagents'), and the sample rewritten in the subagent shape AIPerf reads.
 
 The log lines are written with the format string of AIPerf 0.13's
 ``TrajectorySource._log_trajectory_summary``, so a parser that drifts from it fails.
@@ -7,7 +8,13 @@ The log lines are written with the format string of AIPerf 0.13's
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import orjson
+import pytest
+
+from traces import import_weka
 
 
 def _snapshot_row(lane: int, pct: float, k: int, n: int, trace: str) -> str:
@@ -69,3 +76,112 @@ def test_same_requests_reports_the_common_ones_and_their_prompt_gap(agentx) -> N
     assert "+0.00% on average (max |1.00%|)" in line  # +1% and -1%
     assert "output tokens equal on 1 of 2" in line
     assert "none of 1 / 1" in agentx.same_requests({("x", 0): (1, 1)}, {("y", 0): (1, 1)})
+
+
+def _aiperf_rec(conv: str, turn: int, depth: int, tpot: float, gaps: list[float],
+                phase: str = "profiling") -> bytes:
+    return orjson.dumps({
+        "metadata": {"conversation_id": conv, "turn_index": turn, "benchmark_phase": phase,
+                     "agent_depth": depth},
+        "metrics": {"usage_prompt_tokens": {"value": 100}, "inter_token_latency":
+                    {"value": tpot}, "inter_chunk_latency": {"value": gaps}}})
+
+
+def _ours_rec(session: str, agent: str | None, turn: int, times: list[float],
+              tokens: list[int], phase: str = "measure") -> bytes:
+    return orjson.dumps({
+        "phase": phase, "status": "ok", "session": session, "agent": agent, "turn": turn,
+        "output_tokens": sum(tokens), "first_token_s": times[0], "last_token_s": times[-1],
+        "chunk_times_s": times, "chunk_tokens": tokens})
+
+
+def test_subagent_requests_are_keyed_by_agent_on_both_sides(agentx) -> None:
+    """A subagent's request is (session, agent, turn) for both tools: keyed by (session,
+    turn) alone, four agents' turn 0 would count as one request."""
+    aiperf = [_aiperf_rec("t1", 5, 0, 4.0, [4.0]),
+              *(_aiperf_rec(f"t1::sa:agent_00{i}", 0, 1, 4.0, [4.0]) for i in range(1, 5)),
+              _aiperf_rec("t1::sa:agent_001", 0, 1, 4.0, [4.0]),  # a second replay
+              _aiperf_rec("t1::sa:agent_002", 1, 1, 4.0, [4.0], phase="warmup")]
+    timings, subs = agentx.aiperf_timings(aiperf)
+    assert subs == 5  # every profiling replay counted
+    assert sorted(timings) == [("t1", "", 5), *((("t1", f"agent_00{i}", 0)) for i in
+                                                 range(1, 5))]
+    ours = [_ours_rec("t1", None, 5, [1.0, 1.004], [1, 1]),
+            *(_ours_rec("t1", f"agent_00{i}", 0, [1.0, 1.004], [1, 1]) for i in range(1, 3)),
+            _ours_rec("t1", "agent_003", 0, [1.0, 1.004], [1, 1], phase="warmup")]
+    mine, ours_subs = agentx.agentreplay_timings(ours)
+    assert ours_subs == 2
+    a, b = agentx.Figures(timings=timings, subagent_requests=subs), \
+        agentx.Figures(timings=mine, subagent_requests=ours_subs)
+    assert agentx.subagent_line(a, b) == ("subagent requests measured: 5 vs 2 (distinct "
+                                          "(session, agent, turn): 4 vs 2, 2 in both)")
+
+
+def test_shared_timing_compares_the_same_requests_token_by_token(agentx) -> None:
+    # a first chunk of 2 tokens (one gap of 0), then a chunk of 3 tokens 6 ms later
+    ours, _ = agentx.agentreplay_timings([_ours_rec("s", None, 0, [0.0, 0.006], [2, 3])])
+    (t,) = ours.values()
+    assert t.gaps_ms == pytest.approx((0.0, 2.0, 2.0, 2.0))
+    assert t.tpot_ms == pytest.approx(6.0 / 4)
+    a = {("s", "", k): agentx.Timing(4.0 + k / 10, (4.0,)) for k in range(10)}
+    b = {("s", "", k): agentx.Timing(4.0, (4.0, 4.4)) for k in range(10)}
+    b[("s", "x", 0)] = agentx.Timing(9.0, (9.0,))  # measured by one tool only: left out
+    line = agentx.shared_timing(a, b)
+    p90 = 1e3 / np.percentile([4.0 + k / 10 for k in range(10)], 90)
+    assert line.startswith("shared requests: 10 measured by both (0 of them subagents'): "
+                           f"P90 interactivity {p90:.1f} vs 250.0 tok/s")
+    assert "ITL P50 4.000 vs 4.200 ms (+5.0%)" in line
+    assert agentx.shared_timing(a, {}) == "shared requests: none with a TPOT in both"
+
+
+def test_absolute_weka_is_the_shape_aiperf_reads_and_imports_the_same(
+        agentx, tmp_path: Path) -> None:
+    """The rewritten sample: each subagent's ``t`` its spawn (= its first request's
+    ``t``), finishing at ``t + duration`` where the sample's ``t`` said; agentreplay
+    imports it to the very same sessions, and a second pass changes nothing."""
+    src = Path(__file__).parents[1] / "fixtures" / "traces" / "weka"
+    out = agentx.absolute_weka(src, tmp_path / "abs")
+    raw = orjson.loads((src / "trace_0277.json").read_bytes())["requests"]
+    new = orjson.loads((out / "trace_0277.json").read_bytes())["requests"]
+    subs = [(r, n) for r, n in zip(raw, new, strict=True) if r.get("type") == "subagent"]
+    assert len(subs) == 4
+    for r, n in subs:
+        assert n["t"] == pytest.approx(r["t"] - r["duration_ms"] / 1000, abs=1e-6)
+        assert [q["t"] for q in n["requests"]] == pytest.approx(
+            [n["t"] + q["t"] for q in r["requests"]], abs=1e-6)
+    again = agentx.absolute_weka(out, tmp_path / "abs2")
+    assert (again / "trace_0277.json").read_bytes() == (out / "trace_0277.json").read_bytes()
+    assert list(import_weka(out).sessions) == list(import_weka(src).sessions)
+
+
+def test_an_earlier_aiperf_run_is_read_back_from_its_artifacts(agentx, tmp_path: Path) -> None:
+    """``--tools agentreplay`` beside an earlier AIPerf run: its figures come from the
+    artifacts it left (none left: nothing read)."""
+    assert agentx.read_aiperf(tmp_path, agentx.Figures()) is False
+    art = tmp_path / "run"
+    art.mkdir()
+    (art / "profile_export_aiperf.json").write_bytes(orjson.dumps(
+        {"request_count": {"avg": 2}, "inter_token_latency": {"p90": 5.0, "unit": "ms"}}))
+    (art / "profile_export.jsonl").write_bytes(b"\n".join(
+        [_aiperf_rec("t1", 3, 0, 4.0, [4.0]), _aiperf_rec("t1::sa:a", 0, 1, 5.0, [5.0])]))
+    fig = agentx.Figures()
+    assert agentx.read_aiperf(tmp_path, fig) is True
+    assert fig.requests == 2 and fig.p90_interactivity == pytest.approx(200.0)
+    assert fig.subagent_requests == 1 and set(fig.timings) == {("t1", "", 3), ("t1", "a", 0)}
+
+
+def test_shared_truth_splits_tool_timing_from_server_delivery(agentx) -> None:
+    """The truth log's emit times give the TPOT the server delivered; its model step
+    times the one its profile gives (a late simulator delivers slower than that)."""
+    line = orjson.dumps({"request_id": "r1", "status": "ok", "output_tokens": 3,
+                         "emit_ns": [0, 4_000_000, 10_000_000], "emit_tokens": [1, 1, 1],
+                         "step_model_ns": [9, 4_000_000, 4_000_000]})
+    assert agentx.truth_tpots([line]) == {"r1": (5.0, 4.0)}
+    key = ("s", "", 0)
+    a = agentx.Figures(timings={key: agentx.Timing(6.0, (), "r1")},
+                       truth_tpots={"r1": (5.0, 4.0)})
+    b = agentx.Figures(timings={key: agentx.Timing(4.0, (), "q")}, truth_tpots={"q": (4.0, 4.0)})
+    assert agentx.shared_truth(a, b) == (
+        "P90 interactivity on those 1: timed by the tool 166.7 vs 250.0, delivered by the "
+        "server 200.0 vs 250.0, the profile's 250.0 vs 250.0 tok/s")
+    assert agentx.shared_truth(a, agentx.Figures()).startswith("truth: no shared request")

@@ -3,12 +3,22 @@
 Format (``shared/traces/SOURCES.md``): ``{id, block_size, hash_id_scope,
 system_tokens, tool_tokens, requests: [...]}``; a request carries ``in``,
 ``out``, ``hash_ids`` (one per *full* 64-token block), ``think_time``, ``t``,
-``input_types``; a ``"subagent"`` entry nests its own ``requests``. Its ``t``
-is when it *finished*: spawn = ``t - duration_ms/1000``, shortly after the
-preceding request's response ended (``t + api_time``); that gap becomes the
-subagent's first think time. Subagents after one request run concurrently; the
-parent's next pause is its ``t`` minus the last blocking subagent's ``t``.
-``duration_ms: null`` marks a background subagent the parent did not wait for.
+``input_types``; a ``"subagent"`` entry nests its own ``requests``. Two shapes
+of subagent timing exist, told apart by the nested requests' ``t``:
+
+- relative (the shared sample, SOURCES.md): nested ``t`` count from the spawn
+  (the first is 0) and the entry's ``t`` is when the subagent *finished*:
+  spawn = ``t - duration_ms/1000``;
+- absolute (the captures AgentX serves now, agentx-harness's AgentX FAQ, "What
+  does a recorded trace actually look like?"): nested ``t`` are session times and
+  the entry's ``t`` is the spawn, its first request's ``t``; it finished at
+  ``t + duration_ms/1000``.
+
+Either way the spawn comes shortly after the preceding request's response ended
+(``t + api_time``); that gap becomes the subagent's first think time. Subagents
+after one request run concurrently; the parent's next pause is its ``t`` minus
+the last blocking subagent's finish. ``duration_ms: null`` marks a background
+subagent the parent did not wait for.
 
 Ids are local to a session, so each session (with its subagents) gets its own
 namespace of global ids. A partial last block gets a fresh id (its content is
@@ -115,23 +125,41 @@ class _Pending:
     req: _WekaRequest
     subs: list[Subagent] = field(default_factory=list)
     blocking_end: float | None = None
-    """Latest finish time (``t``) of the blocking subagents spawned after it."""
+    """Latest finish time of the blocking subagents spawned after it."""
+
+
+_SAME_INSTANT_S = 1e-3
+"""Nested request times at or after the entry's ``t`` (within this) are absolute."""
+
+
+def _spawn_and_end(sub: _WekaSubagent) -> tuple[float | None, float | None]:
+    """When a subagent was spawned and when it finished, in session seconds (None:
+    not recorded), by its shape (module docstring): nested times that start at or
+    after the entry's ``t`` are absolute, so ``t`` is the spawn; else ``t`` is the end."""
+    first = sub.requests[0].get("t", 0.0)
+    absolute = isinstance(first, int | float) and first + _SAME_INSTANT_S >= sub.t
+    duration = None if sub.duration_ms is None else sub.duration_ms / 1000.0
+    if duration is None:  # background: only an absolute shape says when it started
+        return (sub.t if absolute else None), None
+    if absolute:
+        return sub.t, sub.t + duration
+    return sub.t - duration, sub.t
 
 
 def _subagent(ctx: _Ctx, parent: _Pending, obj: object, field_name: str
               ) -> tuple[Subagent, int]:
-    """One subagent entry: its ``t`` is when it finished; spawn = t - duration."""
+    """One subagent entry, spawned ``delay`` after its parent's response ended."""
     sub = ctx.validate(_WekaSubagent, obj, field_name)
     background = sub.duration_ms is None
+    spawn, finish = _spawn_and_end(sub)
     delay = 0.0
-    if not background and parent.req.api_time is not None:
-        spawn = sub.t - sub.duration_ms / 1000.0
+    if spawn is not None and parent.req.api_time is not None:
         delay = max(0.0, spawn - (parent.req.t + parent.req.api_time))
     reqs, compactions = _chain(ctx, sub.requests, sub.system_tokens + sub.tool_tokens,
                                f"{field_name}.requests", first_think=delay)
-    if not background:
+    if finish is not None:  # a blocking subagent: the parent waits for its finish
         end = parent.blocking_end
-        parent.blocking_end = sub.t if end is None else max(end, sub.t)
+        parent.blocking_end = finish if end is None else max(end, finish)
     return Subagent(id=sub.agent_id, type=sub.subagent_type, requests=reqs,
                     background=background), compactions
 

@@ -41,3 +41,23 @@ def test_a_window_too_short_for_any_cap_asks_for_a_longer_duration(tmp_path: Pat
 def test_enough_requests_say_nothing(tmp_path: Path, think_scale: float) -> None:
     wl = _workload(tmp_path / "w.jsonl", [0.1, 0.1, 0.1])
     assert window_advice(wl, 16, 60, think_scale=think_scale) is None
+
+
+def test_under_a_scenario_the_fix_is_a_longer_window_never_a_think_cap(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A scenario refuses --think-time-cap and --think-scale (it sets the think times),
+    so the warning `run` prints before the load names what the scenario allows."""
+    from replay.cli._cmd_run import _advise
+    from replay.load import RunSettings
+
+    wl = _workload(tmp_path / "w.jsonl", [1.0, 0.5, 300.0])  # the case above: a cap fixes it
+    text = window_advice(wl, 4, 30, scenario="agentx-mvp")
+    assert text is not None and "--think-time-cap" not in text
+    need = int(text.split("--duration to about ")[1].split()[0])
+    assert 4 * need / (sum([1.0, 0.5, 300.0]) / 3 + 1.0) >= MIN_WINDOW_REQUESTS
+    assert "scenario agentx-mvp sets the think times" in text
+    _advise(str(wl), RunSettings(target="http://127.0.0.1:1", users=4, duration_s=30,
+                                 warmup_s=0.0, scenario="agentx-mvp"))
+    err = capsys.readouterr().err
+    assert "the 30 s window would see about 1 request" in err
+    assert "--think-time-cap" not in err and "lengthen --duration" in err

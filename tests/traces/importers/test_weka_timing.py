@@ -2,7 +2,9 @@
 
 A subagent entry's ``t`` is when it finished (SOURCES.md): spawn = t - duration.
 The parent's pause after blocking subagents is ``next.t - last_subagent.t``;
-a background subagent (``duration_ms: null``) does not delay its parent.
+a background subagent (``duration_ms: null``) does not delay its parent. In the
+absolute shape (nested ``t`` in session time, AgentX's current captures) the entry's
+``t`` is the spawn instead: the same session written either way imports the same.
 """
 
 from __future__ import annotations
@@ -77,6 +79,50 @@ def test_trace_0277_worked_example(sample_traces: Path) -> None:
         assert 19.4 < spawn < 19.5
         assert sub.requests[0].think_time_s == pytest.approx(spawn - 18.78, abs=1e-3)
     assert session.requests[1].think_time_s == pytest.approx(228 - 211.347, abs=1e-3)
+
+
+def _absolute(obj: dict[str, Any]) -> dict[str, Any]:
+    """The session rewritten in the absolute shape: each subagent entry's ``t`` its
+    spawn (finish - duration) and its requests' ``t`` in session time."""
+    out = json.loads(json.dumps(obj))
+    for r in out["requests"]:
+        if r.get("type") == "subagent":
+            spawn = r["t"] - r["duration_ms"] / 1000
+            r["t"] = spawn
+            for inner in r["requests"]:
+                inner["t"] = spawn + inner["t"]
+    return out
+
+
+def _shape(reqs: tuple[Request, ...]) -> list[Any]:
+    return [(r.prompt_tokens, r.output_tokens, r.new_block_ids[-3:], r.think_time_s,
+             [(s.id, s.background, _shape(s.requests)) for s in r.subagents]) for r in reqs]
+
+
+def _close(a: Any, b: Any) -> None:
+    if isinstance(a, float):
+        assert a == pytest.approx(b, abs=2e-3)
+    elif isinstance(a, list | tuple) and not isinstance(a, str):
+        assert len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            _close(x, y)
+    else:
+        assert a == b
+
+
+@pytest.mark.parametrize("name", ["trace_0277", "trace_0291"])
+def test_absolute_subagent_times_import_like_relative_ones(sample_traces: Path,
+                                                          tmp_path: Path, name: str) -> None:
+    obj = json.loads((sample_traces / "weka" / f"{name}.json").read_text())
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(_absolute(obj)))
+    (relative,) = import_weka(sample_traces / "weka" / f"{name}.json").sessions
+    (absolute,) = import_weka(path).sessions
+    _close(_shape(absolute.requests), _shape(relative.requests))
+    if name == "trace_0277":  # SOURCES.md's example: 16.7 s after the last one finished
+        assert absolute.requests[1].think_time_s == pytest.approx(228 - 211.347, abs=1e-3)
+        assert absolute.requests[0].subagents[2].requests[0].think_time_s == \
+            pytest.approx(211.347 - 191.873 - 18.78, abs=1e-3)
 
 
 def test_background_subagent_does_not_delay_parent(sample_traces: Path, tmp_path: Path
