@@ -16,31 +16,16 @@ from typing import Any
 
 from _battery_case import METRICS, Outcome
 
-RULE_FIELDS = ("growth", "growth_by_metric", "what_if_doublings", "what_if_by_metric",
-               "replica_doublings", "replica_by_metric")
-"""The interval's fields that are rule, not measurement: replaced by today's."""
-
 
 def current_rule(interval: dict[str, Any]) -> Any:
     """The stored interval with today's rule (its measured parts kept)."""
     from replay.twin import PredictionInterval
-    from replay.twin._interval import (
-        GROWTH,
-        GROWTH_BY_METRIC,
-        REPLICA_BY_METRIC,
-        REPLICA_DOUBLINGS,
-        WHAT_IF_BY_METRIC,
-        WHAT_IF_DOUBLINGS,
-    )
+    from replay.twin._interval import current_rule as today
 
     pi = PredictionInterval(**interval)
     if not pi.refits:  # a twin from before the refits: its own rule, as calibrate stored
         return pi
-    today = dict(growth=GROWTH, growth_by_metric=dict(GROWTH_BY_METRIC),
-                 what_if_doublings=WHAT_IF_DOUBLINGS, what_if_by_metric=dict(WHAT_IF_BY_METRIC),
-                 replica_doublings=REPLICA_DOUBLINGS, replica_by_metric=dict(REPLICA_BY_METRIC))
-    assert set(today) == set(RULE_FIELDS)
-    return replace(pi, **today)
+    return replace(pi, **today())
 
 
 def rescore(outcomes: Sequence[Outcome]) -> list[Outcome]:

@@ -50,12 +50,12 @@ def _one(number: int) -> Outcome:
     try:
         return run_case(case, _ROOT, _SETTINGS)
     except Exception as exc:  # a case that cannot run is reported, never hidden
-        return Outcome(number, case.profile["name"], case.noise, {}, {},
-                       error=f"{type(exc).__name__}: {exc}")
+        return _lost(number, f"{type(exc).__name__}: {exc}")
 
 
 def _lost(number: int, why: str) -> Outcome:
-    """A case whose process died (e.g. killed for memory): reported, never waited on."""
+    """A case that failed or whose process died (e.g. killed for memory): reported,
+    never hidden or waited on."""
     case = draw_case(number, _SEED)
     return Outcome(number, case.profile["name"], case.noise, {}, {}, error=why)
 

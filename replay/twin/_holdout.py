@@ -18,13 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from replay.twin._interval import (
-    GROWTH_BY_METRIC,
     METRICS,
     NOMINAL,
-    REPLICA_BY_METRIC,
-    WHAT_IF_BY_METRIC,
     PredictionInterval,
     combine_spread,
+    current_rule,
     log_miss,
     seed_spread,
 )
@@ -164,6 +162,4 @@ def holdout_interval(profile: dict[str, Any], workload: str | os.PathLike[str], 
                               requests=requests, notes=notes,
                               workload_fingerprint=workload_fingerprint,
                               fit_spread=fit_spread, refits=len(boot), sampling=sampling,
-                              growth_by_metric=dict(GROWTH_BY_METRIC),
-                              what_if_by_metric=dict(WHAT_IF_BY_METRIC),
-                              replica_by_metric=dict(REPLICA_BY_METRIC))
+                              **current_rule())

@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["COVERED_FACTOR", "GROWTH_BY_METRIC", "METRICS", "PredictionInterval", "interval_of",
+__all__ = ["COVERED_FACTOR", "METRICS", "PredictionInterval", "current_rule", "interval_of",
            "with_between_runs"]
 
 METRICS = ("p90_interactivity", "p90_ttft_s", "output_tok_s")
@@ -89,6 +89,16 @@ long prompt changes): the battery's noiseless profiles, fitted within 1%, missed
 what-if P90 TTFT by up to 25% with a spread floor of 0.01 (67% covered on the
 development seed, 88% with this floor)."""
 
+
+
+def current_rule() -> dict[str, Any]:
+    """The interval's rule as the code has it now (how it widens per doubling of the
+    load, for a what-if, on a fleet), as :class:`PredictionInterval` fields: what
+    ``calibrate`` stores in a new twin file, and what the battery's rescore puts in place
+    of a stored interval's rule (its measured parts kept)."""
+    return {"growth": GROWTH, "growth_by_metric": dict(GROWTH_BY_METRIC),
+            "what_if_doublings": WHAT_IF_DOUBLINGS, "what_if_by_metric": dict(WHAT_IF_BY_METRIC),
+            "replica_doublings": REPLICA_DOUBLINGS, "replica_by_metric": dict(REPLICA_BY_METRIC)}
 
 @dataclass(frozen=True)
 class PredictionInterval:
