@@ -10,7 +10,9 @@ Three server modes, each run once per tool:
 
 - **batch**: the stub writes a whole response in one write, steps back to back
   (``--users``, ``--duration``);
-- **token**: one SSE event per write (TCP_NODELAY), steps back to back;
+- **token**: one SSE event per write (TCP_NODELAY), steps back to back
+  (``--token-users``, 128 by default: at 64 users the stub's per-loop-turn cost
+  put it over 60% busy on an idle host, 54% at 128);
 - **stream**: what a real vLLM server sends: every SSE event one token of one
   request, all streams stepping together every 10 ms (``--stream-users``,
   ``--stream-duration``, 30 s by default). The TPOT each tool reports here is
@@ -207,7 +209,8 @@ def main_bench(args: argparse.Namespace) -> int:
     throughput_s = args.duration if args.duration is not None else THROUGHPUT_S
     stream_s = args.stream_duration or (args.duration if args.duration is not None else STREAM_S)
     print(f"# prompt {PROMPT_TOKENS} tok, output {OUTPUT_TOKENS} tok; batch/token: "
-          f"{args.users} users, {throughput_s:g} s; stream: {args.stream_users} users, "
+          f"{args.users}/{args.token_users} users, {throughput_s:g} s; "
+          f"stream: {args.stream_users} users, "
           f"{STREAM_STEP_MS:g} ms steps, {stream_s:g} s; server core {args.server_core}, "
           f"client core {args.client_core}; load average {os.getloadavg()[0]:.2f}; "
           f"tokenizer {tokenizer}", flush=True)
@@ -215,7 +218,8 @@ def main_bench(args: argparse.Namespace) -> int:
     results: list[Result] = []
     for mode in modes:
         stream = mode == "stream"
-        users, duration = (args.stream_users, stream_s) if stream else (args.users, throughput_s)
+        users = {"stream": args.stream_users, "token": args.token_users}.get(mode, args.users)
+        duration = stream_s if stream else throughput_s
         bare_rate = None
         for tool in order:
             n = _num_prompts(mode, users, duration, bare_rate)
@@ -256,7 +260,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     bare.add_argument("--out", type=Path, required=True)
     ap.add_argument("--tools", default=",".join(TOOLS), help=f"comma list of {TOOLS}")
     ap.add_argument("--modes", default=",".join(MODES), help=f"comma list of {tuple(MODES)}")
-    ap.add_argument("--users", type=int, default=64, help="users in batch and token mode")
+    ap.add_argument("--users", type=int, default=64, help="users in batch mode")
+    ap.add_argument("--token-users", type=int, default=128,
+                    help="users in token mode (the stub should stay under 60%% busy)")
     ap.add_argument("--stream-users", type=int, default=512,
                     help="users in stream mode (the best peer should be >= 50%% busy)")
     ap.add_argument("--duration", type=float, default=None,
