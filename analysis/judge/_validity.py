@@ -41,14 +41,22 @@ class _Found:
 
 _THINK_FIX = ("(the workload's think times outlast the run: cap them with --think-time-cap S, "
               "scale them with --think-scale F, or lengthen --duration)")
+_THINK_FIX_SCENARIO = ("(the workload's think times outlast the run: the scenario's rules fix "
+                       "them, so lengthen --duration)")
 
 
-def _early_text(early: int, lanes: int, load_kind: str) -> str:
+def _think_fix(scenario: str | None) -> str:
+    """The remedy for think times that outlast the run: a scenario's rules set the think
+    times (and its own idle cap), so only a longer run is open to its user."""
+    return _THINK_FIX_SCENARIO if scenario else _THINK_FIX
+
+
+def _early_text(early: int, lanes: int, load_kind: str, scenario: str | None) -> str:
     """Why lanes stopped early, in the terms of the load: a closed-loop user stops when its
     next turn is due after the run (it is thinking), a plan or trace when it has ended."""
     if load_kind == "users":
         return (f"{early} of {plural(lanes, 'user')} had no turn due before the run's end "
-                "(the next one came after it) " + _THINK_FIX)
+                "(the next one came after it) " + _think_fix(scenario))
     return f"the arrival plan or trace ended before the window did ({early} of {lanes})"
 
 
@@ -72,9 +80,10 @@ def _coverage(run: RunData, s: RunSummary, found: _Found, rules: Rules) -> None:
                           "still running through the window "
                           "(longer --duration or fewer --users)")
         if early:
-            causes.append(_early_text(early, lanes, m.load_kind))
+            causes.append(_early_text(early, lanes, m.load_kind, m.scenario))
         if not causes and m.load_kind == "users":
-            causes.append("every user was thinking through the whole window " + _THINK_FIX)
+            causes.append("every user was thinking through the whole window "
+                          + _think_fix(m.scenario))
         found.add("window_empty", "invalid", "no request was sent in the steady window"
                   + (": " + "; ".join(causes) if causes else ""))
         return
@@ -84,7 +93,7 @@ def _coverage(run: RunData, s: RunSummary, found: _Found, rules: Rules) -> None:
                   "at the window's end (their tokens count in throughput; longer --warmup)")
     if early:
         sev: Severity = "invalid" if lanes and early >= lanes else "caveat"
-        found.add("lanes_done_early", sev, _early_text(early, lanes, m.load_kind)
+        found.add("lanes_done_early", sev, _early_text(early, lanes, m.load_kind, m.scenario)
                   + ": the load fell during the window")
     if s.counts.in_window < rules.min_window_requests:
         found.add("window_thin", "caveat", f"only {plural(s.counts.in_window, 'request')} sent in "

@@ -171,6 +171,22 @@ def test_users_thinking_through_the_window_name_the_think_time_cap(tmp_path: Pat
     assert "--think-time-cap" in r.message and "no turn due" not in r.message
 
 
+def test_under_a_scenario_the_remedy_is_a_longer_run_not_a_think_time_cap(tmp_path: Path) -> None:
+    # a scenario's rules fix the think times: --think-time-cap and --think-scale are not
+    # open to its user, so the caveat names only --duration (both causes' texts)
+    records = [rec(i, user=i, sent_s=1.0, due_s=1.0, first_token_s=1.5, last_token_s=2.0,
+                   end_s=2.0, phase="warmup") for i in range(4)]
+    empty = assess_run(read_run(make_run(tmp_path / "a", records, load=_load(4),
+                                         scenario="agentx-v1")))
+    early = assess_run(read_run(make_run(
+        tmp_path / "b", [rec(i) for i in range(2)], scenario="agentx-v1",
+        coverage={"lanes": 1, "lanes_done_before_window_end": 1})))
+    for v, code in ((empty, "window_empty"), (early, "lanes_done_early")):
+        (r,) = [r for r in v.reasons if r.code == code]
+        assert "--duration" in r.message, r.message
+        assert "--think-time-cap" not in r.message and "--think-scale" not in r.message
+
+
 def test_lanes_that_stopped_early_are_flagged(tmp_path: Path) -> None:
     records = [rec(i) for i in range(2)]
     v = assess_run(read_run(make_run(
