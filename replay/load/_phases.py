@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -245,7 +245,7 @@ async def _wait_phases(ctx: LaneContext, stop: asyncio.Event, window_stop: Windo
     """Wait out warmup, window and drain; True if ``stop`` cut the run short. A stop
     rule that ends the window early moves its end (and the drain's) and says where in
     ``outcome.window_end``."""
-    stopper = asyncio.create_task(_first(stop.wait(), ctx.state.crashed.wait()))
+    stopper = asyncio.create_task(_first(stop, ctx.state.crashed))
     try:
         if await _wait_until(stopper, ctx.fixed.warmup_end_ns, ctx):
             ctx.state.cancel_reason = "interrupt"
@@ -281,8 +281,12 @@ async def _wait_phases(ctx: LaneContext, stop: asyncio.Event, window_stop: Windo
         stopper.cancel()
 
 
-async def _first(*aws: Coroutine[Any, Any, Any]) -> None:
-    tasks = [asyncio.ensure_future(a) for a in aws]
+async def _first(*events: asyncio.Event) -> None:
+    """Return once any of ``events`` is set. The waits are made here, not by the caller: a
+    task cancelled before its first step never runs its body, and wait coroutines made
+    for it beforehand would be dropped unawaited (a RuntimeWarning seen when a short
+    run's phases ended before the stopper task was first scheduled, on a busy machine)."""
+    tasks = [asyncio.ensure_future(e.wait()) for e in events]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
