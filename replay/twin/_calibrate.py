@@ -8,6 +8,7 @@ arm is picked with ``arm`` (its runs' label).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from analysis.fit import (
 from analysis.read import find_run_dirs
 from analysis.schema import level_of
 from replay.errors import ConfigError
+from replay.twin._busy_overhead import busy_overhead, with_busy_overhead
 from replay.twin._fitted_profile import clock_scale, decode_backend, step_budget, twin_profile
 from replay.twin._holdout import holdout_interval, measured_level
 from replay.twin._interval import METRICS, PredictionInterval, with_between_runs
@@ -253,9 +255,13 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
     fitted_runs = [(r, t) for r, t in per_run if int(level_of(r.manifest).value) in fitted]
     fit, source = _prefill_from_histograms(fit, t_fit, fitted_runs)
     profile, assumed = twin_profile(fit, first, scale)
+    backend = decode_backend(first)
+    busy = busy_overhead(profile, {u: by_level[u] for u in fitted},
+                         simulate=_simulate_as_run(by_level, workload, backend, scale),
+                         idle_s=fit.ttft_overhead_s, scale=scale, seed=first.load.seed)
+    profile = with_busy_overhead(profile, busy, scale)
     levels = [_facts(u, by_level[u], fit, s_all, t_all) for u in sorted(by_level)]
     cal = Calibration(profile, fit, levels)
-    backend = decode_backend(first)
     interval = None
     for u in holdout:
         run = by_level[u][0]
@@ -270,13 +276,16 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
             refits = refit_profiles(
                 s_fit, t_fit, lambda s, t: _prefill_from_histograms(
                     fit_steps(s, t), t, fitted_runs)[0],
-                lambda f: twin_profile(f, first, scale)[0], seed=load.seed)
+                lambda f: with_busy_overhead(twin_profile(f, first, scale)[0], busy, scale),
+                seed=load.seed)
             interval = holdout_interval(
                 profile, _workload_of(run, workload), u, load.duration_s * scale,
                 _shape(run, scale), backend, [measured_level(r.path) for r in by_level[u]],
                 max(by_level), _longest_request(runs), scale,
                 run.manifest.workload.fingerprint, refits=refits, main=pred.as_dict())
     profile["calibration"] = _block(cal, fitted, holdout, assumed, scale, backend)
+    profile["calibration"]["busy_overhead"] = None if busy is None else busy.as_dict(scale)
+    profile["calibration"]["notes"] += [] if busy is None else [busy.note()]
     if interval is not None:
         interval = _widen_by_repeats(interval, by_level, cal.holdouts)
         profile["calibration"]["interval"] = interval.as_dict()
@@ -293,6 +302,18 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
     profile["calibration"]["prefill_source"] = source
     profile["calibration"]["warnings"] = misfit_warnings(levels, fit, fitted, checks)
     return cal
+
+
+def _simulate_as_run(by_level: dict[int, list[RunData]], workload: str | None, backend: str,
+                     scale: float) -> Callable[[dict[str, Any], int, Path], None]:
+    """The twin at one level as that level's first run loaded its server (its workload,
+    duration, shape and seed), its records kept in a directory."""
+    def simulate(profile: dict[str, Any], users: int, out: Path) -> None:
+        run = by_level[users][0]
+        predict_level(profile, _workload_of(run, workload), users,
+                      run.manifest.load.duration_s * scale, shape=_shape(run, scale),
+                      backend=backend, keep_dir=out)
+    return simulate
 
 
 def _widen_by_repeats(interval: PredictionInterval, by_level: dict[int, list[RunData]],

@@ -303,9 +303,11 @@ class TwinEngines:
         loop = asyncio.get_running_loop()
         out.sent_ns = time.monotonic_ns()
         out.http_status = 200
-        if self.profile.request_overhead_s:  # before the engine, as serve-sim's
+        # before the engine, as serve-sim's; busy or idle as the replica it would enter now
+        overhead = self.profile.overhead_s(self.replicas[self._route(hashes)].engine.has_work())
+        if overhead:
             try:
-                await asyncio.sleep(self.profile.request_overhead_s)
+                await asyncio.sleep(overhead)
             except asyncio.CancelledError:
                 out.fail("cancelled", "cancelled", "request cancelled")
                 raise

@@ -125,6 +125,12 @@ class SimProfile(_Model):
     """Time from a request's arrival to its entry into the engine (HTTP, tokenizing,
     scheduling on a real server): it delays the first token and holds no engine
     capacity. ``calibrate`` fits it from idle-engine TTFTs; bundled profiles leave it 0."""
+    request_overhead_busy_s: float | None = Field(default=None, ge=0, le=3600,
+                                                  allow_inf_nan=False)
+    """The same overhead for a request that arrives while the engine has work; None: as
+    ``request_overhead_s``. A real server can take a request in sooner while its engine
+    runs than when it has to wake it (vLLM on a CPU: about 3 ms less); ``calibrate`` fits
+    it where the fitted levels' busy-engine TTFTs show it (``busy_overhead``)."""
     ctx_ref_tokens: int = Field(ge=0, le=10**12)
     """Total decode context that doubles the step time; 0 disables the context term."""
     gpu: str = "sim"
@@ -203,6 +209,12 @@ class SimProfile(_Model):
     @property
     def gpu_count(self) -> int:
         return self.tensor_parallel_size * self.pipeline_parallel_size * self.data_parallel_size
+
+    def overhead_s(self, busy: bool) -> float:
+        """Arrival to engine entry for a request that finds the engine busy or idle."""
+        if busy and self.request_overhead_busy_s is not None:
+            return self.request_overhead_busy_s
+        return self.request_overhead_s
 
     def step_s(self, backend: Backend, decode_batch: int, ctx_tokens: int, prefill: int) -> float:
         """Modelled duration of one engine step in seconds (before time scaling)."""

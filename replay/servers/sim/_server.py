@@ -279,9 +279,10 @@ class SimServer:
                          prompt_tokens=len(prompt))
             return json_response(error_body("Internal server error (simulated)", 500),
                                  status=500)
-        if self.profile.request_overhead_s:
+        overhead = self.profile.overhead_s(self.engine.has_work())
+        if overhead:
             try:
-                await asyncio.sleep(self.profile.request_overhead_s / self.config.time_scale)
+                await asyncio.sleep(overhead / self.config.time_scale)
             except asyncio.CancelledError:
                 self._record(rid, endpoint, stream, "disconnected", 200, fault, arrival,
                              prompt_tokens=len(prompt))

@@ -257,6 +257,35 @@ def test_request_overhead_is_spent_before_the_engine() -> None:
 
 
 @pytest.mark.sim
+def test_busy_overhead_is_spent_by_a_request_that_finds_the_engine_busy() -> None:
+    """``request_overhead_busy_s`` replaces the overhead for a request that arrives while
+    the engine has work: the truth log shows the first (idle) request entering the
+    engine after 2 model seconds, the second, sent while the first decodes, after 0.2."""
+    import asyncio
+
+    from replay.servers.sim import load_profile
+
+    profile = load_profile("small").model_copy(update={"request_overhead_s": 2.0,
+                                                       "request_overhead_busy_s": 0.2})
+
+    async def go():
+        async with _sim(profile=profile) as srv, aiohttp.ClientSession() as s:
+            url = srv.url + "/v1/completions"
+            first = asyncio.create_task(stream(s, url, body([20, 21, 22], 400),
+                                               headers={"X-Request-Id": "idle"}))
+            for _ in range(1000):  # until the first is in the engine (0.1 s)
+                if srv.engine.has_work():
+                    break
+                await asyncio.sleep(0.005)
+            await stream(s, url, body([30, 31, 32], 3), headers={"X-Request-Id": "busy"})
+            await first
+            return srv.truth_for("idle")[0], srv.truth_for("busy")[0]
+    idle, busy = run(go())
+    assert idle.queued_ns - idle.arrival_ns >= 2.0 / 20.0 * 1e9  # 0.1 s at time_scale 20
+    assert 0.2 / 20.0 * 1e9 <= busy.queued_ns - busy.arrival_ns < 0.05 * 1e9
+
+
+@pytest.mark.sim
 def test_truth_file_is_jsonl_flushed_per_request(tmp_path) -> None:
     path = tmp_path / "truth.jsonl"
 
