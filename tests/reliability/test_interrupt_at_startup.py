@@ -11,11 +11,12 @@ in its imports (``replay/cli/_startup.py``: one line, exit 130 at once).
 
 What the test cannot hold a package to is Python's own start, before the first line of
 agentreplay runs: SIGINT before the interpreter installs its handler kills the process
-(status -2, nothing printed), and SIGINT while the ``site`` module, runpy or the
-console-script wrapper is importing prints Python's traceback, none of whose frames is
-in this repository (10-70 ms on a busy machine here: an environment's ``.pth`` files
-run there). Those outcomes are accepted and named; a frame of our code after the
-takeover is not.
+(status -2, nothing printed), SIGINT while Python readies a script file prints its
+one line "failed to set __main__.__loader__" (status 1), and SIGINT while the ``site``
+module, runpy or the console-script wrapper is importing prints Python's traceback,
+none of whose frames is in this repository (10-70 ms on a busy machine here: an
+environment's ``.pth`` files run there). Those outcomes are accepted and named; a
+frame of our code after the takeover is not.
 """
 
 from __future__ import annotations
@@ -49,6 +50,12 @@ if __name__ == '__main__':
 """What pip writes as the ``agentreplay`` console script (its ``replay.cli:main``)."""
 
 
+_LOADER_FAILED = "python: failed to set __main__.__loader__"
+"""What CPython prints, exiting 1, when SIGINT lands while it prepares to run a script
+file (``pythonrun.c``), before the script's first line: seen at load 6 with the
+console script."""
+
+
 def _takeover_line() -> int:
     """The line of replay/cli/__init__.py that imports _startup (which takes Ctrl-C over)."""
     text = (REPO / "replay" / "cli" / "__init__.py").read_text().splitlines()
@@ -73,6 +80,8 @@ def _outcome(rc: int, err: str, sig: signal.Signals) -> str:
             if f.is_absolute() and f.resolve().is_relative_to(REPO)]
     if rc == -sig and not err.strip():
         return "ended by the signal itself (before any handler)"
+    if sig == signal.SIGINT and rc == 1 and err.strip() == _LOADER_FAILED:
+        return "Python's own start (setting the script's __main__.__loader__)"
     if sig == signal.SIGINT and "Traceback" in err and _before_takeover(ours):
         assert rc in (1, -sig), (rc, err)  # 1: "Fatal Python error: init_import_site"
         assert err.rstrip().endswith("KeyboardInterrupt"), err

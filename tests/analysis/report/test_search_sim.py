@@ -63,10 +63,10 @@ def test_compare_search_against_the_simulated_backends(tmp_path: Path,
             assert e["verdict"] == expected
         lo, hi = r["bracket"]
         # the answer is the bracket of the probes, as a sweep's capacity table reads it
+        # (every probe invalid on a starved machine: no evidence, and the answer says so)
         met = {"meets": True, "fails": False, "indeterminate": None}
-        assert r["answer"] == bracket_of(
-            [(u, met[e["verdict"]]) for u, e in ev.items()
-             if e["verdict"] != "invalid"]).text()
+        known = [(u, met[e["verdict"]]) for u, e in ev.items() if e["verdict"] != "invalid"]
+        assert r["answer"] == (bracket_of(known).text() if known else "no answer")
         assert str(r["answer"]) in printed
         if r["ended"] in ("invalid", "probe limit", "indeterminate"):
             assert r["ended"] != "invalid" or any(e["verdict"] == "invalid"

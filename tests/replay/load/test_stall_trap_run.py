@@ -19,6 +19,7 @@ import pytest
 
 import replay.load._writer as writer_mod
 from analysis import RunManifest
+from replay.load._health import PERIOD_S
 from replay.load._stalls import StallWatch
 from replay.servers.sim import SimServerProcess
 from tests.support.commands import call
@@ -80,7 +81,11 @@ def test_a_blocking_results_write_is_named_in_the_manifest(
     assert any(f.endswith(" write") and "test_stall_trap_run.py" in f
                for f in at_writer[0].frames)
     assert sum(health.loop_stall_kinds.values()) >= 1
-    assert at_writer[0].lag_s >= _HANG_S
+    # The race, stated: on a busy machine the loop may stall (starved) just before the
+    # write, and the watchdog's capture of that stall releases the write at once; the
+    # write still hangs _HANG_S after the loop's last beat, and a stall's lag is its wall
+    # time less one heartbeat period (seen: 0.2969 s at load 6).
+    assert at_writer[0].lag_s >= _HANG_S - PERIOD_S
     assert manifest.validity is not None
     reasons = {r.code: r.message for r in manifest.validity.reasons}
     assert "client_loop_stall" in reasons  # the stall is above the caveat's 250 ms

@@ -79,8 +79,14 @@ async def _trap(probe: LoopProbe, trap: object) -> LoopHealth:
 def _the_trap_stall(health: LoopHealth, name: str) -> LoopStall:
     named = [s for s in health.stalls if any(name in f for f in s.frames)]
     assert named, health.stalls
-    assert named[0].frames[0].endswith(f" {name}")  # the innermost Python frame
-    assert "test_stalls.py" in named[0].frames[0]
+    # the innermost Python frame; the race, stated: the trap polls ``watch.stalled``, and
+    # the capture can catch it inside that property, one frame below the trap (seen at
+    # load 4: 'replay/load/_stalls.py:150 stalled')
+    frames = named[0].frames
+    inner = frames[1:] if frames[0].startswith("replay/load/_stalls.py:") and \
+        frames[0].endswith(" stalled") else frames
+    assert inner[0].endswith(f" {name}")
+    assert "test_stalls.py" in inner[0]
     return named[0]
 
 
