@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from analysis import RunData, read_run
-from analysis.fit import ttft_samples
+from analysis import read_run
+from analysis.fit import TtftSamples, ttft_samples
 
 __all__ = ["BusyOverhead", "busy_overhead", "with_busy_overhead"]
 
@@ -58,17 +58,21 @@ class BusyOverhead:
     levels: tuple[int, ...]
 
     @property
+    def clear_of_zero(self) -> bool:
+        """The shift's interval does not hold zero."""
+        return self.low_s > 0 or self.high_s < 0
+
+    @property
     def applied(self) -> bool:
         """The shift is told apart from zero and is not negligible."""
-        clear = self.low_s > 0 or self.high_s < 0
-        return clear and abs(self.shift_s) >= _MIN_SHIFT * self.median_ttft_s
+        return self.clear_of_zero and abs(self.shift_s) >= _MIN_SHIFT * self.median_ttft_s
 
     @property
     def why_not(self) -> str:
         """Why the shift is not applied (empty when it is)."""
         if self.applied:
             return ""
-        if self.low_s <= 0 <= self.high_s:
+        if not self.clear_of_zero:
             return "not told apart from zero"
         return f"under {_MIN_SHIFT:.0%} of those TTFTs' median"
 
@@ -112,10 +116,11 @@ def with_busy_overhead(profile: dict[str, Any], fit: BusyOverhead | None,
     return {**profile, "request_overhead_busy_s": max(idle + fit.shift_s * scale, 0.0)}
 
 
-def _busy_ttfts(run: RunData, users: int, scale: float = 1.0) -> np.ndarray:
-    """TTFTs (the runs' clock) of the requests sent while another was in flight."""
-    t = ttft_samples(run.requests, group=users)
-    return np.asarray(t.ttft_s[~t.alone & (t.ttft_s > 0)] / scale, dtype=np.float64)
+def _busy(t: TtftSamples, users: int, scale: float = 1.0) -> np.ndarray:
+    """TTFTs at ``users`` (the runs' clock) of the requests sent while another was in
+    flight."""
+    keep = (t.group == users) & ~t.alone & (t.ttft_s > 0)
+    return np.asarray(t.ttft_s[keep] / scale, dtype=np.float64)
 
 
 def _thin(x: np.ndarray) -> np.ndarray:
@@ -144,34 +149,35 @@ def _pooled_shift(measured: Sequence[np.ndarray], twin: Sequence[np.ndarray],
     return float(np.average(shifts, weights=weights))
 
 
-def busy_overhead(profile: dict[str, Any], levels: dict[int, list[RunData]], *,
+def busy_overhead(profile: dict[str, Any], measured: TtftSamples, *,
                   simulate: Callable[[dict[str, Any], int, Path], None], idle_s: float,
                   scale: float, seed: int = 0) -> BusyOverhead | None:
-    """Fit the shift on ``levels`` (fitted users -> their runs). ``simulate(profile,
-    users, out_dir)`` runs the twin at one level into ``out_dir`` as the level's first
-    run was loaded. None: too few busy-engine TTFTs on either side."""
-    measured, twin, used = [], [], []
+    """Fit the shift on the fitted levels' TTFTs (``measured``, grouped by users, as the
+    fit read them). ``simulate(profile, users, out_dir)`` runs the twin at one level into
+    ``out_dir`` as the level's first run was loaded. None: too few busy-engine TTFTs on
+    either side."""
+    sides, twin, used = [], [], []
     with tempfile.TemporaryDirectory(prefix="agentreplay-busy-") as tmp:
-        for users in sorted(levels):
-            m = np.concatenate([_busy_ttfts(r, users) for r in levels[users]])
+        for users in sorted({int(g) for g in measured.group}):
+            m = _busy(measured, users)
             if m.size < _MIN_BUSY:
                 continue
             out = Path(tmp) / f"u{users}"
             simulate(profile, users, out)
-            t = _busy_ttfts(read_run(out), users, scale)
+            t = _busy(ttft_samples(read_run(out).requests, group=users), users, scale)
             if t.size < _MIN_BUSY:
                 continue
-            measured.append(m)
+            sides.append(m)
             twin.append(t)
             used.append(users)
     if not used:
         return None
     rng = np.random.default_rng(seed)
-    shift = _pooled_shift(measured, twin)
-    boot = np.array([_pooled_shift(measured, twin, rng) for _ in range(_RESAMPLES)])
+    shift = _pooled_shift(sides, twin)
+    boot = np.array([_pooled_shift(sides, twin, rng) for _ in range(_RESAMPLES)])
     low, high = np.quantile(boot, [0.05, 0.95])
     return BusyOverhead(
         idle_s=idle_s, shift_s=shift, low_s=float(low), high_s=float(high),
-        median_ttft_s=float(np.median(np.concatenate(measured))),
-        measured=int(sum(m.size for m in measured)), simulated=int(sum(t.size for t in twin)),
+        median_ttft_s=float(np.median(np.concatenate(sides))),
+        measured=int(sum(m.size for m in sides)), simulated=int(sum(t.size for t in twin)),
         levels=tuple(used))

@@ -256,7 +256,7 @@ def calibrate(dirs: list[str], *, holdout: tuple[int, ...] = (), workload: str |
     fit, source = _prefill_from_histograms(fit, t_fit, fitted_runs)
     profile, assumed = twin_profile(fit, first, scale)
     backend = decode_backend(first)
-    busy = busy_overhead(profile, {u: by_level[u] for u in fitted},
+    busy = busy_overhead(profile, t_fit,
                          simulate=_simulate_as_run(by_level, workload, backend, scale),
                          idle_s=fit.ttft_overhead_s, scale=scale, seed=first.load.seed)
     profile = with_busy_overhead(profile, busy, scale)

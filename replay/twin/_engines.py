@@ -304,7 +304,10 @@ class TwinEngines:
         out.sent_ns = time.monotonic_ns()
         out.http_status = 200
         # before the engine, as serve-sim's; busy or idle as the replica it would enter now
-        overhead = self.profile.overhead_s(self.replicas[self._route(hashes)].engine.has_work())
+        # (routed only where the profile has a busy overhead: every request passes here)
+        busy = self.profile.request_overhead_busy_s is not None and \
+            self.replicas[self._route(hashes)].engine.has_work()
+        overhead = self.profile.overhead_s(busy)
         if overhead:
             try:
                 await asyncio.sleep(overhead)

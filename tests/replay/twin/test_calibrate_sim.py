@@ -107,6 +107,16 @@ def _allowed_miss(root: Path, measured: Path, predicted: Path) -> tuple[float, s
                                        f"unsteady steps {shaky:.1%}")
 
 
+def _spoiled_and_named(runs: Path, notes: list[str]) -> set[int]:
+    """The fitted levels stamped invalid (a starved simulator or client); calibrate's
+    notes must name each."""
+    spoiled = {u for u in (1, 2, 4) if (json.loads((runs / f"u{u}" / "run.json").read_text())
+                                         .get("validity") or {}).get("verdict") == "invalid"}
+    for users in spoiled:
+        assert any(f"u{users}: stamped invalid" in note for note in notes), notes
+    return spoiled
+
+
 def _step_truth(root: Path, users: int) -> list[tuple[int, float, float]]:
     steps = read_step_log(step_log_path(str(root / f"truth-u{users}.jsonl")))
     return [(s.decode_batch, s.model_s, s.actual_s) for s in steps
@@ -152,10 +162,7 @@ def test_calibrate_recovers_the_profile_and_predicts_a_held_out_level(
     # invalid (sim_late); its steps ran off the model unevenly, so the fit (one model
     # over the three levels) cannot follow them there. Calibrate must say so; the fit
     # is then held to the profile only.
-    spoiled = {u for u in (1, 2, 4) if (json.loads((runs / f"u{u}" / "run.json").read_text())
-                                          .get("validity") or {}).get("verdict") == "invalid"}
-    for users in spoiled:
-        assert any(f"u{users}: stamped invalid" in note for note in cal["notes"]), cal["notes"]
+    spoiled = _spoiled_and_named(runs, cal["notes"])
     for users in (1, 2, 4):
         steps = np.array(_step_truth(runs.parent, users))
         for b in np.unique(steps[:, 0]):
@@ -295,13 +302,9 @@ def test_calibrate_recovers_heavy_tailed_steps_and_predicts_with_them(
     # with a 0.28-s stall). The noise is fitted over all three levels, so that level's
     # stretched steps reach every batch's mean; calibrate must name it, and the twin is
     # then held to nothing finer (the accuracy below holds where every level is valid).
-    notes = json.loads(twin.read_text())["calibration"]["notes"]
-    spoiled = [u for u in (1, 2, 4) if (json.loads((runs / f"u{u}" / "run.json").read_text())
-                                         .get("validity") or {}).get("verdict") == "invalid"]
-    for users in spoiled:
-        assert any(f"u{users}: stamped invalid" in note for note in notes), notes
+    spoiled = _spoiled_and_named(runs, json.loads(twin.read_text())["calibration"]["notes"])
     if spoiled:
-        print(f"fitted levels stamped invalid: {spoiled}; named by calibrate")
+        print(f"fitted levels stamped invalid: {sorted(spoiled)}; named by calibrate")
         return
     for users in (1, 2, 4):
         full = [s for s in read_step_log(step_log_path(str(tmp_path / f"truth-u{users}.jsonl")))
