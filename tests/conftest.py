@@ -50,6 +50,20 @@ def _terminal_dispositions() -> None:
 
 _terminal_dispositions()
 
+
+def _font_cache() -> None:
+    """matplotlib lists the machine's fonts with ``fc-list`` (a subprocess) the first
+    time it runs on a machine, then caches the list. Built here, before the unit tier's
+    guard refuses subprocesses, or the first chart test on a fresh machine fails for it
+    (the README's test command did: two report tests, on a machine with no
+    ~/.cache/matplotlib)."""
+    from matplotlib import font_manager
+
+    font_manager.fontManager.get_default_size()
+
+
+_font_cache()
+
 # The fixtures that make a test one of the slower tiers; a conftest that adds such a
 # fixture adds its name here.
 # A fixture that starts a server or process requests ``uses_<tier>`` (pytest counts the

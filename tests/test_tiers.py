@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
+
 pytest_plugins = ["pytester"]
 
 CONFTEST = (Path(__file__).parent / "conftest.py").read_text()
@@ -70,3 +72,34 @@ def test_the_guard_and_the_tiers(pytester: pytest.Pytester) -> None:
     chosen = {line.split("::")[1] for line in unit.stdout.lines if "::" in line}
     assert chosen == {"test_binds_and_swallows", "test_spawns", "test_pure",
                       "test_unix_socketpair_is_fine"}
+
+
+CHART = '''
+import io
+
+def test_draws_a_chart_with_text():
+    import matplotlib  # inside the test, as the report imports it: under the guard
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots()
+    ax.plot([1, 2], [3, 4])
+    ax.set_title("P90 interactivity")
+    fig.savefig(io.BytesIO(), format="png")
+'''
+
+
+@pytest.mark.cli  # a pytest session in a child process
+def test_a_unit_chart_test_passes_on_a_machine_with_no_font_cache(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """matplotlib's first run on a machine lists its fonts with a subprocess, which the
+    unit tier refuses: the conftest builds the cache first (an empty MPLCONFIGDIR is a
+    fresh machine's)."""
+    cache = tmp_path / "mpl"
+    monkeypatch.setenv("MPLCONFIGDIR", str(cache))
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_chart=CHART)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-m", "unit", "-rA")
+    assert "PASSED test_chart.py::test_draws_a_chart_with_text" in result.stdout.str()
+    result.assert_outcomes(passed=1)
+    assert list(cache.glob("fontlist-*.json")), "the font cache was not built"
