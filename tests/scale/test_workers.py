@@ -2,9 +2,13 @@
 
 A closed-loop run whose work ends by construction has a deterministic request set:
 each user sends five turns 0.15 s apart (instant server), then its sixth is due
-100 s later, past the 1.5 s window (no drain), so the lane stops. Each user sends
-the same sessions, turns and token counts however the users are spread over
-processes.
+100 s later, past the window (no drain), so the lane stops. Each user sends the same
+sessions, turns and token counts however the users are spread over processes.
+
+The window (``WINDOW_S``) is eight times the 0.6 s the five turns take: with 1.5 s, a
+loaded machine (load average 5 on 2 cores, the full suite beside a CPU-bound job)
+left two users' last turns unsent when the window closed, and the request sets
+differed by who was starved, not by how users were spread.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from tests.support.workloads import chain_requests
 from traces import Session, WorkloadHeader, write_workload
 
 USERS = 5
+WINDOW_S = 5.0
 
 
 def _records(run: Path) -> list[RequestRecord]:
@@ -54,7 +59,7 @@ def sim(uses_sim: None, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, 
 
 
 def _run(url: str, wl: Path, out: Path, **kw: object) -> Path:
-    cfg = RunSettings(target=url, users=USERS, duration_s=1.5, warmup_s=0.0, drain_s=0.0,
+    cfg = RunSettings(target=url, users=USERS, duration_s=WINDOW_S, warmup_s=0.0, drain_s=0.0,
                     warmup_start="start", metrics_interval_s=None, **kw)  # type: ignore[arg-type]
     return run_load_sync(cfg, wl, out)
 
@@ -85,8 +90,10 @@ def test_workers_replay_the_same_requests(sim: tuple[str, Path], single: Counter
     assert {r.worker for r in recs} == {0, 1}
     assert all(r.worker == r.user % 2 for r in recs)
     assert len({r.id for r in recs}) == len(recs)
-    # one clock: the schedule is kept (process start-up happens before the origin)
-    assert max(r.sent_s - r.due_s for r in recs) < 0.25
+    # one clock: process start-up (imports and the workload, 1-3 s on these machines)
+    # happens before the origin, or every worker's first turn would be sent that late; a
+    # starved machine delays a send by a fraction of that
+    assert max(r.sent_s - r.due_s for r in recs) < 1.0
     man = RunManifest.model_validate_json((run / "run.json").read_bytes())
     assert man.workers == 2 and man.complete and not man.warnings
     # every user worked inside the window; health measured per worker, the worst kept
