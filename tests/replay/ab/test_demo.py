@@ -56,10 +56,17 @@ def test_demo_end_to_end(quick_demo: DemoRun) -> None:
         assert done.returncode == 3 and "INVALID" in printed
     else:
         assert ratio["ratio"] == pytest.approx(expected, rel=0.10)
-        # quick ends established (4 users per arm, 20+ requests, an interval excluding 1)
-        # and warm (its warmup fills the prefix cache); a busy machine may still add a
-        # caveat about the client (client_imbalance, schedule lag): not asserted away
-        assert ratio["established"], ratio
+        # The ratio is established exactly where its interval excludes 1 (quick has 4
+        # users per arm and 20+ requests, as "established" asks). Whether it excludes 1 is
+        # a race: on an idle machine it does ([1.82, 1.92] is usual), but on a busy one
+        # (CI) the bootstrap over 4 users once spread to [0.69, 1.97] about a ratio of 1.88,
+        # in a level still valid: one user's timing moves a P90 over 4. Either way the
+        # decision says which (its lines are checked above).
+        lo = ratio["ci"][0]
+        assert ratio["better"] and ratio["established"] == (
+            lo > 1 and ratio["not_established"] is None), ratio
+        # warm (its warmup fills the prefix cache); a busy machine may still add a caveat
+        # about the client (client_imbalance, schedule lag): not asserted away
         codes = {r["code"] for r in summary["validity"]["reasons"]}
         assert not codes & {"cache_cold", "cache_warming"}, summary["validity"]
     # the decision the report opens with is what the demo printed, capacity first
