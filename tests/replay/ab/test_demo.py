@@ -58,8 +58,8 @@ def test_demo_end_to_end(quick_demo: DemoRun) -> None:
         assert ratio["ratio"] == pytest.approx(expected, rel=0.10)
         # The ratio is established exactly where its interval excludes 1 (quick has 4
         # users per arm and 20+ requests, as "established" asks). Whether it excludes 1 is
-        # a race: on an idle machine it does ([1.82, 1.92] is usual), but on a busy one
-        # (CI) the bootstrap over 4 users once spread to [0.69, 1.97] about a ratio of 1.88,
+        # a race: it mostly does ([1.79, 2.08] in a fresh clone's demo beside a loaded
+        # suite), but on CI the bootstrap over 4 users once spread to [0.69, 1.97] about 1.88,
         # in a level still valid: one user's timing moves a P90 over 4. Either way the
         # decision says which (its lines are checked above).
         lo = ratio["ci"][0]
