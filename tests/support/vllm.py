@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import socket
 import sys
 from pathlib import Path
@@ -38,15 +39,29 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _ephemeral_low() -> int:
+    """The first port the kernel hands out for outgoing connections and ``bind(0)``."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port_run(count: int) -> int:
-    """A first port such that ``count`` consecutive ports are free (side-by-side arms)."""
-    for _ in range(50):
-        first = free_port()
-        if first + count <= 65536 and all(
-            port_is_free("127.0.0.1", first + i) for i in range(1, count)
-        ):
+    """A first port such that ``count`` consecutive ports are free (side-by-side arms).
+
+    Drawn below the ephemeral range: a run of ports inside it can be taken between
+    this check and the server's bind by any test's outgoing connection, which is how
+    CI once failed (``port 44502 ... is in use``, the second arm's port). Below it only
+    another test drawing the same way can collide, one chance in thousands.
+    """
+    high = _ephemeral_low() - count
+    low = max(1024, high - 10_000)
+    for _ in range(200):
+        first = random.randint(low, high)
+        if all(port_is_free("127.0.0.1", first + i) for i in range(count)):
             return first
-    pytest.fail(f"no {count} consecutive free ports found")
+    pytest.fail(f"no {count} consecutive free ports found in {low}-{high + count}")
 
 
 def vllm_python() -> Path:

@@ -25,7 +25,7 @@ from replay.ab import (
     plan_runs,
 )
 from replay.servers.launch import LaunchSettings
-from replay.servers.sim import free_port
+from tests.support.vllm import free_port_run
 
 pytestmark = pytest.mark.sim
 
@@ -65,7 +65,7 @@ def test_launched_arms_run_in_order_and_are_stopped(
         mode: str, fake_python: Path, tiny_workload: Path, tmp_path: Path) -> None:
     out = tmp_path / "cmp"
     arms = ["auto", "latency_specialized"]
-    port = free_port()
+    port = free_port_run(2 if mode == "side-by-side" else 1)
     servers = LaunchSettings(vllm_python=str(fake_python), mode=mode, port=port,  # type: ignore[arg-type]
                              gpus_per_arm=1 if mode == "side-by-side" else None)
     launch = LaunchOptions(str(tmp_path), servers=servers, startup_timeout_s=120)
