@@ -1,6 +1,6 @@
 """Re-judging stored battery outcomes with today's interval rule: the measured parts of
-the stored interval are kept, the rule (widening per doubling) is today's, and a case
-the run's rule judged differently flips."""
+the stored interval are kept, the rule (widening per doubling, the measured scale) is
+today's, and a case the run's rule judged differently flips."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ sys.path.insert(0, str(BENCH))
 from _battery_case import Outcome  # noqa: E402
 from _battery_rescore import rescore  # noqa: E402
 
-from replay.twin._interval import GROWTH_BY_METRIC  # noqa: E402
+from replay.twin._interval import GROWTH_BY_METRIC, SCALE_BY_QUESTION  # noqa: E402
 
 TTFT = "p90_ttft_s"
 
@@ -31,15 +31,17 @@ def _outcome(truth: float, growth_by_metric: dict[str, float]) -> Outcome:
 
 
 def test_a_stored_case_is_judged_with_todays_widening_per_doubling() -> None:
-    # at 4x: half-width 0.2 x (1 + 2 g); the run's rule (g 0.75) held a truth at
-    # exp(0.45), today's P90 TTFT rate narrows the width below it
-    rate = GROWTH_BY_METRIC[TTFT]
-    assert 0.2 * (1 + 2 * rate) < 0.45 < 0.2 * 2.5
+    # at 4x: half-width 0.2 x (1 + 2 g) x the 4x scale; the run's rule (g 0.75, no
+    # scale) held a truth at exp(0.45), today's P90 TTFT rate and scale narrow the
+    # width below it
+    today = 0.2 * (1 + 2 * GROWTH_BY_METRIC[TTFT]) * SCALE_BY_QUESTION["4x"][TTFT]
+    assert today < 0.45 < 0.2 * 2.5
     far = rescore([_outcome(math.exp(0.45), {})])[0]
     assert far.rows[0][f"{TTFT}_covered"] is False
-    near = rescore([_outcome(math.exp(0.2 * (1 + 2 * rate) - 0.01), {})])[0]
+    near = rescore([_outcome(math.exp(today - 0.01), {})])[0]
     assert near.rows[0][f"{TTFT}_covered"] is True
     assert near.rows[0]["p90_interactivity_covered"] is None  # not judged stays not judged
+    assert rescore([_outcome(math.exp(today + 0.01), {})])[0].rows[0][f"{TTFT}_covered"] is False
 
 
 def test_a_failed_case_and_a_twin_without_refits_pass_through() -> None:

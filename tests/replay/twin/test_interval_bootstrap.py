@@ -80,3 +80,39 @@ def test_the_load_widens_each_metric_at_its_own_rate_and_a_what_if_at_the_shared
     # P90 TTFT at 4x: 2.0x the checked width, not 2.5x
     assert new.half_width("p90_ttft_s", 32) == pytest.approx(2.0 * new.half_width("p90_ttft_s", 8))
     assert new.half_width("p90_ttft_s", 32) < old.half_width("p90_ttft_s", 32)
+
+
+def test_the_measured_scale_multiplies_each_questions_width() -> None:
+    """Each question's width is the rule's times its measured factor: the load's factor
+    linear in doublings between the held-out, 2x and 4x ones (the 4x one beyond), a
+    what-if's and a fleet's their own; a twin file without a scale keeps the rule's."""
+    from dataclasses import replace
+
+    plain = replace(_interval(refits=5), growth_by_metric=dict(GROWTH_BY_METRIC))
+    table = {"held-out": {"p90_ttft_s": 0.8}, "2x": {"p90_ttft_s": 0.6},
+             "4x": {"p90_ttft_s": 0.4}, "what-if": {"p90_ttft_s": 0.5},
+             "replicas": {"p90_ttft_s": 1.5}}
+    scaled = replace(plain, scale=table)
+    m = "p90_ttft_s"
+    for users, factor in ((8, 0.8), (4, 0.8), (16, 0.6), (32, 0.4), (64, 0.4),
+                          (8 * 2 ** 0.5, 0.7), (16 * 2 ** 0.25, 0.55)):
+        assert scaled.half_width(m, users) == pytest.approx(plain.half_width(m, users) * factor)
+    assert scaled.half_width(m, 8, what_if=True) == pytest.approx(
+        plain.half_width(m, 8, what_if=True) * 0.5)
+    assert scaled.half_width(m, 8, replicas=2) == pytest.approx(
+        plain.half_width(m, 8, replicas=2) * 1.5)
+    # a metric the table has no factor for keeps the rule's width
+    assert scaled.half_width("output_tok_s", 32) == plain.half_width("output_tok_s", 32)
+    # the scale narrows: a truth 10% off at 4x is outside the scaled interval only
+    w = plain.half_width(m, 32)
+    truth = math.exp(0.6 * w)
+    assert plain.holds(m, 1.0, truth, 32) and not scaled.holds(m, 1.0, truth, 32)
+
+
+def test_a_new_twin_stores_a_measured_scale_for_every_question_and_metric() -> None:
+    from replay.twin._interval import METRICS, QUESTIONS, SCALE_BY_QUESTION, current_rule
+
+    assert current_rule()["scale"] == SCALE_BY_QUESTION
+    for q in QUESTIONS:
+        for m in METRICS:
+            assert 0.1 < SCALE_BY_QUESTION[q][m] < 10.0, (q, m)
