@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 __all__ = ["COVERED_FACTOR", "METRICS", "QUESTIONS", "PredictionInterval", "current_rule",
-           "interval_of", "with_between_runs"]
+           "interval_of", "interval_problem", "with_between_runs"]
 
 METRICS = ("p90_interactivity", "p90_ttft_s", "output_tok_s")
 """The metrics an interval is stored for (TTFT: from the schedule, as the tiers judge)."""
@@ -206,11 +206,11 @@ class PredictionInterval:
             self.growth * (self.doublings(users, what_if, replicas, metric) - load)
         miss, s = self.miss.get(metric, 0.0), self.spread.get(metric, MIN_SPREAD)
         if not self.refits:  # a twin from before the refits: their sum, as stored
-            return (miss + self.z * s) * g
+            return min(MAX_HALF_WIDTH, (miss + self.z * s) * g)
         noise = self.sampling.get(metric, 0.0)
         bias = math.sqrt(max(miss * miss - noise * noise, 0.0))
-        return math.hypot(bias, self.z * s, self.between_excess(metric)) * g * \
-            self.question_scale(metric, load, what_if, replicas)
+        return min(MAX_HALF_WIDTH, math.hypot(bias, self.z * s, self.between_excess(metric)) *
+                   g * self.question_scale(metric, load, what_if, replicas))
 
     def question_scale(self, metric: str, load: float, what_if: bool = False,
                        replicas: int = 1) -> float:
@@ -266,6 +266,58 @@ class PredictionInterval:
             why.append(f"requests of up to {longest_request} tokens, longer than any the "
                        f"twin was fitted on ({self.max_request_tokens})")
         return why
+
+
+MAX_LOG = 50.0
+"""The largest log value a stored interval field may hold (e^50: a factor of 5e21)."""
+MAX_HALF_WIDTH = 700.0
+"""The widest half-width (log) a rule may give: exp stays finite (a hand-edited twin
+file cannot make ``bounds`` overflow)."""
+_NUMBERS = {"nominal": (0.0, 1.0), "z": (0.0, MAX_LOG), "growth": (0.0, MAX_LOG),
+            "what_if_doublings": (0.0, MAX_LOG), "replica_doublings": (0.0, MAX_LOG)}
+_COUNTS = ("checked_users", "max_measured_users", "max_request_tokens", "requests", "refits")
+_PER_METRIC = ("miss", "spread", "sampling", "fit_spread", "between_runs", "z_between",
+               "growth_by_metric", "what_if_by_metric", "replica_by_metric")
+
+
+def interval_problem(raw: Any) -> str | None:
+    """The first field of a stored ``calibration.interval`` that the rule cannot read,
+    as ``"field: why"`` (None: every present field is a finite number in range). A
+    hand-edited twin file gets one clear error, not a traceback mid-plan."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        return "calibration.interval: must be an object"
+
+    def bad_number(x: Any, lo: float, hi: float) -> bool:
+        return isinstance(x, bool) or not isinstance(x, (int, float)) or \
+            not math.isfinite(x) or not lo <= x <= hi
+
+    for name, (lo, hi) in _NUMBERS.items():
+        if name in raw and bad_number(raw[name], lo, hi):
+            return f"calibration.interval.{name}: must be a number from {lo:g} to {hi:g}"
+    for name in _COUNTS:
+        if name in raw and (bad_number(raw[name], 0, 2 ** 53) or raw[name] != int(raw[name])):
+            return f"calibration.interval.{name}: must be a whole number >= 0"
+    if raw.get("checked_users", 1) < 1:
+        return "calibration.interval.checked_users: must be at least 1"
+    for name in _PER_METRIC:
+        block = raw.get(name, {})
+        if not isinstance(block, dict):
+            return f"calibration.interval.{name}: must be an object of numbers per metric"
+        for metric, x in block.items():
+            if bad_number(x, 0.0, MAX_LOG):
+                return (f"calibration.interval.{name}.{metric}: must be a number from 0 "
+                        f"to {MAX_LOG:g}")
+    scale = raw.get("scale", {})
+    if not isinstance(scale, dict) or not all(isinstance(v, dict) for v in scale.values()):
+        return "calibration.interval.scale: must be an object of per-metric factors per question"
+    for question, block in scale.items():
+        for metric, x in block.items():
+            if bad_number(x, 0.0, MAX_LOG) or x == 0:
+                return (f"calibration.interval.scale.{question}.{metric}: must be a number "
+                        f"above 0, at most {MAX_LOG:g}")
+    return None
 
 
 def interval_of(calibration: Mapping[str, Any] | None) -> PredictionInterval | None:

@@ -72,6 +72,12 @@ def load_twin(path: str | os.PathLike[str]) -> tuple[SimProfile, dict[str, Any] 
             field = first if first in SimProfile.model_fields else "(profile)"
         raise ConfigError(f"--twin {where}: field {field}: {msg} (a twin file is a "
                           "simulator profile, as `serve-sim --profile FILE` reads)") from None
+    if isinstance(calibration, dict):
+        from replay.twin._interval import interval_problem
+
+        unreadable = interval_problem(calibration.get("interval"))
+        if unreadable:
+            raise ConfigError(f"--twin {where}: field {unreadable}")
     return profile, calibration if isinstance(calibration, dict) else None
 
 

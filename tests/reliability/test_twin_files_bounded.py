@@ -260,3 +260,69 @@ def test_seed_out_of_range_is_one_line_for_measured_runs(
                    load={"users": 2, "duration_s": 10, "warmup_s": 0, "drain_s": 5})
     code = main([command, str(run), "--seed", seed])
     _one_line(code, capsys.readouterr().err, "--seed:", seed)
+
+
+def _interval() -> dict[str, Any]:
+    from replay.twin import PredictionInterval
+    from replay.twin._interval import current_rule
+
+    return PredictionInterval(
+        checked_users=2, max_measured_users=2, max_request_tokens=4000,
+        miss={"p90_interactivity": 0.03, "p90_ttft_s": 0.2, "output_tok_s": 0.01},
+        spread={"p90_interactivity": 0.02, "p90_ttft_s": 0.1, "output_tok_s": 0.01},
+        requests=200, z=1.9, refits=5, **current_rule()).as_dict()
+
+
+def _with_interval(path: tuple[str, ...], value: object) -> Any:
+    def edit(d: dict[str, Any]) -> None:
+        d["calibration"] = {"interval": _interval()}
+        _set(("calibration", "interval", *path), value)(d)
+    return edit
+
+
+BAD_INTERVAL = [
+    (("miss", "p90_ttft_s"), "abc", "calibration.interval.miss.p90_ttft_s"),
+    (("spread", "p90_interactivity"), 1e300, "calibration.interval.spread.p90_interactivity"),
+    (("scale", "4x", "p90_ttft_s"), -1.0, "calibration.interval.scale.4x.p90_ttft_s"),
+    (("scale", "what-if"), 2.0, "calibration.interval.scale"),
+    (("z",), float("inf"), "calibration.interval.z"),
+    (("checked_users",), 0, "calibration.interval.checked_users"),
+    (("growth_by_metric",), [1, 2], "calibration.interval.growth_by_metric"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "field"), BAD_INTERVAL)
+def test_a_damaged_prediction_interval_is_one_line_before_any_level(
+    tmp_path: Path, wl: Path, path: tuple[str, ...], value: object, field: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Before: a hand-edited interval (a string for a miss) was a TypeError traceback
+    mid-plan, and a scale of "abc" one only at a level far enough to read it."""
+    twin = _twin(tmp_path, _with_interval(path, value))
+    code = main(_plan("--twin", str(twin), "--workload", str(wl), "--users", "1:2",
+                      "--levels", "2"))
+    out, err = capsys.readouterr()
+    _one_line(code, err, f"field {field}:", str(twin))
+    assert "  level " not in err and "P90" not in out
+
+
+def test_the_undamaged_interval_plans_and_its_width_stays_finite(
+    tmp_path: Path, wl: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    import math
+
+    from replay.twin import PredictionInterval
+    from replay.twin._interval import MAX_HALF_WIDTH
+
+    twin = _twin(tmp_path, _with_interval(("miss", "p90_ttft_s"), 0.2))
+    code = main(_plan("--twin", str(twin), "--workload", str(wl), "--users", "1:2",
+                      "--levels", "2"))
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "prediction interval" in out
+    # the largest figures the file may hold, far out: a capped width, finite bounds
+    wide = PredictionInterval(**(_interval() | {"miss": {"p90_ttft_s": 50.0}, "growth": 50.0,
+                                                "growth_by_metric": {}}))
+    assert wide.half_width("p90_ttft_s", 100_000) == MAX_HALF_WIDTH
+    lo, hi = wide.bounds("p90_ttft_s", 1.0, 100_000)
+    assert 0.0 < lo < 1.0 < hi and math.isfinite(hi)
