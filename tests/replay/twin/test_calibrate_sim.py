@@ -199,6 +199,17 @@ def test_calibrate_recovers_the_profile_and_predicts_a_held_out_level(
     # by amounts the fitted levels never showed; the truth measures both.
     allowed, why = _allowed_miss(runs.parent, runs / "u8", kept / "predict-u8")
     print(f"at 8 users: {why}; allowed miss {allowed:.1%}")
+    # The race, stated: on a loaded machine the client's 2-s warmup can send too few
+    # requests to warm the cache (CI on e94b8d0: 43% of prefix hits against 99%
+    # expected, schedule lag P99 106 ms), so the held-out level prefilled far more than
+    # the twin's on-time run and its P90 interactivity (9 requests) fell 25% below the
+    # prediction while every fitted step was within 0.1%. Such a level is no check of
+    # the twin; what holds then is that the run says so.
+    held = json.loads((runs / "u8" / "run.json").read_text()).get("validity") or {}
+    codes = {r["code"] for r in held.get("reasons", [])}
+    if codes & {"cache_cold", "client_schedule_lag"}:
+        assert held["verdict"] in ("caveats", "invalid"), held
+        return
     assert abs(err["p90_interactivity"]) <= allowed
 
 

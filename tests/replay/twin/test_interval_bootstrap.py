@@ -103,7 +103,7 @@ def test_the_measured_scale_multiplies_each_questions_width() -> None:
         plain.half_width(m, 8, replicas=2) * 1.5)
     # a metric the table has no factor for keeps the rule's width
     assert scaled.half_width("output_tok_s", 32) == plain.half_width("output_tok_s", 32)
-    # the scale narrows: a truth 10% off at 4x is outside the scaled interval only
+    # the scale narrows: a truth at 0.6 of the rule's 4x width lies outside the scaled one only
     w = plain.half_width(m, 32)
     truth = math.exp(0.6 * w)
     assert plain.holds(m, 1.0, truth, 32) and not scaled.holds(m, 1.0, truth, 32)
