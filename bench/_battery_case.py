@@ -104,6 +104,12 @@ class Outcome:
     """Per tier: the replicas ``--agents K`` needs, the twin's answer and the measured."""
 
 
+def read_outcomes(path: Path) -> list[Outcome]:
+    """The outcomes a run appended to ``path`` (``DIR/outcomes.jsonl``), one per line."""
+    return [Outcome(**json.loads(line)) for line in path.read_text().splitlines()
+            if line.strip()]
+
+
 def _values(summary: Any) -> dict[str, float | None]:
     return {"p90_interactivity": summary.interactivity.p90,
             "p90_ttft_s": summary.ttft_due.p90, "output_tok_s": summary.output_tok_s}

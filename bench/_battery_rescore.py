@@ -17,25 +17,26 @@ from typing import Any
 from _battery_case import METRICS, Outcome
 
 
-def current_rule(interval: dict[str, Any]) -> Any:
-    """The stored interval with today's rule (its measured parts kept)."""
+def current_rule(interval: dict[str, Any], rule: dict[str, Any] | None = None) -> Any:
+    """The stored interval with ``rule`` (default: today's; its measured parts kept)."""
     from replay.twin import PredictionInterval
     from replay.twin._interval import current_rule as today
 
     pi = PredictionInterval(**interval)
     if not pi.refits:  # a twin from before the refits: its own rule, as calibrate stored
         return pi
-    return replace(pi, **today())
+    return replace(pi, **(today() if rule is None else rule))
 
 
-def rescore(outcomes: Sequence[Outcome]) -> list[Outcome]:
-    """``outcomes`` with each row's ``<metric>_covered`` judged by today's rule."""
+def rescore(outcomes: Sequence[Outcome], rule: dict[str, Any] | None = None) -> list[Outcome]:
+    """``outcomes`` with each row's ``<metric>_covered`` judged by ``rule`` (default:
+    today's; ``replay.twin._interval.current_rule`` fields)."""
     out = []
     for o in outcomes:
         if o.error or not o.interval:
             out.append(o)
             continue
-        pi = current_rule(o.interval)
+        pi = current_rule(o.interval, rule)
         rows = []
         for r in o.rows:
             r = dict(r)

@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from _battery_case import METRICS, Outcome, Settings, run_case  # noqa: E402
+from _battery_case import METRICS, Outcome, Settings, read_outcomes, run_case  # noqa: E402
 from _battery_draw import draw_case  # noqa: E402
 from _battery_table import print_report, targets  # noqa: E402
 
@@ -120,8 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                          "(bench/_battery_rescore.py), not the run's")
     args = ap.parse_args(argv)
     if args.report is not None:
-        done = [Outcome(**json.loads(line)) for line in args.report.read_text().splitlines()
-                if line.strip()]
+        done = read_outcomes(args.report)
         print(f"twin battery (stored): {len(done)} outcomes from {args.report}")
         if args.rescore:
             from _battery_rescore import rescore

@@ -15,7 +15,6 @@ coverage with today's rule as the code has it.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from collections.abc import Sequence
@@ -27,7 +26,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from _battery_case import METRICS, Outcome  # noqa: E402
+from _battery_case import METRICS, Outcome, read_outcomes  # noqa: E402
+from _battery_rescore import rescore  # noqa: E402
+from _battery_table import coverage as share_inside  # noqa: E402
+from _battery_table import error_stats  # noqa: E402
 
 from replay.twin import PredictionInterval  # noqa: E402
 from replay.twin._interval import NOMINAL, QUESTIONS, current_rule  # noqa: E402
@@ -35,10 +37,7 @@ from replay.twin._interval import NOMINAL, QUESTIONS, current_rule  # noqa: E402
 
 def load(paths: Sequence[Path]) -> list[Outcome]:
     """The cases with a stored interval whose measured parts the rule applies to."""
-    out = []
-    for path in paths:
-        out += [Outcome(**json.loads(line)) for line in path.read_text().splitlines()
-                if line.strip()]
+    out = [o for path in paths for o in read_outcomes(path)]
     return [o for o in out if not o.error and o.interval and o.interval.get("refits")]
 
 
@@ -80,14 +79,16 @@ def _up(x: float) -> float:
 
 
 def coverage(outcomes: Sequence[Outcome], rule: dict[str, Any]) -> dict[str, Any]:
-    """Per question: the share inside, over all metrics and per metric (n cases)."""
-    pairs = _pairs(outcomes, rule)
+    """Per question: the share inside under ``rule`` (``_battery_rescore``), over all
+    metrics and per metric, judged as the battery's tables judge it, and how many
+    judgements (n)."""
+    judged = rescore(outcomes, rule)
     out: dict[str, Any] = {}
     for q in QUESTIONS:
-        per = {m: [s <= 1.0 for qq, mm, s in pairs if (qq, mm) == (q, m)] for m in METRICS}
-        every = [x for v in per.values() for x in v]
-        out[q] = {"all": sum(every) / len(every) if every else None, "n": len(every)} | \
-            {m: sum(v) / len(v) if v else None for m, v in per.items()}
+        rows = [r for o in judged for r in o.rows if r["kind"] == q]
+        n = sum(r.get(f"{m}_covered") is not None for r in rows for m in METRICS)
+        out[q] = {"all": share_inside(judged, (q,)), "n": n} | \
+            {m: error_stats(judged, (q,), m)["coverage"] for m in METRICS}
     return out
 
 
