@@ -22,7 +22,11 @@ A probe whose sample cannot tell (``indeterminate``: too few requests, a share's
 interval holding 90%) is no end of the bracket. The search runs that count once
 more (``<arm>-u<users>-r1``, the same settings, so the runs stay comparable) and
 judges the two runs pooled, twice the requests; still indeterminate, it steps over
-the count (no more repeats: ``MAX_REPEATS``) and the answer names it.
+the count (no more repeats: ``MAX_REPEATS``) and the answer names it. The twin's search
+defers that repeat (:func:`bounds`' ``defer``): before the first failure it steps over
+an indeterminate count at once (a low count's few requests; once a count above it
+meets, the bracket leaves it out and the repeat would have bought nothing), and runs
+it again only if a failure puts it inside the bracket and the search lands on it.
 
 A probe is asked one question per tier, so it runs only as long as the answer
 needs: its window ends once every searched tier's verdict is settled at 99%
@@ -145,33 +149,42 @@ def _bracket(probes: dict[int, Probe], tier: str) -> Bracket | None:
     return bracket_of(known) if known else None
 
 
-def _exhausted(probes: dict[int, Probe], tier: str) -> list[int]:
-    """Counts still indeterminate after their repeats: stepped over."""
+def _exhausted(probes: dict[int, Probe], tier: str, runs: int = MAX_REPEATS) -> list[int]:
+    """Counts still indeterminate after ``runs`` runs: stepped over."""
     return [u for u, p in probes.items()
-            if p.outcomes.get(tier) == "indeterminate" and p.runs > MAX_REPEATS]
+            if p.outcomes.get(tier) == "indeterminate" and p.runs > runs]
 
 
 def _narrow(lo: int, hi: int, precision: float | None) -> bool:
     return hi - lo <= 1 or (precision is not None and lo > 0 and (hi - lo) / lo <= precision)
 
 
-def bounds(probes: dict[int, Probe], tier: str) -> tuple[int, int | None, list[int]]:
+def bounds(probes: dict[int, Probe], tier: str, defer: bool = False
+           ) -> tuple[int, int | None, list[int]]:
     """The bracket's ends as the search moves them: the largest count up to which every
     probe met (or was stepped over), the first failure (None: none yet), and the
-    counts stepped over (indeterminate after their repeat)."""
+    counts stepped over (indeterminate after their repeat). ``defer``: before the first
+    failure an indeterminate count is stepped over at once; its repeat waits until a
+    failure above it puts it inside the bracket (below a count that meets, the bracket
+    leaves it out anyway)."""
     b = _bracket(probes, tier)
     passed = int(b.passed) if b is not None and b.passed is not None else 0
     hi = int(b.failed) if b is not None and b.failed is not None else None
-    stuck = [u for u in _exhausted(probes, tier) if hi is None or u < hi]
+    runs = 0 if defer and hi is None else MAX_REPEATS
+    stuck = [u for u in _exhausted(probes, tier, runs) if hi is None or u < hi]
     return max([passed, *stuck]), hi, stuck  # the search steps over what cannot tell
 
 
 def next_probe(probes: dict[int, Probe], tier: str, start: int, max_users: int,
-               precision: float | None = None) -> tuple[int | None, Ended, str]:
-    """The next user count to run for a tier, or None with how the search ended."""
+               precision: float | None = None, defer: bool = False
+               ) -> tuple[int | None, Ended, str]:
+    """The next user count to run for a tier, or None with how the search ended
+    (``defer``: :func:`bounds`)."""
     if not probes:
         return start, "searching", "searching"
-    lo, hi, stuck = bounds(probes, tier)
+    lo, hi, stuck = bounds(probes, tier, defer)
+    if defer and hi is None and lo >= max_users:  # nothing above to defer to: repeat now
+        lo, hi, stuck = bounds(probes, tier)
     unsure = (f"; indeterminate at {', '.join(str(u) for u in sorted(stuck))} even "
               "with a repeated probe (too few requests to tell)") if stuck else ""
     if hi is None:
@@ -392,7 +405,7 @@ def search_capacity(
                 if a.ended != "searching":
                     continue
                 want, ended, how = next_probe(probes[label], t.name, start_users, max_users,
-                                              precision)
+                                              precision, defer=guide is not None)
                 if want is None and guide is not None and ended == "indeterminate":
                     want = close_below(probes[label], _bracket(probes[label], t.name))
                     how = "searching" if want is not None else how
@@ -406,7 +419,7 @@ def search_capacity(
                     continue
                 placed_by = "bisect"
                 if guide is not None and how == "searching" and want not in probes[label]:
-                    lo, hi, _ = bounds(probes[label], t.name)
+                    lo, hi, _ = bounds(probes[label], t.name, defer=True)
                     verdicts = {u: _met(p, t.name) for u, p in probes[label].items()}
                     placed, why = guide.advise(_valid_dirs(out_p, label, probes[label]),
                                                verdicts, t, lo, hi, max_users,
@@ -415,9 +428,11 @@ def search_capacity(
                     if placed is not None:
                         want, placed_by = placed, "twin"
                 repeat = probes[label][want].runs if want in probes[label] else 0
+                before = probes[label][want].placed_by if want in probes[label] else {}
                 probes[label][want] = _probe(label, url, want, path, out_p, opts, tiers, live,
                                              repeat, run_probe, not limits.full_window)
-                probes[label][want].placed_by[t.name] = placed_by
+                probes[label][want].placed_by.update(before)  # who first chose the count
+                probes[label][want].placed_by.setdefault(t.name, placed_by)
                 state.ran(PlannedRun(label, want, repeat).name)
                 progressed = True
                 break  # one probe per arm per turn: arms alternate

@@ -99,3 +99,29 @@ def test_a_repeat_that_tells_ends_the_bracket_there() -> None:
     probes = {1: Probe(1, "r1", "valid", {"t": "meets"}),
               2: Probe(2, "r2", "valid", {"t": "fails"}, runs=2)}
     assert next_probe(probes, "t", 1, 64)[:2] == (None, "bracketed")
+
+
+def test_a_deferred_repeat_waits_until_a_failure_puts_the_count_inside_the_bracket() -> None:
+    # the twin's search defers: before any failure an indeterminate count (a low one:
+    # too few requests) is stepped over at once, and the doubling goes on
+    probes = {1: Probe(1, "r1", "valid", {"t": "indeterminate"})}
+    assert next_probe(probes, "t", 1, 64)[0] == 1  # bisection repeats it at once
+    want, ended, how = next_probe(probes, "t", 1, 64, defer=True)
+    assert (want, ended, how) == (2, "searching", "searching")
+    probes[2] = Probe(2, "r2", "valid", {"t": "meets"})
+    assert next_probe(probes, "t", 1, 64, defer=True)[0] == 4  # 1 lies below a met count
+    probes[4] = Probe(4, "r4", "valid", {"t": "indeterminate"})
+    assert next_probe(probes, "t", 1, 64, defer=True)[0] == 8
+    probes[8] = Probe(8, "r8", "valid", {"t": "fails"})
+    # now 4 lies between the last count met (2) and the failure: no longer stepped over,
+    # it is run again once bisection lands on it (here after 5 fails and 3 meets)
+    assert next_probe(probes, "t", 1, 64, defer=True)[0] == 5
+    probes[5] = Probe(5, "r5", "valid", {"t": "fails"})
+    assert next_probe(probes, "t", 1, 64, defer=True)[0] == 3
+    probes[3] = Probe(3, "r3", "valid", {"t": "meets"})
+    want, ended, how = next_probe(probes, "t", 1, 64, defer=True)
+    assert (want, ended) == (4, "searching") and "again" in how
+    # at the top of the range there is nothing above to defer to: repeated there
+    top = {64: Probe(64, "r64", "valid", {"t": "indeterminate"})}
+    want, _, how = next_probe(top, "t", 64, 64, defer=True)
+    assert want == 64 and "again" in how
