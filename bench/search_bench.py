@@ -51,8 +51,10 @@ MAX_USERS = 128
 REPEAT_SEED = 7919
 """A repeated probe's engine seed is the case's plus this (fresh step noise)."""
 RUNS = (("bisect", "bisect", False), ("bisect_early", "bisect", True),
-        ("twin", "twin", True))
-"""(row key, --search-method, early stop): the baseline first."""
+        ("twin", "twin", True), ("oracle", "oracle", True))
+"""(row key, --search-method, early stop): the baseline first. ``oracle`` is no
+method: the twin's search with the twin replaced by the truth (:class:`OracleGuide`),
+the least any placement could spend under the same probe rules."""
 LIVE: Any = "quiet"
 
 
@@ -111,9 +113,33 @@ def _truth(truth: Truth) -> tuple[int, int]:
     return a, len(cache)
 
 
+class OracleGuide:
+    """Places probes as the twin would if it were exact: at the truth's capacity ``t``
+    (expected to meet) and ``t + 1`` (expected to fail), from the same first two levels,
+    under the same rules (repeats, early stop, the bracket's lower end)."""
+
+    def __init__(self, truth: int) -> None:
+        self.truth = truth
+
+    def advise(self, dirs: Any, verdicts: Any, tier: Any, lo: int, hi: int | None,
+               max_users: int, track: Any) -> tuple[int | None, str]:
+        if len(verdicts) < 2:
+            return None, "oracle: too few levels"
+        top = hi - 1 if hi is not None else max_users
+        t = min(max(self.truth, lo), top)
+        u = next((u for u in ((t + 1, t) if hi is None else (t, t + 1))
+                  if lo < u <= top and verdicts.get(u) is None), None)
+        why = "oracle: truth already probed" if u is None else f"oracle: {u}"
+        track.notes.append(why)
+        if u is not None:
+            track.placed += 1
+        return u, why
+
+
 def _search(method: str, early_stop: bool, case: Any, tier: Any, wl_path: Path, wl: Any,
-            root: Path, engine_seed: int, truth: Truth) -> dict[str, Any]:
-    from replay.ab import CompareOptions, SearchLimits, search_capacity
+            root: Path, engine_seed: int, truth: Truth, truth_capacity: int
+            ) -> dict[str, Any]:
+    from replay.ab import CompareOptions, search_capacity
     from replay.servers.sim import SimProfile
 
     hidden = SimProfile.model_validate(case.profile)
@@ -133,11 +159,33 @@ def _search(method: str, early_stop: bool, case: Any, tier: Any, wl_path: Path, 
     name = f"{method}-{'early' if early_stop else 'full'}"
     out = root / name
     t0 = time.perf_counter()
-    res = search_capacity([("hidden", "http://127.0.0.1:9")], wl_path, out, opts, [tier],
+    import replay.ab._search as search_mod
+
+    guide = search_mod.TwinGuide
+    if method == "oracle":  # the twin's search, its guide told the truth
+        search_mod.TwinGuide = lambda *_: OracleGuide(truth_capacity)  # type: ignore
+        method = "twin"
+    try:
+        res = _run_search(search_capacity, out, opts, tier, wl_path, run_probe, method,
+                          early_stop)
+    finally:
+        search_mod.TwinGuide = guide  # type: ignore[misc]
+    return _row(res, name, cost, tier, truth, t0)
+
+
+def _run_search(search_capacity: Any, out: Path, opts: Any, tier: Any, wl_path: Path,
+                run_probe: Any, method: str, early_stop: bool) -> Any:
+    from replay.ab import SearchLimits
+
+    return search_capacity([("hidden", "http://127.0.0.1:9")], wl_path, out, opts, [tier],
                           start_users=1, run_probe=run_probe, live=LIVE,
                           limits=SearchLimits(max_users=MAX_USERS, max_probes=20,
                                               method=method,  # type: ignore[arg-type]
                                               full_window=not early_stop))
+
+
+def _row(res: Any, name: str, cost: dict[Path, float], tier: Any, truth: Truth,
+         t0: float) -> dict[str, Any]:
     a = res.answers[0]
     stopped, differ = 0, 0
     for run_dir in cost:
@@ -199,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
                                "truth": truth}
         for key, method, early in runs:
             r = _search(method, early, case, tier, wl_path, wl, root / f"case-{n:03d}",
-                        engine_seed, hidden_truth)
+                        engine_seed, hidden_truth, truth)
             r["holds"] = _holds(r, truth)
             row[key] = r
         rows.append(row)
@@ -213,7 +261,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     """The comparison table (markdown): per search, its bracket, probes (twin-placed),
     probes stopped early (of them, verdicts the whole window would not give), GPU-s."""
     heads = {"bisect": "bisect, whole windows", "bisect_early": "bisect + early stop",
-             "twin": "twin + early stop"}
+             "twin": "twin + early stop", "oracle": "oracle + early stop"}
     keys = [k for k, _, _ in RUNS if rows and k in rows[0]]
     if "bisect" not in keys:
         return json.dumps(rows, indent=1)
