@@ -47,11 +47,8 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
-
-import orjson
 
 from analysis import (
     Bracket,
@@ -63,10 +60,12 @@ from analysis import (
 )
 from analysis.text import plural
 from replay.ab._driver import Live, _check_arms, _settings
-from replay.ab._early_stop import Settled, StopRule, TierStop, settled_at
+from replay.ab._early_stop import StopRule, TierStop, settled_at
 from replay.ab._options import CompareOptions
 from replay.ab._order import PlannedRun, is_run_reusable
 from replay.ab._preflight import preflight, public_arms, reset_prefix_cache
+from replay.ab._search_answer import Ended, Outcome, Probe, SearchAnswer
+from replay.ab._search_file import search_payload
 from replay.ab._search_limits import SearchLimits, check_search_start
 from replay.ab._search_placement import TwinGuide, TwinTrack
 from replay.ab._state import SearchState
@@ -75,60 +74,8 @@ from replay.load import WindowStop, run_load_sync
 
 __all__ = ["SearchAnswer", "SearchResult", "next_probe", "search_capacity", "search_lines"]
 
-Outcome = Literal["meets", "fails", "invalid", "indeterminate"]
-Ended = Literal["searching", "bracketed", "at least", "below", "invalid", "probe limit",
-                "indeterminate"]
 MAX_REPEATS = 1
 """Repeats of an indeterminate probe before the search steps over its count."""
-
-
-@dataclass(frozen=True)
-class Probe:
-    """One short run's evidence: per tier met or not, or no evidence (invalid)."""
-
-    users: int
-    run: str
-    validity: str
-    outcomes: dict[str, Outcome]
-    reason: str = ""
-    runs: int = 1
-    """Runs pooled behind it (an indeterminate probe is repeated)."""
-    why: dict[str, str] = field(default_factory=dict)
-    """Per indeterminate tier: why the sample could not tell."""
-    window_s: float | None = None
-    """The last run's window as covered (seconds of the run's clock)."""
-    stopped_early: str | None = None
-    """Why the last run's window ended early (``run.json`` ``early_stop``; None: it ran
-    its planned length)."""
-    settled: dict[str, Settled | None] = field(default_factory=dict)
-    """Per tier: where the early-stop rule settled the last run's verdict (None: it
-    needed the whole window)."""
-    placed_by: dict[str, str] = field(default_factory=dict)
-    """Per tier whose search chose this count: ``twin`` or ``bisect``."""
-
-
-@dataclass
-class SearchAnswer:
-    """One arm and tier: the bracket so far, how the search ended and the probes behind it."""
-
-    arm: str
-    tier: SloTier
-    bracket: Bracket | None = None
-    ended: Ended = "searching"
-    how: str = "searching"
-    evidence: list[Probe] = field(default_factory=list)
-
-    @property
-    def users(self) -> int | None:
-        """The largest count up to which every probe met the tier (None: none did)."""
-        p = self.bracket.passed if self.bracket is not None else None
-        return None if p is None else int(p)
-
-    def answer(self) -> str:
-        return self.bracket.text() if self.bracket is not None else "no answer"
-
-    def text(self) -> str:
-        return f"{self.arm} at {self.tier.label}: {self.answer()} ({self.how})"
 
 
 @dataclass
@@ -305,64 +252,6 @@ def _met(p: Probe, tier: str) -> bool | None:
     return True if o == "meets" else False if o == "fails" else None
 
 
-def _settled_payload(s: Settled | None) -> dict[str, object] | None:
-    return None if s is None else {"verdict": s.verdict, "window_s": s.window_s,
-                                   "requests": s.requests, "why": s.why}
-
-
-EARLY_STOP_NOTE = (
-    "Early stop (rule): a probe's verdict is settled once the requests known then decide "
-    "it whichever way those in flight end, each share's 99% Wilson interval wholly above "
-    "or below 90% (or the failure share over the maximum), and the whole window would "
-    "still give it, judged at 95%, with the rest of it (the send rate so far over the "
-    "time left) meeting each limit at the late half's 99% bound against the verdict (the "
-    "requests sent in the second half of the window so far; for fails the upper bound, "
-    f"at least {StopRule().fail_floor:.0%}; for meets the lower): the first minutes, "
-    "where contexts are still growing, do not decide alone; after at least "
-    f"{StopRule().min_requests} requests and {StopRule().min_fraction:.0%} of the window, "
-    f"looked at every {StopRule().step_s:g} s. A probe stops there (stopped_early says "
-    "why; window_s is the window it covered, the one it is judged on; its requests in "
-    "flight finish in the drain); with --search-full-window each probe runs its whole "
-    "window and settled.window_s is where the rule would have stopped it.")
-
-
-def _payload(answers: Sequence[SearchAnswer], opts: CompareOptions, start: int,
-             max_users: int, precision: float | None, method: str = "bisect",
-             tracks: dict[tuple[str, str], TwinTrack] | None = None,
-             early_stop: bool = True) -> bytes:
-    results = [{
-        "arm": a.arm, "tier": a.tier.label, "tier_name": a.tier.name, "answer": a.answer(),
-        "users": a.users,
-        "bracket": [a.bracket.passed, a.bracket.failed] if a.bracket else [None, None],
-        "passed_above": a.bracket.passed_above if a.bracket else [],
-        "indeterminate": a.bracket.indeterminate if a.bracket else [],
-        "ended": a.ended, "how": a.how,
-        "evidence": [{"users": p.users, "run": p.run, "validity": p.validity,
-                      "verdict": p.outcomes.get(a.tier.name, "invalid"),
-                      "reason": p.reason or p.why.get(a.tier.name, ""),
-                      "runs": p.runs, "placed_by": p.placed_by.get(a.tier.name, "bisect"),
-                      "window_s": p.window_s, "stopped_early": p.stopped_early,
-                      "settled": _settled_payload(p.settled.get(a.tier.name))}
-                     for p in a.evidence],
-        "twin": None if tracks is None else {
-            "placed": (tk := tracks[(a.arm, a.tier.name)]).placed,
-            "contradicted": tk.misses, "steps": tk.notes},
-    } for a in answers]
-    width = "one user" if precision is None else f"{precision:.0%} (or one user)"
-    return orjson.dumps({
-        "kind": "agentreplay-search", "start_users": start, "max_users": max_users,
-        "precision": precision, "duration_s": opts.duration_s, "warmup_s": opts.warmup_s,
-        "method": method, "early_stop": EARLY_STOP_NOTE,
-        "full_window": not early_stop,
-        "summary": "Per arm, the measured user counts each tier's capacity lies between: the "
-                   "largest count up to which every probe met the tier, and the first that "
-                   "failed (nothing interpolated). From the first count the load doubles "
-                   f"until the tier fails, then the bracket is halved to {width} wide. Each "
-                   "probe is a short run judged with the same validity rules; an invalid run "
-                   "is no evidence.",
-        "results": results}, option=orjson.OPT_INDENT_2)
-
-
 def search_capacity(
     arms: Sequence[tuple[str, str]], workload: str | os.PathLike[str],
     out: str | os.PathLike[str], opts: CompareOptions, tiers: Sequence[SloTier], *,
@@ -442,7 +331,7 @@ def search_capacity(
     result = list(answers.values())
     from analysis.report import SEARCH_FILE
 
-    (out_p / SEARCH_FILE).write_bytes(_payload(result, opts, start_users, max_users,
+    (out_p / SEARCH_FILE).write_bytes(search_payload(result, opts, start_users, max_users,
                                                precision, limits.method,
                                                tracks if guide is not None else None,
                                                not limits.full_window))
