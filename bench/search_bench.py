@@ -56,6 +56,8 @@ RUNS = (("bisect", "bisect", False), ("bisect_early", "bisect", True),
 method: the twin's search with the twin replaced by the truth (:class:`OracleGuide`),
 the least any placement could spend under the same probe rules."""
 LIVE: Any = "quiet"
+PRECISION: float | None = None
+"""``--precision``: the bracket's relative width to stop at (None: one user)."""
 
 
 def _sim(profile: Any, wl: Any, users: int, duration: float, engine_seed: int,
@@ -180,6 +182,7 @@ def _run_search(search_capacity: Any, out: Path, opts: Any, tier: Any, wl_path: 
     return search_capacity([("hidden", "http://127.0.0.1:9")], wl_path, out, opts, [tier],
                           start_users=1, run_probe=run_probe, live=LIVE,
                           limits=SearchLimits(max_users=MAX_USERS, max_probes=20,
+                                              precision=PRECISION,
                                               method=method,  # type: ignore[arg-type]
                                               full_window=not early_stop))
 
@@ -221,12 +224,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--out", default="/tmp/search-bench")
     ap.add_argument("--live", action="store_true", help="print each search step")
+    ap.add_argument("--precision", type=float, default=None,
+                    help="stop at a bracket this wide relative to its lower end (or one "
+                         "user), as --search-precision; default: one user")
     ap.add_argument("--runs", default=",".join(k for k, _, _ in RUNS),
                     help="which searches (comma-separated row keys; the table needs bisect)")
     args = ap.parse_args(argv)
     runs = [r for r in RUNS if r[0] in args.runs.split(",")]
-    global LIVE
+    global LIVE, PRECISION
     LIVE = "plain" if args.live else "quiet"
+    PRECISION = args.precision
     from replay.servers.sim import SimProfile
     from replay.twin import load_workload
 
