@@ -234,17 +234,26 @@ def _valid_dirs(out: Path, arm: str, probes: dict[int, Probe]) -> list[Path]:
             if p.validity != "invalid" for r in range(p.runs)]
 
 
-def close_below(probes: dict[int, Probe], b: Bracket | None) -> int | None:
-    """Twin search: the count just under the lowest count stepped over (indeterminate
-    even with its repeat) above the last count every probe met, when not probed yet:
-    the twin places its probes at the boundary, where samples are least sure, so one
-    more probe below gives the answer a measured lower end."""
+def close_below(probes: dict[int, Probe], b: Bracket | None,
+                precision: float | None = None) -> int | None:
+    """Twin search: the next count under the lowest count that could not tell above the
+    last count every probe met, when the gap between them is wider than the search's
+    width: the twin places its probes at the boundary, where samples are least sure, so
+    the answer's lower end is measured below them. The gap is halved (a count that
+    meets raises the lower end, one that cannot tell lowers the top of the gap), so a
+    line blurred over many counts costs a few probes, not one per count."""
     if b is None or not b.indeterminate:
         return None
     passed = int(b.passed or 0)
-    above = [int(u) for u in b.indeterminate if u > passed]
-    want = min(above) - 1 if above else None
-    return want if want is not None and want > passed and want not in probes else None
+    above = [int(u) for u in b.indeterminate
+             if u > passed and (b.failed is None or u < b.failed)]
+    if not above:
+        return None
+    low = min(above)
+    if _narrow(passed, low, precision):
+        return None
+    want = max((passed + low) // 2, passed + 1)
+    return want if want not in probes else None
 
 
 def _met(p: Probe, tier: str) -> bool | None:
@@ -296,7 +305,8 @@ def search_capacity(
                 want, ended, how = next_probe(probes[label], t.name, start_users, max_users,
                                               precision, defer=guide is not None)
                 if want is None and guide is not None and ended == "indeterminate":
-                    want = close_below(probes[label], _bracket(probes[label], t.name))
+                    want = close_below(probes[label], _bracket(probes[label], t.name),
+                                       precision)
                     how = "searching" if want is not None else how
                 if want is None:
                     _answer(a, probes[label], ended, how)

@@ -125,3 +125,29 @@ def test_a_deferred_repeat_waits_until_a_failure_puts_the_count_inside_the_brack
     top = {64: Probe(64, "r64", "valid", {"t": "indeterminate"})}
     want, _, how = next_probe(top, "t", 64, 64, defer=True)
     assert want == 64 and "again" in how
+
+
+def test_the_twin_search_halves_the_gap_under_a_blurred_line() -> None:
+    from replay.ab._search import _bracket, close_below
+
+    # met at 2, failed at 69, 68 could not tell even twice: the lower end is measured
+    # by halving the gap, not by walking down one count at a time
+    probes = {2: Probe(2, "r2", "valid", {"t": "meets"}),
+              68: Probe(68, "r68", "valid", {"t": "indeterminate"}, runs=2),
+              69: Probe(69, "r69", "valid", {"t": "fails"})}
+    assert close_below(probes, _bracket(probes, "t")) == 35
+    probes[35] = Probe(35, "r35", "valid", {"t": "meets"})
+    assert close_below(probes, _bracket(probes, "t")) == 51
+    probes[51] = Probe(51, "r51", "valid", {"t": "indeterminate"})  # one run: no repeat
+    assert close_below(probes, _bracket(probes, "t")) == 43
+    # an indeterminate count above the failure is no part of the gap
+    above = {2: Probe(2, "r2", "valid", {"t": "meets"}),
+             9: Probe(9, "r9", "valid", {"t": "fails"}),
+             12: Probe(12, "r12", "valid", {"t": "indeterminate"})}
+    assert close_below(above, _bracket(above, "t")) is None
+    # one user wide, or within the search's precision: nothing left to close
+    near = {60: Probe(60, "r60", "valid", {"t": "meets"}),
+            65: Probe(65, "r65", "valid", {"t": "indeterminate"}, runs=2),
+            66: Probe(66, "r66", "valid", {"t": "fails"})}
+    assert close_below(near, _bracket(near, "t")) == 62
+    assert close_below(near, _bracket(near, "t"), precision=0.1) is None
