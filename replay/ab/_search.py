@@ -239,20 +239,23 @@ def close_below(probes: dict[int, Probe], b: Bracket | None,
     """Twin search: the next count under the lowest count that could not tell above the
     last count every probe met, when the gap between them is wider than the search's
     width: the twin places its probes at the boundary, where samples are least sure, so
-    the answer's lower end is measured below them. The gap is halved (a count that
-    meets raises the lower end, one that cannot tell lowers the top of the gap), so a
-    line blurred over many counts costs a few probes, not one per count."""
+    the answer's lower end is measured below them. The steps down double (one under
+    the lowest, then two, four...: the step is twice the distance from the lowest count
+    that could not tell to the next one above it) and never pass the gap's midpoint, so
+    a line blurred over one count costs one probe and one blurred over many a few, not
+    one per count."""
     if b is None or not b.indeterminate:
         return None
     passed = int(b.passed or 0)
-    above = [int(u) for u in b.indeterminate
-             if u > passed and (b.failed is None or u < b.failed)]
-    if not above:
+    unsure = sorted(int(u) for u in b.indeterminate
+                    if u > passed and (b.failed is None or u < b.failed))
+    if not unsure:
         return None
-    low = min(above)
+    low = unsure[0]
     if _narrow(passed, low, precision):
         return None
-    want = max((passed + low) // 2, passed + 1)
+    step = 2 * (unsure[1] - low) if len(unsure) > 1 else 1
+    want = max(low - step, (passed + low) // 2, passed + 1)
     return want if want not in probes else None
 
 

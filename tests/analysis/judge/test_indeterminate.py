@@ -127,27 +127,35 @@ def test_a_deferred_repeat_waits_until_a_failure_puts_the_count_inside_the_brack
     assert want == 64 and "again" in how
 
 
-def test_the_twin_search_halves_the_gap_under_a_blurred_line() -> None:
+def test_the_twin_search_steps_down_doubling_under_a_blurred_line() -> None:
     from replay.ab._search import _bracket, close_below
 
+    def probe(u: int, verdict: str, runs: int = 1) -> Probe:
+        return Probe(u, f"r{u}", "valid", {"t": verdict}, runs=runs)
+
     # met at 2, failed at 69, 68 could not tell even twice: the lower end is measured
-    # by halving the gap, not by walking down one count at a time
-    probes = {2: Probe(2, "r2", "valid", {"t": "meets"}),
-              68: Probe(68, "r68", "valid", {"t": "indeterminate"}, runs=2),
-              69: Probe(69, "r69", "valid", {"t": "fails"})}
-    assert close_below(probes, _bracket(probes, "t")) == 35
-    probes[35] = Probe(35, "r35", "valid", {"t": "meets"})
-    assert close_below(probes, _bracket(probes, "t")) == 51
-    probes[51] = Probe(51, "r51", "valid", {"t": "indeterminate"})  # one run: no repeat
-    assert close_below(probes, _bracket(probes, "t")) == 43
+    # below it in doubling steps (67, then 65, 61, 53...), never past the gap's midpoint
+    probes = {2: probe(2, "meets"), 68: probe(68, "indeterminate", 2),
+              69: probe(69, "fails")}
+    seen = []
+    for _ in range(4):
+        want = close_below(probes, _bracket(probes, "t"))
+        assert want is not None
+        seen.append(want)
+        probes[want] = probe(want, "indeterminate")  # one run each: no repeat
+    assert seen == [67, 65, 61, 53]
+    # a count that meets raises the lower end: the gap (53 met, 61 unsure) is halved
+    probes[53] = probe(53, "meets")
+    assert close_below(probes, _bracket(probes, "t")) == 57
+    # one unsure count just over the last met: the next count down, once
+    narrow = {2: probe(2, "meets"), 7: probe(7, "indeterminate", 2), 8: probe(8, "fails")}
+    assert close_below(narrow, _bracket(narrow, "t")) == 6
+    narrow[6] = probe(6, "meets")
+    assert close_below(narrow, _bracket(narrow, "t")) is None  # 6-8: one unsure count
     # an indeterminate count above the failure is no part of the gap
-    above = {2: Probe(2, "r2", "valid", {"t": "meets"}),
-             9: Probe(9, "r9", "valid", {"t": "fails"}),
-             12: Probe(12, "r12", "valid", {"t": "indeterminate"})}
+    above = {2: probe(2, "meets"), 9: probe(9, "fails"), 12: probe(12, "indeterminate")}
     assert close_below(above, _bracket(above, "t")) is None
-    # one user wide, or within the search's precision: nothing left to close
-    near = {60: Probe(60, "r60", "valid", {"t": "meets"}),
-            65: Probe(65, "r65", "valid", {"t": "indeterminate"}, runs=2),
-            66: Probe(66, "r66", "valid", {"t": "fails"})}
-    assert close_below(near, _bracket(near, "t")) == 62
+    # within the search's precision: nothing left to close
+    near = {60: probe(60, "meets"), 65: probe(65, "indeterminate", 2), 66: probe(66, "fails")}
+    assert close_below(near, _bracket(near, "t")) == 64
     assert close_below(near, _bracket(near, "t"), precision=0.1) is None
