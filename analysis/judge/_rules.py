@@ -57,7 +57,8 @@ class Rules(BaseModel):
     ``min_requests`` requests in the window)."""
     failure_burst_share: float = 0.5
     """Failure share in the last quarter of the window that, with few failures
-    before it, says the server died or restarted."""
+    before it, says the server died or restarted (errors and timeouts; a request the
+    drain cut is not counted: a short drain cuts the last quarter's, ``drain_cut``)."""
     failure_burst_min: int = 5
     """Requests the last quarter needs for the burst check."""
     drain_cut_caveat: float = Field(default=0.01, ge=0, le=1)

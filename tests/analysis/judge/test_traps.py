@@ -255,6 +255,21 @@ def test_a_failure_burst_says_the_server_died(tmp_path: Path) -> None:
     assert {"failure_burst", "server_unreachable"} <= codes and v.verdict == "invalid"
 
 
+def test_requests_a_short_drain_cut_are_no_failure_burst(tmp_path: Path) -> None:
+    # the same run, the last quarter's requests still streaming when the drain ended
+    # (seen on compare --search with --drain 5: "the server died or restarted" on a
+    # serve-sim that was fine): a drain cut, said as one, not a dead server
+    records = synth_records(users=4, per_user=25, tpot=0.01, ttft=0.2, think=3.5)
+    cut = [r for r in records if r["sent_s"] >= 10 + 75]
+    assert len(cut) >= 5
+    for r in cut:
+        r.update(status="incomplete", error_kind=None)
+    v = assess_run(read_run(make_run(tmp_path, records, load=_load(4))))
+    codes = {r.code: r.severity for r in v.reasons}
+    assert "failure_burst" not in codes, v.reasons
+    assert codes.get("drain_cut") == "caveat", v.reasons
+
+
 def _refused(records: list[dict[str, Any]], which: list[int]) -> None:
     for i in which:
         records[i].update(status="error", error_kind="connect", first_token_s=None,
