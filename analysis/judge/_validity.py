@@ -139,7 +139,8 @@ def _failures(run: RunData, s: RunSummary, found: _Found, rules: Rules) -> None:
     q3 = start + 0.75 * (end - start)
     counted = (r.status != "cancelled") & (r.sent_s >= start) & (r.sent_s < end)
     # a request the drain cut is no sign of a dead server: the last quarter's requests
-    # are the ones a short drain cuts (drain_cut says so); a dead server's fail
+    # are the ones a short drain cuts (drain_cut says so); a dead server's requests end
+    # in errors and timeouts
     bad = counted & (r.status != "ok") & (r.status != "incomplete")
     tail = counted & (r.sent_s >= q3)
     head = counted & (r.sent_s < q3)

@@ -345,9 +345,9 @@ def search_capacity(
     from analysis.report import SEARCH_FILE
 
     (out_p / SEARCH_FILE).write_bytes(search_payload(result, opts, start_users, max_users,
-                                               precision, limits.method,
-                                               tracks if guide is not None else None,
-                                               not limits.full_window))
+                                                     precision, limits.method,
+                                                     tracks if guide is not None else None,
+                                                     not limits.full_window))
     runs = read_runs([out_p / "runs"])
     shown = list(dict.fromkeys([*tiers, *opts.slo]))  # the searched tiers, then --slo's
     comparison = compare_runs(runs, tiers=shown, seed=opts.seed,

@@ -38,9 +38,9 @@ EARLY_STOP_NOTE = (
 
 
 def search_payload(answers: Sequence[SearchAnswer], opts: CompareOptions, start: int,
-             max_users: int, precision: float | None, method: str = "bisect",
-             tracks: dict[tuple[str, str], TwinTrack] | None = None,
-             early_stop: bool = True) -> bytes:
+                   max_users: int, precision: float | None, method: str = "bisect",
+                   tracks: dict[tuple[str, str], TwinTrack] | None = None,
+                   early_stop: bool = True) -> bytes:
     results = [{
         "arm": a.arm, "tier": a.tier.label, "tier_name": a.tier.name, "answer": a.answer(),
         "users": a.users,
